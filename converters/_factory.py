@@ -1,0 +1,263 @@
+"""The converter factory: one generic converter, built per op from its spec.
+
+Two halves:
+- ``plan``: FX node (or converter args) -> ``PluginCall``, plain data (creator key, typed fields,
+  tensor inputs, shape inputs). Needs no TensorRT, so it is unit-tested on every machine and fed
+  to the conformance harness and the plugin-in-the-loop runner.
+- ``emit``: ``PluginCall`` -> ``PluginFieldCollection`` -> ``create_plugin(..., BUILD)`` ->
+  ``ctx.net.add_plugin_v3``. Small, and the only part that touches TensorRT.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from .. import spec as spec_mod
+from .._compat import require_tensorrt
+
+_LOGGER = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FieldValue:
+    name: str
+    type: str  # PluginFieldType member name, e.g. "FLOAT32"
+    value: Any
+
+    def numpy(self):
+        import numpy as np
+
+        return np.asarray(self.value, dtype=spec_mod.FIELD_NUMPY_DTYPES[self.type]).reshape(-1)
+
+
+@dataclass
+class PluginCall:
+    """What a converter adds to the network, as plain data."""
+
+    op: str
+    plugin_name: str
+    plugin_version: str
+    plugin_namespace: str
+    fields: list[FieldValue]
+    tensor_inputs: list[Any]
+    shape_inputs: list[Any] = field(default_factory=list)
+    num_outputs: int = 1
+    num_op_outputs: int = 1
+    requires_output_allocator: bool = False
+
+    @property
+    def creator_key(self) -> tuple[str, str, str]:
+        return (self.plugin_name, self.plugin_version, self.plugin_namespace)
+
+    def field_value(self, name: str) -> Any:
+        for value in self.fields:
+            if value.name == name:
+                return value.value
+        raise KeyError(name)
+
+
+def _schema(spec: spec_mod.OpSpec) -> torch.FunctionSchema:
+    return torch._C.parse_schema(f"{spec.qualname}{spec.schema}")
+
+
+def bind(spec: spec_mod.OpSpec, args: Sequence[Any], kwargs: dict) -> dict[str, Any]:
+    """Map positional and keyword args onto the schema's argument names, filling defaults."""
+    schema = _schema(spec)
+    bound: dict[str, Any] = {}
+    names = [a.name for a in schema.arguments]
+    if len(args) > len(names):
+        raise spec_mod.SpecError(f"torchtrt.{spec.name}: expected at most {len(names)} arguments, got {len(args)}")
+    for name, value in zip(names, args):
+        bound[name] = value
+    for name, value in kwargs.items():
+        if name not in names:
+            raise spec_mod.SpecError(f"torchtrt.{spec.name}: unexpected argument '{name}'")
+        bound[name] = value
+    for argument in schema.arguments:
+        if argument.name not in bound:
+            if argument.has_default_value():
+                bound[argument.name] = argument.default_value
+            else:
+                raise spec_mod.SpecError(f"torchtrt.{spec.name}: missing argument '{argument.name}'")
+    return bound
+
+
+def _default_is_symbolic(value: Any) -> bool:
+    return isinstance(value, (torch.fx.Node, torch.SymInt)) or type(value).__name__ == "ITensor"
+
+
+def plan(
+    spec: spec_mod.OpSpec,
+    args: Sequence[Any],
+    kwargs: Optional[dict] = None,
+    is_symbolic: Callable[[Any], bool] = _default_is_symbolic,
+) -> PluginCall:
+    """Plan the plugin call for one op invocation. Raises SpecError for values the plugin cannot take."""
+    bound = bind(spec, args, kwargs or {})
+    fields: list[FieldValue] = []
+    shape_inputs: list[Any] = []
+    for fspec in spec.fields:
+        value = bound.get(fspec.arg, fspec.default) if fspec.arg else fspec.default
+        if fspec.shape_input and is_symbolic(value):
+            shape_inputs.append(value)
+            fields.append(FieldValue(fspec.name, fspec.type, fspec.shape_input_sentinel))
+        elif is_symbolic(value):
+            raise spec_mod.SpecError(
+                f"torchtrt.{spec.name}: argument '{fspec.arg}' must be a constant, got a symbolic value"
+            )
+        else:
+            fields.append(FieldValue(fspec.name, fspec.type, fspec.check(spec.name, value)))
+    return PluginCall(
+        op=spec.name,
+        plugin_name=spec.plugin_name,
+        plugin_version=spec.plugin_version,
+        plugin_namespace=spec.plugin_namespace,
+        fields=fields,
+        tensor_inputs=[bound[t.name] for t in spec.inputs],
+        shape_inputs=shape_inputs,
+        num_outputs=spec.num_plugin_outputs,
+        num_op_outputs=len(spec.outputs),
+        requires_output_allocator=spec.requires_output_allocator,
+    )
+
+
+def entry_for_target(target: Any) -> Optional[spec_mod.OpEntry]:
+    """The op entry whose torch op (any overload) is ``target``, or None."""
+    name = getattr(target, "name", None)
+    qualname = name() if callable(name) else None
+    if not qualname or not qualname.startswith(f"{spec_mod.NAMESPACE}::"):
+        return None
+    op_name = qualname.split("::", 1)[1].split(".", 1)[0]
+    try:
+        return spec_mod.get(op_name)
+    except KeyError:
+        return None
+
+
+def plan_node(node: torch.fx.Node) -> PluginCall:
+    entry = entry_for_target(node.target)
+    if entry is None:
+        raise ValueError(f"node {node.name} ({node.target}) is not a torchtrt op")
+    return plan(entry.spec, node.args, node.kwargs)
+
+
+def _fake_value(arg: Any) -> Any:
+    if isinstance(arg, torch.fx.Node):
+        return arg.meta.get("val")
+    return arg
+
+
+def validate_node(node: torch.fx.Node, settings: Any = None) -> bool:
+    """Torch-TensorRT capability validator: False (fall back to PyTorch) for what the plugin cannot do."""
+    entry = entry_for_target(node.target)
+    if entry is None:
+        return False
+    try:
+        call = plan(entry.spec, node.args, node.kwargs)
+        fakes = [_fake_value(t) for t in call.tensor_inputs]
+        if any(not isinstance(f, torch.Tensor) for f in fakes):
+            raise spec_mod.SpecError(f"torchtrt.{entry.spec.name}: tensor inputs have no shape metadata")
+        entry.spec.check_dtypes(fakes)
+    except (spec_mod.SpecError, TypeError, ValueError) as err:
+        _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", node.name, err)
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- emit
+
+
+def field_collection(call: PluginCall, trt: Any = None):
+    """The ``PluginFieldCollection`` for a call. The numpy buffers stay referenced by the collection."""
+    trt = trt or require_tensorrt()
+    arrays = [value.numpy() for value in call.fields]
+    fields = [
+        trt.PluginField(value.name, array, getattr(trt.PluginFieldType, value.type))
+        for value, array in zip(call.fields, arrays)
+    ]
+    collection = trt.PluginFieldCollection(fields)
+    collection._torchtrt_arrays = arrays  # noqa: SLF001 - keep the buffers alive with the collection
+    return collection
+
+
+def create_plugin(call: PluginCall, phase: Any = None, trt: Any = None, registry: Any = None):
+    """Create the plugin through the registry (loading our library if needed). Returns None on failure."""
+    from ..native import load_plugins
+
+    trt = trt or require_tensorrt()
+    registry = registry or trt.get_plugin_registry()
+    load_plugins(registry)
+    creator = registry.get_creator(*call.creator_key)
+    if creator is None:
+        raise RuntimeError(f"torchtrt_plugins: no plugin creator {'/'.join(call.creator_key)} in the registry")
+    phase = trt.TensorRTPhase.BUILD if phase is None else phase
+    return creator.create_plugin(call.plugin_name, field_collection(call, trt), phase)
+
+
+def _as_shape_tensor(ctx: Any, value: Any, name: str, trt: Any):
+    from torch_tensorrt.dynamo.conversion.converter_utils import get_trt_tensor
+
+    tensor = get_trt_tensor(ctx, value, name)
+    if len(tensor.shape) == 0:
+        layer = ctx.net.add_shuffle(tensor)
+        layer.reshape_dims = (1,)
+        layer.name = f"{name}_as_1d"
+        tensor = layer.get_output(0)
+    if tensor.dtype not in (trt.int32, trt.int64):
+        layer = ctx.net.add_cast(tensor, trt.int64)
+        layer.name = f"{name}_as_int64"
+        tensor = layer.get_output(0)
+    return tensor
+
+
+def emit(ctx: Any, call: PluginCall, target: Any, name: str):
+    """Add the plugin layer for ``call``; returns the op's outputs (a tensor, or a tuple)."""
+    from torch_tensorrt.dynamo.conversion.converter_utils import get_trt_tensor, set_layer_name
+
+    trt = require_tensorrt()
+    plugin = create_plugin(call, trt.TensorRTPhase.BUILD, trt)
+    if plugin is None:
+        raise RuntimeError(
+            f"torchtrt_plugins: {'/'.join(call.creator_key)} rejected fields "
+            f"{[(f.name, f.value) for f in call.fields]}; see the TensorRT log"
+        )
+    inputs = [get_trt_tensor(ctx, t, f"{name}_input{i}") for i, t in enumerate(call.tensor_inputs)]
+    shape_inputs = [_as_shape_tensor(ctx, s, f"{name}_shape{i}", trt) for i, s in enumerate(call.shape_inputs)]
+    layer = ctx.net.add_plugin_v3(inputs, shape_inputs, plugin)
+    set_layer_name(layer, target, name)
+    outputs = tuple(layer.get_output(i) for i in range(call.num_op_outputs))
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def make_converter(entry: spec_mod.OpEntry):
+    """The Torch-TensorRT converter function for one op."""
+
+    def converter(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):
+        return emit(ctx, plan(entry.spec, args, kwargs), target, name)
+
+    converter.__name__ = f"convert_{entry.spec.name}"
+    converter.__qualname__ = converter.__name__
+    return converter
+
+
+def register(entry: spec_mod.OpEntry, converter: Callable) -> bool:
+    """Register ``converter`` with Torch-TensorRT for every overload of the op. False when it is missing."""
+    from .._compat import torch_tensorrt
+
+    if torch_tensorrt() is None:
+        return False
+    from torch_tensorrt.dynamo.conversion._ConverterRegistry import dynamo_tensorrt_converter
+
+    packet = getattr(getattr(torch.ops, spec_mod.NAMESPACE), entry.spec.name)
+    for overload in packet.overloads():
+        dynamo_tensorrt_converter(
+            getattr(packet, overload),
+            supports_dynamic_shapes=True,
+            capability_validator=validate_node,
+            requires_output_allocator=entry.spec.requires_output_allocator,
+        )(converter)
+    return True

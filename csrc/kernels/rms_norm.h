@@ -1,0 +1,25 @@
+// rms_norm: y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * weight, fp32 accumulation.
+#pragma once
+
+#include "common.h"
+
+namespace ttp
+{
+
+// Tactics are the plugin's custom tactic values: non-zero, stable across releases (they are serialized
+// into timing caches). kAUTO is never advertised; it lets the heuristic choose.
+enum class RmsNormTactic : int32_t
+{
+    kAUTO = 0,
+    kWARP_PER_ROW = 1,
+    kBLOCK_PER_ROW = 2,
+};
+
+// x, y: rows x hidden, contiguous; weight: hidden. All three of dtype `dtype` (fp32/fp16/bf16).
+cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, int64_t hidden, float eps, DType dtype,
+    RmsNormTactic tactic, cudaStream_t stream);
+
+// The tactic kAUTO resolves to for this problem.
+RmsNormTactic rmsNormHeuristic(int64_t rows, int64_t hidden, DType dtype);
+
+} // namespace ttp

@@ -1,0 +1,44 @@
+#include "common.h"
+#include "kernels/rms_norm.h"
+
+namespace ttp::torch_adapter
+{
+namespace
+{
+
+at::Tensor rmsNormImpl(at::Tensor const& x, at::Tensor const& weight, double eps, int64_t tactic)
+{
+    TORCH_CHECK(x.is_cuda() && weight.is_cuda(), "torchtrt.rms_norm: arguments 'x' and 'weight' must be CUDA tensors");
+    TORCH_CHECK(x.dim() >= 1, "torchtrt.rms_norm: argument 'x' must have at least 1 dimension");
+    TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), "torchtrt.rms_norm: argument 'weight' must have shape (",
+        x.size(-1), ",) to match the last dimension of 'x', got ", weight.sizes());
+    TORCH_CHECK(x.scalar_type() == weight.scalar_type(), "torchtrt.rms_norm: argument 'weight' must have the same dtype as 'x' (",
+        x.scalar_type(), "), got ", weight.scalar_type());
+    TORCH_CHECK(eps > 0, "torchtrt.rms_norm: argument 'eps' must be a float > 0, got ", eps);
+    c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor xc = x.contiguous();
+    at::Tensor wc = weight.contiguous();
+    at::Tensor y = at::empty_like(xc, at::MemoryFormat::Contiguous);
+    int64_t const hidden = x.size(-1);
+    int64_t const rows = hidden == 0 ? 0 : xc.numel() / hidden;
+    checkCuda(rmsNorm(xc.data_ptr(), wc.data_ptr(), y.data_ptr(), rows, hidden, static_cast<float>(eps),
+                  toKernelDType(x.scalar_type(), "rms_norm", "x"), static_cast<RmsNormTactic>(tactic),
+                  c10::cuda::getCurrentCUDAStream()),
+        "rms_norm");
+    return y;
+}
+
+at::Tensor rmsNorm(at::Tensor const& x, at::Tensor const& weight, double eps)
+{
+    return rmsNormImpl(x, weight, eps, static_cast<int64_t>(RmsNormTactic::kAUTO));
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(torchtrt, CUDA, m)
+{
+    m.impl("rms_norm", &rmsNorm);
+    m.impl("rms_norm_tactic", &rmsNormImpl);
+}
+
+} // namespace ttp::torch_adapter

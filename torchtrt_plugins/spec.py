@@ -1,0 +1,232 @@
+"""Op specs: the single source of truth for every op.
+
+A spec says what the torch op looks like (schema), what the TensorRT plugin is called and which
+fields it takes (name, PluginFieldType, the op argument that feeds it, default, valid range),
+which dtypes/formats each tensor accepts, which arguments may become shape inputs, and the test
+tolerances. The torch registration, the fake-kernel checks, the converter and the tests are all
+driven from here; a test checks the C++ plugin against it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+#: Namespace of our torch ops (``torch.ops.torchtrt.*``) and of our TensorRT plugins.
+NAMESPACE = "torchtrt"
+
+#: PluginFieldType member name -> numpy dtype name used when serializing a field value.
+FIELD_NUMPY_DTYPES = {
+    "FLOAT16": "float16",
+    "FLOAT32": "float32",
+    "FLOAT64": "float64",
+    "INT8": "int8",
+    "INT16": "int16",
+    "INT32": "int32",
+    "INT64": "int64",
+    "CHAR": "int8",
+}
+
+#: PluginFieldType enum values (NvInferRuntimePlugin.h), for checks against the C++ side.
+FIELD_TYPE_CODES = {
+    "FLOAT16": 0,
+    "FLOAT32": 1,
+    "FLOAT64": 2,
+    "INT8": 3,
+    "INT16": 4,
+    "INT32": 5,
+    "CHAR": 6,
+    "DIMS": 7,
+    "UNKNOWN": 8,
+    "BF16": 9,
+    "INT64": 10,
+    "FP8": 11,
+    "INT4": 12,
+    "FP4": 13,
+}
+
+
+class SpecError(ValueError):
+    """A user-supplied value that the op cannot take. The message names op, argument and expectation."""
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One plugin field.
+
+    ``arg`` is the op argument that feeds the field. ``shape_input`` marks an integer argument that,
+    when it is symbolic in the graph (a SymInt), is passed to the plugin as a shape input instead
+    of a field; the field then carries ``shape_input_sentinel``.
+    """
+
+    name: str
+    type: str
+    arg: Optional[str] = None
+    default: Any = None
+    min: Optional[float] = None
+    max: Optional[float] = None
+    min_inclusive: bool = True
+    required: bool = True
+    shape_input: bool = False
+    shape_input_sentinel: int = -1
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.type not in FIELD_NUMPY_DTYPES:
+            raise ValueError(f"field {self.name!r}: unsupported PluginFieldType {self.type!r}")
+
+    @property
+    def is_float(self) -> bool:
+        return self.type.startswith("FLOAT")
+
+    def expectation(self) -> str:
+        kind = "a float" if self.is_float else "an integer"
+        parts = []
+        if self.min is not None:
+            parts.append(f"{'>=' if self.min_inclusive else '>'} {self.min:g}")
+        if self.max is not None:
+            parts.append(f"<= {self.max:g}")
+        return kind + (" " + " and ".join(parts) if parts else "")
+
+    def check(self, op: str, value: Any) -> Any:
+        """Return the value coerced to the field's Python type, or raise SpecError."""
+        where = f"torchtrt.{op}: argument '{self.arg or self.name}'"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SpecError(f"{where} must be {self.expectation()}, got {value!r}")
+        if not self.is_float and not float(value).is_integer():
+            raise SpecError(f"{where} must be {self.expectation()}, got {value!r}")
+        coerced = float(value) if self.is_float else int(value)
+        if self.is_float and not math.isfinite(coerced):
+            raise SpecError(f"{where} must be {self.expectation()}, got {value!r}")
+        low_ok = (
+            self.min is None
+            or (coerced >= self.min if self.min_inclusive else coerced > self.min)
+        )
+        high_ok = self.max is None or coerced <= self.max
+        if not (low_ok and high_ok):
+            raise SpecError(f"{where} must be {self.expectation()}, got {value!r}")
+        return coerced
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor input or output: allowed dtypes and formats (TensorRT ``TensorFormat`` names)."""
+
+    name: str
+    dtypes: tuple[torch.dtype, ...]
+    formats: tuple[str, ...] = ("LINEAR",)
+    same_dtype_as: Optional[str] = None
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True)
+class Tactic:
+    value: int
+    name: str
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    schema: str
+    plugin_name: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    fields: tuple[FieldSpec, ...] = ()
+    plugin_version: str = "1"
+    plugin_namespace: str = NAMESPACE
+    tactics: tuple[Tactic, ...] = ()
+    tolerances: dict = field(default_factory=dict)
+    #: Outputs whose shape depends on data: Torch-TensorRT must run the engine with an output allocator.
+    requires_output_allocator: bool = False
+    #: Extra plugin outputs that the torch op does not return (e.g. size tensors).
+    hidden_outputs: int = 0
+    doc: str = ""
+
+    @property
+    def qualname(self) -> str:
+        return f"{NAMESPACE}::{self.name}"
+
+    @property
+    def creator_key(self) -> tuple[str, str, str]:
+        return (self.plugin_name, self.plugin_version, self.plugin_namespace)
+
+    @property
+    def num_plugin_outputs(self) -> int:
+        return len(self.outputs) + self.hidden_outputs
+
+    def input(self, name: str) -> TensorSpec:
+        for spec in self.inputs:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    def field_by_name(self, name: str) -> FieldSpec:
+        for spec in self.fields:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    def tolerance(self, dtype: torch.dtype) -> Tolerance:
+        return self.tolerances.get(dtype, Tolerance(1e-5, 1e-5))
+
+    def check_dtypes(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Raise SpecError unless each tensor input has an allowed dtype (and matches its peers)."""
+        by_name = {}
+        for spec, tensor in zip(self.inputs, tensors):
+            by_name[spec.name] = tensor
+            if tensor.dtype not in spec.dtypes:
+                allowed = ", ".join(str(d).replace("torch.", "") for d in spec.dtypes)
+                raise SpecError(
+                    f"torchtrt.{self.name}: argument '{spec.name}' must have dtype in "
+                    f"{{{allowed}}}, got {str(tensor.dtype).replace('torch.', '')}"
+                )
+            if spec.same_dtype_as is not None:
+                other = by_name[spec.same_dtype_as]
+                if tensor.dtype != other.dtype:
+                    raise SpecError(
+                        f"torchtrt.{self.name}: argument '{spec.name}' must have the same dtype as "
+                        f"'{spec.same_dtype_as}' ({other.dtype}), got {tensor.dtype}"
+                    )
+
+
+@dataclass
+class OpEntry:
+    """A registered op: its spec plus the Python pieces (reference implementation, fake kernel)."""
+
+    spec: OpSpec
+    reference: Callable[..., Any]
+    fake: Callable[..., Any]
+    #: Validation of argument values shared by the fake kernel, the eager op and the converter.
+    check_args: Optional[Callable[..., None]] = None
+
+
+_REGISTRY: dict[str, OpEntry] = {}
+
+
+def register(entry: OpEntry) -> OpEntry:
+    if entry.spec.name in _REGISTRY:
+        raise ValueError(f"op {entry.spec.name!r} registered twice")
+    _REGISTRY[entry.spec.name] = entry
+    return entry
+
+
+def all_ops() -> list[OpEntry]:
+    return list(_REGISTRY.values())
+
+
+def get(name: str) -> OpEntry:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no torchtrt op named {name!r}; known: {sorted(_REGISTRY)}") from None
