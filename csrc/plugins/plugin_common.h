@@ -1,0 +1,436 @@
+// Shared machinery of every plugin in the library, written once:
+// - logging through the TensorRT logger found via setLoggerFinder (stderr before one is set);
+// - `guarded`: no exception crosses the TensorRT API; it is logged and turned into an error value;
+// - field descriptions driving getFieldNames, createPlugin parsing (with range checks) and
+//   getFieldsToSerialize, so the three cannot drift apart;
+// - PluginBase<Derived>: the IPluginV3 capability plumbing, clone, tactics and the timing cache id;
+// - CreatorBase<Plugin> and self-registration of creators for getCreators.
+#pragma once
+
+#include <NvInferRuntime.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/common.h"
+
+namespace ttp::plugin
+{
+
+constexpr char const* kNAMESPACE = "torchtrt";
+
+using Severity = nvinfer1::ILogger::Severity;
+
+void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept;
+void log(Severity severity, std::string const& message) noexcept;
+
+// An error a caller caused (bad field, unsupported shape): logged as kERROR by `guarded`.
+class PluginError : public std::runtime_error
+{
+public:
+    using std::runtime_error::runtime_error;
+};
+
+template <typename... Args>
+std::string concat(Args const&... args)
+{
+    std::ostringstream out;
+    (out << ... << args);
+    return out.str();
+}
+
+// Runs fn(); any exception is logged as "<plugin>::<method>: <what>" and `onError` returned.
+template <typename R, typename F>
+R guarded(char const* plugin, char const* method, R onError, F&& fn) noexcept
+{
+    try
+    {
+        return fn();
+    }
+    catch (std::exception const& e)
+    {
+        log(Severity::kERROR, concat(kNAMESPACE, "::", plugin, " ", method, ": ", e.what()));
+    }
+    catch (...)
+    {
+        log(Severity::kERROR, concat(kNAMESPACE, "::", plugin, " ", method, ": unknown exception"));
+    }
+    return onError;
+}
+
+// ------------------------------------------------------------------------------------------ fields
+
+enum class FieldKind : int32_t
+{
+    kFLOAT,
+    kINT
+};
+
+struct FieldDesc
+{
+    char const* name;
+    nvinfer1::PluginFieldType type; // the type we advertise and serialize
+    bool required;
+    double defaultValue;
+    double min;
+    double max;
+    bool minInclusive;
+
+    FieldKind kind() const noexcept;
+    std::string expectation() const;
+};
+
+// Reads and validates fields from a PluginFieldCollection. Throws PluginError naming plugin and field.
+class FieldReader
+{
+public:
+    FieldReader(char const* plugin, nvinfer1::PluginFieldCollection const* fc);
+
+    double number(FieldDesc const& desc) const;
+    float getFloat(FieldDesc const& desc) const
+    {
+        return static_cast<float>(number(desc));
+    }
+    int64_t getInt(FieldDesc const& desc) const
+    {
+        return static_cast<int64_t>(number(desc));
+    }
+
+private:
+    char const* mPlugin;
+    nvinfer1::PluginFieldCollection const* mFc;
+};
+
+// Owns the storage behind a PluginFieldCollection returned from getFieldsToSerialize.
+class FieldWriter
+{
+public:
+    void clear();
+    void add(FieldDesc const& desc, double value);
+    nvinfer1::PluginFieldCollection const* collection();
+
+private:
+    std::vector<std::array<uint8_t, 8>> mStorage;
+    std::vector<nvinfer1::PluginField> mFields;
+    nvinfer1::PluginFieldCollection mCollection{};
+};
+
+// ------------------------------------------------------------------------------------------ tensors
+
+// Maps a TensorRT data type onto the kernel layer's; throws PluginError for types we never accept.
+DType toKernelDType(nvinfer1::DataType type);
+char const* dataTypeName(nvinfer1::DataType type) noexcept;
+int64_t volume(nvinfer1::Dims const& dims) noexcept;
+std::string dimsString(nvinfer1::Dims const& dims);
+
+// ------------------------------------------------------------------------------------------ plugin base
+
+// Derived provides:
+//   static constexpr char const* kNAME, kVERSION; static constexpr int32_t kNB_OUTPUTS;
+//   static constexpr std::array<int32_t, N> kTACTICS (may be empty);
+//   static std::vector<FieldDesc> const& fieldDescs();
+//   std::vector<double> fieldValues() const  (same order as fieldDescs, what createPlugin reads back);
+//   int32_t outputDataTypes(DataType*, int32_t, DataType const*, int32_t) const;
+//   int32_t outputShapes(DimsExprs const*, int32_t, DimsExprs const*, int32_t, DimsExprs*, int32_t, IExprBuilder&);
+//   bool supportsFormat(int32_t pos, DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs);
+//   void configure(DynamicPluginTensorDesc const*, int32_t, DynamicPluginTensorDesc const*, int32_t);
+//   size_t workspaceSize(DynamicPluginTensorDesc const*, int32_t, DynamicPluginTensorDesc const*, int32_t) const;
+//   void shapeChange(PluginTensorDesc const*, int32_t, PluginTensorDesc const*, int32_t);
+//   cudaError_t run(PluginTensorDesc const*, PluginTensorDesc const*, void const* const*, void* const*, void*,
+//                   cudaStream_t);
+// Each may throw; the base turns exceptions into logged errors and error codes.
+template <typename Derived>
+class PluginBase : public nvinfer1::IPluginV3,
+                   public nvinfer1::IPluginV3OneCore,
+                   public nvinfer1::IPluginV3OneBuild,
+                   public nvinfer1::IPluginV3OneRuntime
+{
+public:
+    PluginBase() = default;
+    // A clone shares nothing mutable with its source: the serialization buffer is rebuilt on demand.
+    PluginBase(PluginBase const& other)
+        : nvinfer1::IPluginV3(other)
+        , nvinfer1::IPluginV3OneCore(other)
+        , nvinfer1::IPluginV3OneBuild(other)
+        , nvinfer1::IPluginV3OneRuntime(other)
+        , mTactic(other.mTactic)
+    {
+    }
+    PluginBase& operator=(PluginBase const&) = delete;
+    ~PluginBase() override = default;
+
+    // IPluginV3
+    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override
+    {
+        switch (type)
+        {
+        case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
+        case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
+        case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
+        }
+        return nullptr;
+    }
+
+    nvinfer1::IPluginV3* clone() noexcept override
+    {
+        return guarded<nvinfer1::IPluginV3*>(Derived::kNAME, "clone", nullptr,
+            [&] { return static_cast<nvinfer1::IPluginV3*>(new Derived(derived())); });
+    }
+
+    // IPluginV3OneCore
+    char const* getPluginName() const noexcept override
+    {
+        return Derived::kNAME;
+    }
+    char const* getPluginVersion() const noexcept override
+    {
+        return Derived::kVERSION;
+    }
+    char const* getPluginNamespace() const noexcept override
+    {
+        return kNAMESPACE;
+    }
+
+    // IPluginV3OneBuild
+    int32_t getNbOutputs() const noexcept override
+    {
+        return Derived::kNB_OUTPUTS;
+    }
+
+    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
+        nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept override
+    {
+        return guarded(Derived::kNAME, "getOutputDataTypes", int32_t{1},
+            [&] { return derived().outputDataTypes(outputTypes, nbOutputs, inputTypes, nbInputs); });
+    }
+
+    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
+        nvinfer1::DimsExprs const* shapeInputs, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
+        int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder) noexcept override
+    {
+        return guarded(Derived::kNAME, "getOutputShapes", int32_t{1}, [&] {
+            return derived().outputShapes(
+                inputs, nbInputs, shapeInputs, nbShapeInputs, outputs, nbOutputs, exprBuilder);
+        });
+    }
+
+    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
+        int32_t nbOutputs) noexcept override
+    {
+        return guarded(Derived::kNAME, "supportsFormatCombination", false,
+            [&] { return derived().supportsFormat(pos, inOut, nbInputs, nbOutputs); });
+    }
+
+    int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override
+    {
+        return guarded(Derived::kNAME, "configurePlugin", int32_t{1}, [&] {
+            derived().configure(in, nbInputs, out, nbOutputs);
+            return int32_t{0};
+        });
+    }
+
+    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override
+    {
+        return guarded(Derived::kNAME, "getWorkspaceSize", size_t{0},
+            [&] { return derived().workspaceSize(inputs, nbInputs, outputs, nbOutputs); });
+    }
+
+    int32_t getNbTactics() noexcept override
+    {
+        return static_cast<int32_t>(Derived::kTACTICS.size());
+    }
+
+    int32_t getValidTactics(int32_t* tactics, int32_t nbTactics) noexcept override
+    {
+        if (tactics == nullptr || nbTactics != static_cast<int32_t>(Derived::kTACTICS.size()))
+        {
+            log(Severity::kERROR,
+                concat(kNAMESPACE, "::", Derived::kNAME, " getValidTactics: expected room for ",
+                    Derived::kTACTICS.size(), " tactics, got ", nbTactics));
+            return 1;
+        }
+        for (size_t i = 0; i < Derived::kTACTICS.size(); ++i)
+        {
+            tactics[i] = Derived::kTACTICS[i];
+        }
+        return 0;
+    }
+
+    char const* getTimingCacheID() noexcept override
+    {
+        return guarded<char const*>(Derived::kNAME, "getTimingCacheID", nullptr, [&] {
+            std::ostringstream id;
+            id << Derived::kNAME << "_v" << Derived::kVERSION;
+            for (double value : derived().fieldValues())
+            {
+                id << "_" << value;
+            }
+            mTimingCacheId = id.str();
+            return mTimingCacheId.c_str();
+        });
+    }
+
+    // IPluginV3OneRuntime
+    int32_t setTactic(int32_t tactic) noexcept override
+    {
+        bool valid = tactic == 0;
+        for (int32_t t : Derived::kTACTICS)
+        {
+            valid = valid || t == tactic;
+        }
+        if (!valid)
+        {
+            log(Severity::kERROR, concat(kNAMESPACE, "::", Derived::kNAME, " setTactic: unknown tactic ", tactic));
+            return 1;
+        }
+        mTactic = tactic;
+        return 0;
+    }
+
+    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
+        nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) noexcept override
+    {
+        return guarded(Derived::kNAME, "onShapeChange", int32_t{1}, [&] {
+            derived().shapeChange(in, nbInputs, out, nbOutputs);
+            return int32_t{0};
+        });
+    }
+
+    int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override
+    {
+        return guarded(Derived::kNAME, "enqueue", int32_t{1}, [&] {
+            cudaError_t const err = derived().run(inputDesc, outputDesc, inputs, outputs, workspace, stream);
+            if (err != cudaSuccess)
+            {
+                throw PluginError(concat("CUDA error ", cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
+            }
+            return int32_t{0};
+        });
+    }
+
+    nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* /*context*/) noexcept override
+    {
+        return clone();
+    }
+
+    nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override
+    {
+        return guarded<nvinfer1::PluginFieldCollection const*>(Derived::kNAME, "getFieldsToSerialize", nullptr, [&] {
+            auto const& descs = Derived::fieldDescs();
+            auto const values = derived().fieldValues();
+            mFieldWriter.clear();
+            for (size_t i = 0; i < descs.size(); ++i)
+            {
+                mFieldWriter.add(descs[i], values.at(i));
+            }
+            return mFieldWriter.collection();
+        });
+    }
+
+protected:
+    // The tactic chosen by setTactic; 0 lets the kernel heuristic decide.
+    int32_t tactic() const noexcept
+    {
+        return mTactic;
+    }
+
+    // Throws PluginError with "<what> must be <expected>, got <got>" for shape/type checks.
+    template <typename... Args>
+    [[noreturn]] static void fail(Args const&... args)
+    {
+        throw PluginError(concat(args...));
+    }
+
+private:
+    Derived& derived() noexcept
+    {
+        return static_cast<Derived&>(*this);
+    }
+    Derived const& derived() const noexcept
+    {
+        return static_cast<Derived const&>(*this);
+    }
+
+    int32_t mTactic{0};
+    std::string mTimingCacheId;
+    FieldWriter mFieldWriter;
+};
+
+// ------------------------------------------------------------------------------------------ creators
+
+class CreatorRegistry
+{
+public:
+    static std::vector<nvinfer1::IPluginCreatorInterface*>& creators();
+};
+
+// Plugin provides `static Plugin* create(FieldReader const&, nvinfer1::TensorRTPhase)` (may throw).
+template <typename Plugin>
+class CreatorBase : public nvinfer1::IPluginCreatorV3One
+{
+public:
+    CreatorBase()
+    {
+        for (FieldDesc const& desc : Plugin::fieldDescs())
+        {
+            mFields.emplace_back(desc.name, nullptr, desc.type, 1);
+        }
+        mCollection.nbFields = static_cast<int32_t>(mFields.size());
+        mCollection.fields = mFields.data();
+    }
+
+    nvinfer1::IPluginV3* createPlugin(
+        char const* /*name*/, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase) noexcept override
+    {
+        return guarded<nvinfer1::IPluginV3*>(Plugin::kNAME, "createPlugin", nullptr,
+            [&] { return static_cast<nvinfer1::IPluginV3*>(Plugin::create(FieldReader(Plugin::kNAME, fc), phase)); });
+    }
+
+    nvinfer1::PluginFieldCollection const* getFieldNames() noexcept override
+    {
+        return &mCollection;
+    }
+    char const* getPluginName() const noexcept override
+    {
+        return Plugin::kNAME;
+    }
+    char const* getPluginVersion() const noexcept override
+    {
+        return Plugin::kVERSION;
+    }
+    char const* getPluginNamespace() const noexcept override
+    {
+        return kNAMESPACE;
+    }
+
+private:
+    std::vector<nvinfer1::PluginField> mFields;
+    nvinfer1::PluginFieldCollection mCollection{};
+};
+
+// Registers one creator instance for getCreators; use once per plugin source file.
+template <typename Creator>
+struct CreatorRegistration
+{
+    CreatorRegistration()
+    {
+        static Creator creator;
+        CreatorRegistry::creators().push_back(&creator);
+    }
+};
+
+#define TTP_REGISTER_CREATOR(CREATOR)                                                                                  \
+    namespace                                                                                                          \
+    {                                                                                                                  \
+    ::ttp::plugin::CreatorRegistration<CREATOR> const kCreatorRegistration{};                                          \
+    }
+
+} // namespace ttp::plugin
