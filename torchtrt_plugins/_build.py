@@ -12,6 +12,8 @@ hash of the sources and build settings, so a build happens once per change.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -106,10 +108,22 @@ def cuda_archs() -> str:
 def _hash_sources(root: Path, patterns: tuple[str, ...], extra: str) -> str:
     digest = hashlib.sha256(extra.encode())
     for pattern in patterns:
-        for path in sorted(root.glob(pattern)):
+        for path in sorted(p for p in root.glob(pattern) if p.is_file()):
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """Serialize builds of one cache entry across processes (parallel test runs, several shells)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass
@@ -122,10 +136,9 @@ class PluginBuild:
 
 _NATIVE_PATTERNS = (
     "CMakeLists.txt",
-    "csrc/kernels/*",
-    "csrc/plugins/*",
-    "csrc/harness/*",
-    "csrc/harness/testplugins/*",
+    "csrc/kernels/**/*",
+    "csrc/plugins/**/*",
+    "csrc/harness/**/*",
 )
 
 
@@ -149,8 +162,16 @@ def build_plugin_library(force: bool = False, quiet: bool = False) -> PluginBuil
     build_dir = cache_dir() / f"plugins-{key}"
     library = build_dir / PLUGIN_LIBRARY_NAME
     harness = build_dir / HARNESS_LIBRARY_NAME if (root / "csrc" / "harness").is_dir() else None
-    if library.is_file() and (harness is None or harness.is_file()) and not force:
-        return PluginBuild(build_dir, library, harness, built_now=False)
+    with _locked(build_dir):
+        if library.is_file() and (harness is None or harness.is_file()) and not force:
+            return PluginBuild(build_dir, library, harness, built_now=False)
+        _run_cmake(root, build_dir, include, nvcc, cmake, archs, quiet)
+    if not library.is_file():
+        raise BuildError(f"build finished but {library} is missing")
+    return PluginBuild(build_dir, library, harness, built_now=True)
+
+
+def _run_cmake(root: Path, build_dir: Path, include: Path, nvcc: str, cmake: str, archs: str, quiet: bool) -> None:
     if not quiet:
         _message(f"building the TensorRT plugin library for sm_{archs} into {build_dir} (once per source change)")
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
@@ -173,9 +194,6 @@ def build_plugin_library(force: bool = False, quiet: bool = False) -> PluginBuil
             raise BuildError(
                 f"plugin library build failed: {' '.join(command)}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
             )
-    if not library.is_file():
-        raise BuildError(f"build finished but {library} is missing")
-    return PluginBuild(build_dir, library, harness, built_now=True)
 
 
 def build_torch_extension(quiet: bool = False):
@@ -196,8 +214,7 @@ def build_torch_extension(quiet: bool = False):
     )
     build_dir = cache_dir() / f"torch-ext-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
-    cached = any(build_dir.glob(f"{TORCH_EXTENSION_NAME}*.so"))
-    if not cached and not quiet:
+    if not any(build_dir.glob(f"{TORCH_EXTENSION_NAME}*.so")) and not quiet:
         _message(f"building the CUDA ops for sm_{archs} into {build_dir} (once per source change, ~1-2 min)")
     sources = sorted(str(p) for p in (root / "csrc" / "torch").glob("*.cpp"))
     sources += sorted(str(p) for p in (root / "csrc" / "kernels").glob("*.cu"))
