@@ -207,10 +207,12 @@ def build_torch_extension(quiet: bool = False):
     if nvcc_path() is None:
         raise BuildError("nvcc not found: install the CUDA toolkit or set CUDA_HOME")
     archs = cuda_archs()
+    cflags = ["-O3"]
+    cuda_cflags = ["-O3", "--expt-relaxed-constexpr"]
     key = _hash_sources(
         root,
         ("csrc/kernels/*", "csrc/torch/*"),
-        f"{torch.__version__}|{torch.version.cuda}|{archs}|{sys.version_info[:2]}",
+        f"{torch.__version__}|{torch.version.cuda}|{archs}|{sys.version_info[:2]}|{cflags}|{cuda_cflags}",
     )
     build_dir = cache_dir() / f"torch-ext-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -224,8 +226,8 @@ def build_torch_extension(quiet: bool = False):
         name=TORCH_EXTENSION_NAME,
         sources=sources,
         extra_include_paths=[str(root / "csrc")],
-        extra_cflags=["-O3", "-std=c++17"],
-        extra_cuda_cflags=["-O3", "-std=c++17", "--expt-relaxed-constexpr"],
+        extra_cflags=cflags,
+        extra_cuda_cflags=cuda_cflags,
         build_directory=str(build_dir),
         is_python_module=False,
         verbose=False,

@@ -28,6 +28,9 @@ def load_torch_ops() -> str:
                     _torch_ops_status = "loaded"
                 except _build.BuildError as err:
                     _torch_ops_status = f"skipped: {err}"
+                except Exception as err:  # noqa: BLE001 - a failed compile must not break `import torchtrt_plugins`
+                    _torch_ops_status = f"failed: {type(err).__name__}: {str(err)[-2000:]}"
+                    _build._message(f"the CUDA ops could not be built; CPU reference kernels only. {_torch_ops_status}")
         return _torch_ops_status
 
 

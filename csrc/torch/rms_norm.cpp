@@ -8,13 +8,13 @@ namespace
 
 at::Tensor rmsNormImpl(at::Tensor const& x, at::Tensor const& weight, double eps, int64_t tactic)
 {
-    TORCH_CHECK(x.is_cuda() && weight.is_cuda(), "torchtrt.rms_norm: arguments 'x' and 'weight' must be CUDA tensors");
-    TORCH_CHECK(x.dim() >= 1, "torchtrt.rms_norm: argument 'x' must have at least 1 dimension");
-    TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), "torchtrt.rms_norm: argument 'weight' must have shape (",
+    TTP_CHECK(x.is_cuda() && weight.is_cuda(), "rms_norm", "arguments 'x' and 'weight' must be CUDA tensors");
+    TTP_CHECK(x.dim() >= 1, "rms_norm", "argument 'x' must have at least 1 dimension");
+    TTP_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), "rms_norm", "argument 'weight' must have shape (",
         x.size(-1), ",) to match the last dimension of 'x', got ", weight.sizes());
-    TORCH_CHECK(x.scalar_type() == weight.scalar_type(), "torchtrt.rms_norm: argument 'weight' must have the same dtype as 'x' (",
+    TTP_CHECK(x.scalar_type() == weight.scalar_type(), "rms_norm", "argument 'weight' must have the same dtype as 'x' (",
         x.scalar_type(), "), got ", weight.scalar_type());
-    TORCH_CHECK(eps > 0, "torchtrt.rms_norm: argument 'eps' must be a float > 0, got ", eps);
+    TTP_CHECK(eps > 0, "rms_norm", "argument 'eps' must be a float > 0, got ", eps);
     c10::cuda::CUDAGuard guard(x.device());
     at::Tensor xc = x.contiguous();
     at::Tensor wc = weight.contiguous();

@@ -1,0 +1,98 @@
+"""rms_norm CUDA kernels vs the reference: every dtype, odd shapes, both tactics; opcheck; torch.compile."""
+
+import pytest
+import torch
+
+from torchtrt_plugins.ops import rms_norm
+
+SPEC = rms_norm.SPEC
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+SHAPES = [(1, 1), (3, 7), (5, 123, 123), (8, 4096), (4096, 4096), (65536, 4096), (2, 16384), (3, 16385), (0, 64)]
+TACTICS = [0] + [t.value for t in SPEC.tactics]
+
+
+def _inputs(shape, dtype, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(shape, device="cuda", dtype=torch.float32, generator=g).to(dtype)
+    w = (1 + 0.1 * torch.randn(shape[-1], device="cuda", generator=g)).to(dtype)
+    return x, w
+
+
+def _run(x, w, eps, tactic):
+    if tactic == 0:
+        return torch.ops.torchtrt.rms_norm(x, w, eps)
+    return torch.ops.torchtrt.rms_norm_tactic(x, w, eps, tactic=tactic)
+
+
+@pytest.mark.parametrize("tactic", TACTICS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matches_reference(shape, dtype, tactic):
+    x, w = _inputs(shape, dtype)
+    y = _run(x, w, 1e-6, tactic)
+    tol = SPEC.tolerance(dtype)
+    assert y.shape == x.shape and y.dtype == dtype
+    torch.testing.assert_close(y, rms_norm.reference(x, w, 1e-6), atol=tol.atol, rtol=tol.rtol)
+
+
+@pytest.mark.parametrize("tactic", TACTICS)
+def test_non_contiguous_and_unaligned_inputs(tactic):
+    base, w = _inputs((64, 130), torch.float16)
+    x = base[:, 1:129]  # non-contiguous, misaligned rows
+    y = _run(x, w[:128].contiguous(), 1e-5, tactic)
+    torch.testing.assert_close(y, rms_norm.reference(x, w[:128], 1e-5), atol=2e-3, rtol=2e-3)
+    xt = torch.randn(256, 32, device="cuda").t()  # transposed
+    wt = torch.randn(256, device="cuda")
+    torch.testing.assert_close(_run(xt, wt, 1e-5, tactic), rms_norm.reference(xt, wt, 1e-5))
+
+
+def test_eps_matters():
+    x = torch.full((2, 8), 1e-3, device="cuda")
+    w = torch.ones(8, device="cuda")
+    torch.testing.assert_close(torch.ops.torchtrt.rms_norm(x, w, 1.0), rms_norm.reference(x, w, 1.0))
+    assert not torch.allclose(torch.ops.torchtrt.rms_norm(x, w, 1.0), torch.ops.torchtrt.rms_norm(x, w, 1e-9))
+
+
+def test_runs_on_current_stream():
+    x, w = _inputs((512, 1024), torch.bfloat16)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        y = torch.ops.torchtrt.rms_norm(x, w)
+    stream.synchronize()
+    torch.testing.assert_close(y, rms_norm.reference(x, w), atol=1.6e-2, rtol=1.6e-2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_opcheck(dtype):
+    x, w = _inputs((4, 33), dtype)
+    torch.library.opcheck(torch.ops.torchtrt.rms_norm.default, (x, w, 1e-5))
+    torch.library.opcheck(torch.ops.torchtrt.rms_norm_tactic.default, (x, w, 1e-5), {"tactic": 2})
+
+
+def test_errors_name_op_and_argument():
+    x, w = _inputs((4, 32), torch.float32)
+    with pytest.raises(Exception, match=r"rms_norm: argument 'weight' must have shape \(32,\)"):
+        torch.ops.torchtrt.rms_norm(x, w[:16])
+    with pytest.raises(Exception, match="argument 'eps' must be a float > 0"):
+        torch.ops.torchtrt.rms_norm(x, w, 0.0)
+
+
+def test_compile_fullgraph_keeps_op_dynamic():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        from torch._inductor.compile_fx import compile_fx
+
+        return compile_fx(gm, example_inputs)
+
+    w = torch.randn(256, device="cuda", dtype=torch.bfloat16)
+
+    def fn(x):
+        return torch.ops.torchtrt.rms_norm(x * 2, w, 1e-6) + 1
+
+    compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=True)
+    for rows in (3, 17, 64):
+        x = torch.randn(rows, 256, device="cuda", dtype=torch.bfloat16)
+        torch.testing.assert_close(compiled(x), fn(x), atol=1.6e-2, rtol=1.6e-2)
+    assert any("torchtrt.rms_norm" in s for s in seen)

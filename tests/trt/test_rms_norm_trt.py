@@ -1,0 +1,131 @@
+"""rms_norm inside TensorRT engines built by Torch-TensorRT (needs a GPU with TensorRT)."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torchtrt_plugins
+from torchtrt_plugins.ops import rms_norm
+
+
+class Block(torch.nn.Module):
+    def __init__(self, hidden=512):
+        super().__init__()
+        self.proj = torch.nn.Linear(hidden, hidden)
+        self.weight = torch.nn.Parameter(1 + 0.1 * torch.randn(hidden))
+
+    def forward(self, x):
+        return self.proj(torch.ops.torchtrt.rms_norm(x, self.weight, 1e-6)) + x
+
+
+def _model(dtype):
+    return Block().cuda().to(dtype).eval()
+
+
+def _dynamic_input(dtype):
+    import torch_tensorrt
+
+    return torch_tensorrt.Input(min_shape=(1, 7, 512), opt_shape=(4, 7, 512), max_shape=(16, 7, 512), dtype=dtype)
+
+
+def _engine_has_our_plugin_and_no_fallback(trt_module):
+    names = [n for n, _ in trt_module.named_children()]
+    assert any("_run_on_acc" in n for n in names), f"no TensorRT submodule in {names}"
+    assert not any("_run_on_gpu" in n for n in names), f"rms_norm fell back to PyTorch: {names}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_torch_tensorrt_compile_dynamic_batch(dtype):
+    import torch_tensorrt
+
+    model = _model(dtype)
+    trt_module = torch_tensorrt.compile(
+        model, ir="dynamo", inputs=[_dynamic_input(dtype)], min_block_size=1, use_explicit_typing=True
+    )
+    _engine_has_our_plugin_and_no_fallback(trt_module)
+    tol = rms_norm.SPEC.tolerance(dtype)
+    for batch in (1, 5, 16):
+        x = torch.randn(batch, 7, 512, device="cuda", dtype=dtype)
+        torch.testing.assert_close(trt_module(x), model(x), atol=tol.atol * 10, rtol=tol.rtol * 10)
+
+
+def test_torch_compile_backend_tensorrt():
+    model = _model(torch.float16)
+    compiled = torch.compile(model, backend="tensorrt", dynamic=False, options={"min_block_size": 1})
+    x = torch.randn(4, 7, 512, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(compiled(x), model(x), atol=2e-2, rtol=2e-2)
+
+
+def test_engine_saved_and_loaded_in_fresh_process(tmp_path):
+    import torch_tensorrt
+
+    model = _model(torch.float16)
+    x = torch.randn(4, 7, 512, device="cuda", dtype=torch.float16)
+    trt_module = torch_tensorrt.compile(model, ir="dynamo", inputs=[x], min_block_size=1)
+    path = tmp_path / "block.ep"
+    torch_tensorrt.save(trt_module, str(path), inputs=[x])
+    torch.save({"x": x.cpu(), "y": model(x).cpu()}, tmp_path / "io.pt")
+    script = textwrap.dedent(
+        f"""
+        import torch, torch_tensorrt
+        import torchtrt_plugins  # registers the torch ops; the engine brings its plugin library along
+        io = torch.load({str(tmp_path / "io.pt")!r})
+        module = torch.export.load({str(path)!r}).module()
+        y = module(io["x"].cuda())
+        torch.testing.assert_close(y.cpu(), io["y"], atol=2e-2, rtol=2e-2)
+        print("fresh-process-ok")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert "fresh-process-ok" in result.stdout, result.stderr[-4000:]
+
+
+def test_plugins_to_serialize_makes_plan_self_contained(tmp_path):
+    """A plain TensorRT plan built with our library in plugins_to_serialize runs with no Python loader."""
+    import tensorrt as trt
+
+    from torchtrt_plugins.converters import create_plugin, plan
+
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    library = str(torchtrt_plugins.load_plugins())
+    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    x = network.add_input("x", trt.float16, (-1, 256))
+    w = network.add_input("w", trt.float16, (256,))
+    plugin = create_plugin(plan(rms_norm.SPEC, ("x", "w", 1e-6), {}))
+    layer = network.add_plugin_v3([x, w], [], plugin)
+    network.mark_output(layer.get_output(0))
+    config = builder.create_builder_config()
+    config.plugins_to_serialize = [library]
+    profile = builder.create_optimization_profile()
+    profile.set_shape("x", (1, 256), (8, 256), (64, 256))
+    config.add_optimization_profile(profile)
+    plan_bytes = builder.build_serialized_network(network, config)
+    assert plan_bytes is not None
+    (tmp_path / "rms.plan").write_bytes(bytes(plan_bytes))
+    script = textwrap.dedent(
+        f"""
+        import tensorrt as trt, torch
+        logger = trt.Logger(trt.Logger.WARNING)
+        runtime = trt.Runtime(logger)
+        runtime.engine_host_code_allowed = True
+        engine = runtime.deserialize_cuda_engine(open({str(tmp_path / "rms.plan")!r}, "rb").read())
+        assert engine is not None
+        ctx = engine.create_execution_context()
+        x = torch.randn(8, 256, device="cuda", dtype=torch.float16); w = torch.ones(256, device="cuda", dtype=torch.float16)
+        y = torch.empty_like(x)
+        ctx.set_input_shape("x", tuple(x.shape))
+        for name, t in (("x", x), ("w", w), (engine.get_tensor_name(2), y)):
+            ctx.set_tensor_address(name, t.data_ptr())
+        assert ctx.execute_async_v3(torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        ref = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).half()
+        torch.testing.assert_close(y, ref, atol=2e-3, rtol=2e-3)
+        print("plan-ok")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert "plan-ok" in result.stdout, result.stderr[-4000:]
