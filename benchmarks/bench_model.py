@@ -1,0 +1,258 @@
+"""A Llama-style decoder block end to end: eager vs eager with our ops vs torch.compile (with and
+without our ops) vs TensorRT engines. Shapes are batch x seq x hidden; times only (no GB/s).
+
+The block comes from ``torchtrt_plugins.testing.models`` when that module offers one, else from the
+minimal definition below. "With our ops" means ``torchtrt_plugins.lowering`` rewrote the RMSNorms
+into ``torch.ops.torchtrt.rms_norm``; when lowering is missing or matches nothing, the RMSNorm
+modules are replaced by hand (the report says which).
+
+    python benchmarks/bench_model.py [--quick] [--dtypes bf16] [--csv bench_results/results.csv]
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+if __package__ in (None, ""):  # run as a file: make `benchmarks` importable from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torchtrt_plugins  # noqa: E402, F401  (defines torch.ops.torchtrt.*)
+from benchmarks import common  # noqa: E402
+from benchmarks.common import Case, Plan, Provider, Skip, needs_cuda, needs_cuda_ops, needs_inductor, needs_tensorrt  # noqa: E402
+
+OP = "decoder_block"
+HEAD_DIM = 64
+EPS = 1e-6
+
+
+class RMSNorm(nn.Module):
+    """Hugging Face ``LlamaRMSNorm``, written out so that lowering has a composite to find."""
+
+    def __init__(self, hidden: int, eps: float = EPS):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+        self.variance_epsilon = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return self.weight * x.to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+class DecoderBlock(nn.Module):
+    """Pre-norm attention (causal SDPA, rotary embeddings) and SwiGLU MLP, each with a residual."""
+
+    def __init__(self, hidden: int, heads: int, intermediate: int, max_seq: int = 4096):
+        super().__init__()
+        self.heads, self.head_dim = heads, hidden // heads
+        self.input_norm = RMSNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden, bias=False)
+        self.out = nn.Linear(hidden, hidden, bias=False)
+        self.post_attention_norm = RMSNorm(hidden)
+        self.gate_up = nn.Linear(hidden, 2 * intermediate, bias=False)
+        self.down = nn.Linear(intermediate, hidden, bias=False)
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        angles = torch.outer(torch.arange(max_seq).float(), inv_freq)
+        self.register_buffer("cos", torch.cat((angles, angles), -1).cos(), persistent=False)
+        self.register_buffer("sin", torch.cat((angles, angles), -1).sin(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, hidden = x.shape
+        q, k, v = (
+            t.view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
+            for t in self.qkv(self.input_norm(x)).chunk(3, dim=-1)
+        )
+        cos, sin = self.cos[:seq].to(x.dtype), self.sin[:seq].to(x.dtype)
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        attention = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.out(attention.transpose(1, 2).reshape(batch, seq, hidden))
+        gate, up = self.gate_up(self.post_attention_norm(x)).chunk(2, dim=-1)
+        return x + self.down(nn.functional.silu(gate) * up)
+
+
+class TorchtrtRMSNorm(nn.Module):
+    def __init__(self, weight: torch.Tensor, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(weight.detach().clone())
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.torchtrt.rms_norm(x, self.weight.to(x.dtype), self.eps)
+
+
+def dims(hidden: int) -> tuple[int, int]:
+    """Heads and the SwiGLU width (8/3 hidden, rounded up to 64) for a hidden size, as in Llama."""
+    return hidden // HEAD_DIM, -(-8 * hidden // 3 // 64) * 64
+
+
+_BLOCK_CLASSES = ("LlamaDecoderBlock", "DecoderBlock", "LlamaBlock")
+_ARG_ALIASES = {
+    "hidden": ("hidden_size", "hidden", "dim", "d_model"),
+    "heads": ("num_heads", "num_attention_heads", "n_heads", "heads"),
+    "intermediate": ("intermediate_size", "ffn_dim", "ffn_hidden", "mlp_hidden", "intermediate"),
+}
+
+
+def _testing_block(hidden: int, heads: int, intermediate: int) -> tuple[nn.Module | None, str]:
+    """A block from ``torchtrt_plugins.testing.models`` if it has one we can build, and where it came from."""
+    try:
+        models = importlib.import_module("torchtrt_plugins.testing.models")
+    except Exception as err:  # noqa: BLE001 - absent or broken: use ours
+        return None, f"torchtrt_plugins.testing.models is not importable ({type(err).__name__}: {err})"
+    values = {"hidden": hidden, "heads": heads, "intermediate": intermediate}
+    for name in _BLOCK_CLASSES:
+        cls = getattr(models, name, None)
+        if cls is None:
+            continue
+        params = inspect.signature(cls).parameters
+        kwargs = {alias: values[key] for key, aliases in _ARG_ALIASES.items() for alias in aliases if alias in params}
+        try:
+            return cls(**kwargs), f"torchtrt_plugins.testing.models.{name}"
+        except Exception as err:  # noqa: BLE001
+            return None, f"torchtrt_plugins.testing.models.{name}(**{kwargs}) failed: {err}"
+    return None, f"torchtrt_plugins.testing.models has none of {list(_BLOCK_CLASSES)}"
+
+
+def build_block(hidden: int) -> nn.Module:
+    heads, intermediate = dims(hidden)
+    block, origin = _testing_block(hidden, heads, intermediate)
+    if block is None:
+        common.note(f"decoder_block: the block defined in benchmarks/bench_model.py ({origin})")
+        block = DecoderBlock(hidden, heads, intermediate)
+    else:
+        common.note(f"decoder_block: {origin}")
+    return block
+
+
+def make_case(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> Case:
+    batch, seq, hidden = shape
+    torch.manual_seed(0)
+    block = build_block(hidden).to(device=device, dtype=dtype).eval()
+    for module in block.modules():  # RMSNorm weights of ones would hide a weight bug
+        if "RMSNorm" in type(module).__name__ and isinstance(getattr(module, "weight", None), torch.Tensor):
+            with torch.no_grad():
+                module.weight.uniform_(0.5, 1.5)
+    x = torch.randn(batch, seq, hidden, dtype=dtype, device=device)
+    return Case(OP, shape, dtype, device, (block, x))
+
+
+def _replace_norms_by_hand(block: nn.Module) -> tuple[nn.Module, int]:
+    block = copy.deepcopy(block)
+    replaced = 0
+    for parent in list(block.modules()):
+        for name, child in list(parent.named_children()):
+            eps = getattr(child, "variance_epsilon", getattr(child, "eps", None))
+            if "RMSNorm" in type(child).__name__ and isinstance(getattr(child, "weight", None), torch.Tensor):
+                setattr(parent, name, TorchtrtRMSNorm(child.weight, float(eps if eps is not None else EPS)))
+                replaced += 1
+    return block, replaced
+
+
+def with_our_ops(block: nn.Module, x: torch.Tensor) -> nn.Module:
+    """The block with its RMSNorms as ``torch.ops.torchtrt.rms_norm``: by lowering, else by hand."""
+    try:
+        lowering = importlib.import_module("torchtrt_plugins.lowering")
+        with torch.no_grad():
+            gm = torch.export.export(block, (x,)).module()
+        with common.our_lowering(True):  # even where TORCHTRT_PLUGINS_LOWERING=0
+            gm, report = lowering.lower_with_report(gm)
+        if sum(report.values()):
+            common.note(f"decoder_block +torchtrt: torchtrt_plugins.lowering replaced {report}")
+            return gm
+        reason = "torchtrt_plugins.lowering matched no RMSNorm"
+    except Exception as err:  # noqa: BLE001 - fall back to replacing the modules
+        reason = f"torchtrt_plugins.lowering unusable ({type(err).__name__}: {err})"
+    lowered, replaced = _replace_norms_by_hand(block)
+    if not replaced:
+        raise Skip(f"{reason}, and the block has no RMSNorm modules to replace")
+    common.note(f"decoder_block +torchtrt: {replaced} RMSNorm modules replaced by hand ({reason})")
+    return lowered
+
+
+def _inference(fn):
+    def run():
+        with torch.inference_mode():
+            return fn()
+
+    return run
+
+
+def eager(case: Case):
+    block, x = case.inputs
+    return _inference(lambda: block(x))
+
+
+def eager_ours(case: Case):
+    block, x = case.inputs
+    lowered = with_our_ops(block, x)
+    return _inference(lambda: lowered(x))
+
+
+def compiled(ours: bool):
+    def factory(case: Case):
+        block, x = case.inputs
+        model = common.compile_inductor(with_our_ops(block, x) if ours else block)
+        return _inference(lambda: model(x))
+
+    return factory
+
+
+def tensorrt(ours: bool):
+    def factory(case: Case):
+        block, x = case.inputs
+        engine = common.compile_tensorrt(with_our_ops(block, x) if ours else block, [x], lowering=ours)
+        return _inference(lambda: engine(x))
+
+    return factory
+
+
+PROVIDERS = [
+    Provider("eager", eager),
+    Provider("eager+torchtrt", eager_ours, (needs_cuda_ops,)),
+    Provider("torch.compile", compiled(ours=False), (needs_inductor,)),
+    Provider("torch.compile+torchtrt", compiled(ours=True), (needs_inductor, needs_cuda_ops)),
+    Provider("tensorrt", tensorrt(ours=False), (needs_cuda, needs_tensorrt)),
+    Provider("tensorrt+torchtrt", tensorrt(ours=True), (needs_cuda, needs_tensorrt)),
+]
+
+
+def expected(case: Case) -> Any:
+    block, x = case.inputs
+    with torch.inference_mode():
+        return block(x)
+
+
+def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    # A whole block rounds many times; this flags a wrong result, not rounding differences.
+    return (1e-3, 1e-3) if dtype == torch.float32 else (1e-1, 5e-2)
+
+
+BENCHMARK = common.Benchmark(
+    name=OP,
+    make_case=make_case,
+    providers=PROVIDERS,
+    full=Plan(((1, 128, 2048), (1, 2048, 2048), (8, 512, 2048), (16, 2048, 2048)), (torch.bfloat16, torch.float16)),
+    quick=Plan(((1, 128, 2048), (8, 512, 2048)), (torch.bfloat16,)),
+    cpu=Plan(((1, 32, 256), (2, 128, 256), (4, 128, 512)), (torch.float32,)),
+    cpu_quick=Plan(((1, 32, 256), (2, 64, 256)), (torch.float32,)),
+    expected=expected,
+    tolerance=tolerance,
+)
+
+
+if __name__ == "__main__":
+    sys.exit(common.script_main(BENCHMARK))

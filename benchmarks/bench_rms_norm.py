@@ -1,0 +1,122 @@
+"""rms_norm: eager composite vs F.rms_norm vs torch.compile vs our CUDA op (each tactic) vs the plugin's
+enqueue through the harness vs TensorRT engines. Bytes moved = read x + write y + read weight.
+
+    python benchmarks/bench_rms_norm.py [--quick] [--dtypes bf16,fp16,fp32] [--csv bench_results/results.csv]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+if __package__ in (None, ""):  # run as a file: make `benchmarks` importable from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torchtrt_plugins  # noqa: E402
+from benchmarks import common  # noqa: E402
+from benchmarks.common import Case, Plan, Provider, needs_cuda, needs_cuda_ops, needs_inductor, needs_tensorrt  # noqa: E402
+
+ENTRY = torchtrt_plugins.get("rms_norm")
+EPS = 1e-6
+BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
+
+
+def make_case(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> Case:
+    rows, hidden = shape
+    x = torch.randn(rows, hidden, dtype=dtype, device=device)
+    weight = torch.rand(hidden, dtype=dtype, device=device) + 0.5
+    nbytes = (2 * x.numel() + weight.numel()) * x.element_size()
+    return Case("rms_norm", shape, dtype, device, (x, weight), {"eps": EPS}, nbytes)
+
+
+def expected(case: Case) -> torch.Tensor:
+    return ENTRY.reference(*case.inputs, **case.kwargs)
+
+
+def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    tol = ENTRY.spec.tolerance(dtype)
+    return tol.atol, tol.rtol
+
+
+def eager_composite(case: Case):
+    x, weight = case.inputs
+    return lambda: ENTRY.reference(x, weight, EPS)
+
+
+def functional(case: Case):
+    x, weight = case.inputs
+    return lambda: F.rms_norm(x, (x.shape[-1],), weight, EPS)
+
+
+def inductor(case: Case):
+    x, weight = case.inputs
+    compiled = common.compile_inductor(ENTRY.reference)
+    return lambda: compiled(x, weight, EPS)
+
+
+def torchtrt_op(case: Case):
+    x, weight = case.inputs
+    return lambda: torch.ops.torchtrt.rms_norm(x, weight, EPS)
+
+
+def torchtrt_tactic(tactic: int):
+    def factory(case: Case):
+        x, weight = case.inputs
+        return lambda: torch.ops.torchtrt.rms_norm_tactic(x, weight, EPS, tactic=tactic)
+
+    return factory
+
+
+def tensorrt_engine(fn, lowering: bool):
+    def factory(case: Case):
+        x, weight = case.inputs
+        engine = common.compile_tensorrt(common.FunctionModule(fn), [x, weight], lowering)
+        return lambda: engine(x, weight)
+
+    return factory
+
+
+def _plugin_module(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return torch.ops.torchtrt.rms_norm(x, weight, EPS)
+
+
+def _composite_module(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return ENTRY.reference(x, weight, EPS)
+
+
+PROVIDERS = [
+    Provider("eager_composite", eager_composite),
+    Provider("F.rms_norm", functional),
+    Provider("torch.compile", inductor, (needs_inductor,)),
+    Provider("torchtrt", torchtrt_op, (needs_cuda_ops,)),
+    *(
+        Provider(f"torchtrt[{t.name}]", torchtrt_tactic(t.value), (needs_cuda, needs_cuda_ops))
+        for t in ENTRY.spec.tactics
+    ),
+    *common.plugin_enqueue_providers(ENTRY),
+    Provider("tensorrt[plugin]", tensorrt_engine(_plugin_module, lowering=True), (needs_cuda, needs_tensorrt)),
+    Provider("tensorrt[composite]", tensorrt_engine(_composite_module, lowering=False), (needs_cuda, needs_tensorrt)),
+]
+
+SMALL = ((1, 4096), (64, 1024), (4096, 512))
+# >= 64 MB moved from 4096x4096 bf16 (64 MiB) up to 32768x16384 (2 GiB in bf16).
+LARGE = ((4096, 4096), (16384, 8192), (65536, 4096), (32768, 16384))
+
+BENCHMARK = common.Benchmark(
+    name="rms_norm",
+    make_case=make_case,
+    providers=PROVIDERS,
+    full=Plan(SMALL + LARGE, (BF16, FP16, FP32)),
+    quick=Plan(((64, 1024), (4096, 4096), (16384, 8192)), (BF16,)),
+    cpu=Plan(SMALL, (FP32, BF16)),
+    cpu_quick=Plan(((64, 1024), (4096, 512)), (FP32,)),
+    expected=expected,
+    tolerance=tolerance,
+)
+
+
+if __name__ == "__main__":
+    sys.exit(common.script_main(BENCHMARK))

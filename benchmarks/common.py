@@ -1,0 +1,909 @@
+"""Benchmark machinery shared by every ``bench_*.py`` script and by ``torchtrt-plugins bench``.
+
+An op script only declares a :class:`Benchmark`: how to build the inputs of one case, which sizes and
+dtypes to run, and its providers (name -> factory returning a zero-argument callable). Everything
+else lives here, once: timing (``triton.testing.do_bench`` when triton imports, else CUDA events; a
+wall clock on CPU), the device-to-device copy of the same byte count that memory-bound ops are judged
+against, output checks against the reference, CSV rows with the environment, the printed table and
+the list of what could not run and why.
+
+A provider that cannot run here (no GPU, no triton, no TensorRT, no harness...) becomes a ``skipped``
+result with its reason; one that raises becomes an ``error`` result; neither is dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import datetime
+import fnmatch
+import importlib
+import importlib.util
+import math
+import os
+import platform
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torchtrt_plugins import _compat, native
+
+#: Columns of the results CSV, in order.
+COLUMNS = (
+    "op",
+    "provider",
+    "shape",
+    "dtype",
+    "median_ms",
+    "p20_ms",
+    "p80_ms",
+    "gbps",
+    "pct_of_copy",
+    "gpu",
+    "torch",
+    "cuda",
+    "tensorrt",
+    "timestamp",
+)
+#: Columns of the file listing what did not run (next to the results CSV).
+NOT_RUN_COLUMNS = ("op", "provider", "shape", "dtype", "device", "status", "reason", "timestamp")
+NOT_RUN_FILE = "skipped.csv"
+DEFAULT_CSV = Path("bench_results") / "results.csv"
+QUANTILES = (0.5, 0.2, 0.8)
+COPY_PROVIDER = "copy"
+#: triton's do_bench flushes a 256 MB buffer before each rep so L2 never holds the inputs; so do we.
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+
+DTYPE_NAMES = {
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+    "half": torch.float16,
+    "fp32": torch.float32,
+    "float32": torch.float32,
+    "float": torch.float32,
+}
+
+
+class Skip(Exception):
+    """Raised by a provider factory when this case cannot run here; the message says why."""
+
+
+# ------------------------------------------------------------------------------------------ statistics
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-quantile (0 <= q <= 1) with linear interpolation between order statistics (numpy's default)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile must be in [0, 1], got {q}")
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+
+
+def summarize(samples_ms: Sequence[float]) -> Timing:
+    median, p20, p80 = (percentile(samples_ms, q) for q in QUANTILES)
+    return Timing(median, p20, p80)
+
+
+def gbps(nbytes: int | None, ms: float | None) -> float | None:
+    """Bytes moved per second, in GB/s (1e9 bytes)."""
+    if nbytes is None or ms is None or ms <= 0:
+        return None
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def pct_of_copy(op_ms: float | None, copy_ms: float | None) -> float | None:
+    """Achieved bandwidth as % of a device-to-device copy moving the same number of bytes."""
+    if op_ms is None or copy_ms is None or op_ms <= 0:
+        return None
+    return 100.0 * copy_ms / op_ms
+
+
+# ------------------------------------------------------------------------------------------ timing
+
+
+def triton_reason() -> str | None:
+    """None when ``triton`` imports, else why not (inductor needs it for GPU kernels; do_bench lives there)."""
+    if importlib.util.find_spec("triton") is None:
+        return "triton is not installed (pip install triton)"
+    return None
+
+
+def timer_name(device: torch.device) -> str:
+    if device.type == "cpu":
+        return "wall clock (time.perf_counter)"
+    return "triton.testing.do_bench" if triton_reason() is None else "CUDA events"
+
+
+def _rep_counts(estimate_ms: float, warmup_ms: float, rep_ms: float) -> tuple[int, int]:
+    estimate_ms = max(estimate_ms, 1e-6)
+    return max(1, int(warmup_ms / estimate_ms)), min(1000, max(5, int(rep_ms / estimate_ms)))
+
+
+def time_cuda_events(fn: Callable[[], Any], warmup_ms: float = 25, rep_ms: float = 100) -> Timing:
+    """Per-call CUDA event timing after warm-up, with L2 flushed before each call (as do_bench does)."""
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        flush.zero_()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    warmup, reps = _rep_counts(start.elapsed_time(end) / 5, warmup_ms, rep_ms)
+    for _ in range(warmup):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for begin, finish in zip(starts, ends, strict=True):
+        flush.zero_()
+        begin.record()
+        fn()
+        finish.record()
+    torch.cuda.synchronize()
+    return summarize([begin.elapsed_time(finish) for begin, finish in zip(starts, ends, strict=True)])
+
+
+def time_cuda(fn: Callable[[], Any], warmup_ms: float = 25, rep_ms: float = 100) -> Timing:
+    if triton_reason() is None:
+        from triton.testing import do_bench
+
+        median, p20, p80 = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=list(QUANTILES))
+        return Timing(float(median), float(p20), float(p80))
+    return time_cuda_events(fn, warmup_ms, rep_ms)
+
+
+def time_cpu(fn: Callable[[], Any], warmup_ms: float = 10, rep_ms: float = 50) -> Timing:
+    fn()
+    begin = time.perf_counter()
+    fn()
+    warmup, reps = _rep_counts((time.perf_counter() - begin) * 1e3, warmup_ms, rep_ms)
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(reps):
+        begin = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - begin) * 1e3)
+    return summarize(samples)
+
+
+def time_fn(fn: Callable[[], Any], device: torch.device, quick: bool = False) -> Timing:
+    if device.type == "cuda":
+        return time_cuda(fn, rep_ms=50 if quick else 100)
+    return time_cpu(fn, rep_ms=25 if quick else 50)
+
+
+_copy_cache: dict[tuple[str, int, bool], Timing] = {}
+
+
+def copy_timing(nbytes: int, device: torch.device, quick: bool = False) -> Timing:
+    """Time of a device-to-device copy that moves ``nbytes`` in all (reads nbytes/2, writes nbytes/2)."""
+    key = (str(device), nbytes, quick)
+    if key not in _copy_cache:
+        half = max(1, nbytes // 2)
+        src = torch.empty(half, dtype=torch.uint8, device=device).random_(0, 255)
+        dst = torch.empty_like(src)
+        _copy_cache[key] = time_fn(lambda: dst.copy_(src), device, quick)
+        del src, dst
+    return _copy_cache[key]
+
+
+# ------------------------------------------------------------------------------------------ environment
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def tensorrt_version() -> str:
+    trt = _compat.tensorrt()
+    if trt is None:
+        return "none"
+    version = getattr(trt, "__version__", "?")
+    return version if trt.__name__ == "tensorrt" else f"{trt.__name__} {version}"
+
+
+@dataclass(frozen=True)
+class Environment:
+    device: str
+    gpu: str
+    torch: str
+    cuda: str
+    tensorrt: str
+    timestamp: str
+
+    def describe(self) -> str:
+        return (
+            f"device={self.device}  gpu={self.gpu}  torch={self.torch}  cuda={self.cuda}  "
+            f"tensorrt={self.tensorrt}  timer={timer_name(torch.device(self.device))}"
+        )
+
+
+def environment(device: torch.device) -> Environment:
+    """What a row was measured on. On CPU the ``gpu`` column says ``cpu: <model>`` so rows are never mistaken."""
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu: {_cpu_name()}"
+    return Environment(
+        device=device.type,
+        gpu=gpu,
+        torch=torch.__version__,
+        cuda=torch.version.cuda or "none",
+        tensorrt=tensorrt_version(),
+        timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+# ------------------------------------------------------------------------------------------ requirements
+
+
+@dataclass(frozen=True)
+class RunContext:
+    device: torch.device
+    quick: bool = False
+
+
+Requirement = Callable[[RunContext], str | None]
+
+
+def needs_cuda(ctx: RunContext) -> str | None:
+    return None if ctx.device.type == "cuda" else "needs a CUDA GPU (this run is on CPU)"
+
+
+def needs_cuda_ops(ctx: RunContext) -> str | None:
+    """Our torch op on this device: on CUDA the native kernels must be loaded; on CPU the reference kernel runs."""
+    if ctx.device.type != "cuda" or native.cuda_ops_loaded():
+        return None
+    return f"torchtrt CUDA ops not loaded ({native.load_torch_ops()}); run `torchtrt-plugins build`"
+
+
+def needs_inductor(ctx: RunContext) -> str | None:
+    if ctx.device.type == "cuda":
+        reason = triton_reason()
+        return f"torch.compile (inductor) on GPU: {reason}" if reason else None
+    if ctx.quick:
+        return "not run on CPU with --quick (inductor's C++ compile takes ~1 min cold); run without --quick"
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        return "torch.compile (inductor) on CPU needs a C++ compiler (c++ not found)"
+    return None
+
+
+def needs_tensorrt(ctx: RunContext) -> str | None:
+    missing = []
+    if importlib.util.find_spec("tensorrt") is None:
+        missing.append("tensorrt")
+    if _compat.torch_tensorrt() is None:
+        missing.append("torch_tensorrt")
+    if missing:
+        return f"{' and '.join(missing)} not installed (pip install -e '.[trt]' on a machine with TensorRT)"
+    return None
+
+
+HARNESS_HOOK = "bench_enqueue"
+
+
+def harness_hook() -> Callable[..., Any] | None:
+    """``torchtrt_plugins.testing.bench_enqueue`` when the conformance harness provides it.
+
+    Contract: ``bench_enqueue(op, inputs, fields, tactic) -> callable``. ``op`` is the op name,
+    ``inputs`` the CUDA tensors in the spec's input order, ``fields`` the plugin fields by name,
+    ``tactic`` a tactic value or None for the plugin's own choice. It runs the plugin lifecycle up to
+    ``enqueue`` once (create, configure, workspace, tactic) and returns a zero-argument callable that
+    enqueues once on ``torch.cuda.current_stream()`` and returns the output tensor(s), so that only
+    ``enqueue`` is timed.
+    """
+    try:
+        testing = importlib.import_module("torchtrt_plugins.testing")
+    except Exception:  # noqa: BLE001 - absent or broken: reported as a skip reason
+        return None
+    hook = getattr(testing, HARNESS_HOOK, None)
+    return hook if callable(hook) else None
+
+
+def needs_harness(ctx: RunContext) -> str | None:
+    if harness_hook() is None:
+        return f"harness not available (torchtrt_plugins.testing.{HARNESS_HOOK} not found)"
+    return None
+
+
+def unmet(requirements: Iterable[Requirement], ctx: RunContext) -> str | None:
+    """Every unmet requirement, joined: the user learns all that is missing at once."""
+    reasons = [reason for reason in (req(ctx) for req in requirements) if reason]
+    return "; ".join(reasons) if reasons else None
+
+
+# ------------------------------------------------------------------------------------------ benchmarks
+
+
+@dataclass
+class Case:
+    """One input configuration. ``nbytes`` is what the op must move (None: not memory-bound, no GB/s)."""
+
+    op: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    inputs: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    nbytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Provider:
+    """A way to run the op. ``factory(case)`` returns a zero-argument callable (it may raise Skip)."""
+
+    name: str
+    factory: Callable[[Case], Callable[[], Any]]
+    requires: tuple[Requirement, ...] = ()
+    check: bool = True
+
+
+@dataclass(frozen=True)
+class Plan:
+    sizes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[torch.dtype, ...]
+
+
+@dataclass
+class Benchmark:
+    """What an op script declares. ``expected(case)`` gives the reference output the providers are checked against."""
+
+    name: str
+    make_case: Callable[[tuple[int, ...], torch.dtype, torch.device], Case]
+    providers: Sequence[Provider]
+    full: Plan
+    quick: Plan
+    cpu: Plan
+    cpu_quick: Plan
+    expected: Callable[[Case], Any] | None = None
+    tolerance: Callable[[torch.dtype], tuple[float, float]] = lambda dtype: (1e-5, 1e-5)
+
+    def plan(self, device: torch.device, quick: bool) -> Plan:
+        if device.type == "cpu":
+            return self.cpu_quick if quick else self.cpu
+        return self.quick if quick else self.full
+
+    @property
+    def provider_names(self) -> list[str]:
+        return [p.name for p in self.providers]
+
+
+@dataclass
+class Result:
+    op: str
+    provider: str
+    shape: str
+    dtype: str
+    device: str
+    status: str  # ok | mismatch | skipped | error
+    reason: str = ""
+    timing: Timing | None = None
+    nbytes: int | None = None
+    copy_ms: float | None = None
+
+    @property
+    def timed(self) -> bool:
+        return self.timing is not None
+
+    @property
+    def gbps(self) -> float | None:
+        return gbps(self.nbytes, self.timing.median_ms if self.timing else None)
+
+    @property
+    def pct_of_copy(self) -> float | None:
+        return pct_of_copy(self.timing.median_ms if self.timing else None, self.copy_ms)
+
+    def row(self, env: Environment) -> dict[str, str]:
+        timing = self.timing
+        return {
+            "op": self.op,
+            "provider": self.provider,
+            "shape": self.shape,
+            "dtype": self.dtype,
+            "median_ms": _fmt(timing.median_ms if timing else None, ".6g"),
+            "p20_ms": _fmt(timing.p20_ms if timing else None, ".6g"),
+            "p80_ms": _fmt(timing.p80_ms if timing else None, ".6g"),
+            "gbps": _fmt(self.gbps, ".2f"),
+            "pct_of_copy": _fmt(self.pct_of_copy, ".1f"),
+            "gpu": env.gpu,
+            "torch": env.torch,
+            "cuda": env.cuda,
+            "tensorrt": env.tensorrt,
+            "timestamp": env.timestamp,
+        }
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def format_shape(shape: Sequence[int]) -> str:
+    return "x".join(str(int(d)) for d in shape)
+
+
+def format_bytes(nbytes: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} B"
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in text.split("x"))
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def parse_dtypes(text: str | None) -> tuple[torch.dtype, ...] | None:
+    """``"bf16,fp16"`` -> dtypes; None or empty -> None (use each benchmark's plan)."""
+    if not text:
+        return None
+    dtypes = []
+    for name in (part.strip().lower() for part in text.split(",") if part.strip()):
+        if name not in DTYPE_NAMES:
+            raise ValueError(f"unknown dtype {name!r}; use any of {sorted(DTYPE_NAMES)}")
+        dtypes.append(DTYPE_NAMES[name])
+    return tuple(dict.fromkeys(dtypes))
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA GPU visible to torch")
+    return device
+
+
+def select_providers(benchmark: Benchmark, patterns: Sequence[str] | None) -> list[Provider]:
+    if not patterns:
+        return list(benchmark.providers)
+    return [p for p in benchmark.providers if any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns)]
+
+
+# ------------------------------------------------------------------------------------------ helpers for providers
+
+
+def compile_inductor(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.compile`` with inductor, static shapes, from a clean dynamo cache.
+
+    Dynamo caches per code object, so the same function compiled for many sizes would hit the
+    recompile limit and silently fall back to eager; a reset per case avoids that.
+    """
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="inductor", dynamic=False)
+
+
+class FunctionModule(torch.nn.Module):
+    """Wraps a function so Torch-TensorRT (which compiles modules) can take it."""
+
+    def __init__(self, fn: Callable[..., Any]):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+@contextlib.contextmanager
+def our_lowering(enabled: bool):
+    """Switch ``torchtrt_plugins.lowering`` on or off for a while.
+
+    Torch-TensorRT runs our lowering pass once it is registered with it; a provider that measures
+    TensorRT's own handling of a composite turns it off while the engine is built.
+    """
+    try:
+        lowering = importlib.import_module("torchtrt_plugins.lowering")
+    except ImportError:
+        yield
+        return
+    lowering.set_enabled(enabled)
+    try:
+        yield
+    finally:
+        lowering.set_enabled(None)
+
+
+def compile_tensorrt(module: torch.nn.Module, inputs: Sequence[torch.Tensor], lowering: bool = True) -> Callable:
+    """An engine from ``torch_tensorrt.compile`` (dynamo IR), the input dtypes respected as given."""
+    import torch_tensorrt
+
+    module = module.eval()
+    options = dict(ir="dynamo", inputs=list(inputs), min_block_size=1)
+    with our_lowering(lowering):
+        try:
+            return torch_tensorrt.compile(module, use_explicit_typing=True, **options)
+        except TypeError:  # releases before explicit typing: name the precision instead
+            return torch_tensorrt.compile(module, enabled_precisions={inputs[0].dtype}, **options)
+
+
+def plugin_fields(spec: Any, case: Case) -> dict[str, Any]:
+    """The plugin's fields for a case, by field name, from the op arguments in ``case.kwargs``."""
+    return {f.name: case.kwargs.get(f.arg or f.name, f.default) for f in spec.fields}
+
+
+def plugin_enqueue_providers(entry: Any, name: str = "plugin_enqueue") -> list[Provider]:
+    """The op's TensorRT plugin run through the conformance harness, timing ``enqueue`` only.
+
+    One provider for the plugin's own tactic choice and one per tactic in the spec.
+    """
+
+    def factory_for(tactic: int | None) -> Callable[[Case], Callable[[], Any]]:
+        def factory(case: Case) -> Callable[[], Any]:
+            hook = harness_hook()
+            if hook is None:
+                raise Skip(needs_harness(RunContext(case.device)))
+            tensors = [t for t in case.inputs if isinstance(t, torch.Tensor)]
+            return hook(entry.spec.name, tensors, plugin_fields(entry.spec, case), tactic)
+
+        return factory
+
+    requires = (needs_cuda, needs_harness)
+    providers = [Provider(name, factory_for(None), requires)]
+    providers += [Provider(f"{name}[{t.name}]", factory_for(t.value), requires) for t in entry.spec.tactics]
+    return providers
+
+
+_notes: dict[str, None] = {}
+
+
+def note(text: str) -> None:
+    """Something the reader of the report should know (printed once, after the table)."""
+    _notes[text] = None
+
+
+def notes() -> list[str]:
+    return list(_notes)
+
+
+# ------------------------------------------------------------------------------------------ running
+
+
+class Progress:
+    """tqdm when installed, else a one-line counter on stderr."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.total, self.done, self.enabled = total, 0, enabled
+        self._bar = None
+        self._last_decile = -1
+        if enabled and importlib.util.find_spec("tqdm") is not None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.set_description_str(label[:60])
+            self._bar.update(1)
+            return
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\r[{self.done:>4}/{self.total}] {label[:70]:<70}")
+            if self.done == self.total:
+                sys.stderr.write("\n")
+        else:
+            decile = self.done * 10 // max(self.total, 1)
+            if decile != self._last_decile:
+                self._last_decile = decile
+                sys.stderr.write(f"[{self.done:>4}/{self.total}] {label}\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def count_runs(benchmark: Benchmark, ctx: RunContext, dtypes: Sequence[torch.dtype] | None, providers) -> int:
+    plan = benchmark.plan(ctx.device, ctx.quick)
+    per_case = len(select_providers(benchmark, providers)) + 1  # + the copy
+    return len(plan.sizes) * len(dtypes or plan.dtypes) * per_case
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _compare(benchmark: Benchmark, expected: Any, out: Any, dtype: torch.dtype) -> str | None:
+    if expected is None or not isinstance(out, torch.Tensor) or not isinstance(expected, torch.Tensor):
+        return None
+    atol, rtol = benchmark.tolerance(dtype)
+    try:
+        torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
+    except AssertionError as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        return "output differs from the reference: " + " ".join(lines[:3])
+    return None
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run(
+    benchmark: Benchmark,
+    ctx: RunContext,
+    dtypes: Sequence[torch.dtype] | None = None,
+    providers: Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> list[Result]:
+    """Run every (size, dtype, provider) of a benchmark; one Result each, plus the copy per case."""
+    plan = benchmark.plan(ctx.device, ctx.quick)
+    chosen = select_providers(benchmark, providers)
+    static = {p.name: unmet(p.requires, ctx) for p in chosen}
+    results: list[Result] = []
+    for shape in plan.sizes:
+        for dtype in dtypes or plan.dtypes:
+            results += _run_case(benchmark, ctx, shape, dtype, chosen, static, progress)
+            if ctx.device.type == "cuda":
+                torch.cuda.empty_cache()
+    return results
+
+
+def _run_case(
+    benchmark: Benchmark,
+    ctx: RunContext,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    chosen: Sequence[Provider],
+    static: dict[str, str | None],
+    progress: Progress | None,
+) -> list[Result]:
+    label = f"{benchmark.name} {dtype_name(dtype)} {format_shape(shape)}"
+    results: list[Result] = []
+
+    def record(provider: str, status: str, reason: str = "", **kw: Any) -> None:
+        results.append(
+            Result(
+                benchmark.name, provider, format_shape(shape), dtype_name(dtype), ctx.device.type, status, reason, **kw
+            )
+        )
+        if progress is not None:
+            progress.update(f"{label} {provider}")
+
+    try:
+        case = benchmark.make_case(shape, dtype, ctx.device)
+        expected = benchmark.expected(case) if benchmark.expected else None
+    except Exception as err:  # noqa: BLE001 - e.g. out of memory: every provider of the case errors
+        for name in [COPY_PROVIDER, *(p.name for p in chosen)]:
+            record(name, "error", f"could not build the inputs: {_first_line(err)}")
+        return results
+    copy_ms = None
+    if case.nbytes:
+        try:
+            copy = copy_timing(case.nbytes, ctx.device, ctx.quick)
+            copy_ms = copy.median_ms
+            record(COPY_PROVIDER, "ok", timing=copy, nbytes=case.nbytes, copy_ms=copy_ms)
+        except Exception as err:  # noqa: BLE001
+            record(COPY_PROVIDER, "error", _first_line(err))
+    elif progress is not None:
+        progress.update(f"{label} (not memory-bound: no copy)")
+    for provider in chosen:
+        if static[provider.name]:
+            record(provider.name, "skipped", static[provider.name])
+            continue
+        try:
+            fn = provider.factory(case)
+            out = fn()
+            _sync(ctx.device)
+            mismatch = _compare(benchmark, expected, out, dtype) if provider.check else None
+            del out
+            timing = time_fn(fn, ctx.device, ctx.quick)
+            del fn
+            record(
+                provider.name,
+                "mismatch" if mismatch else "ok",
+                mismatch or "",
+                timing=timing,
+                nbytes=case.nbytes,
+                copy_ms=copy_ms,
+            )
+        except Skip as err:
+            record(provider.name, "skipped", str(err))
+        except Exception as err:  # noqa: BLE001 - reported, the run goes on
+            record(provider.name, "error", _first_line(err))
+    return results
+
+
+# ------------------------------------------------------------------------------------------ CSV
+
+
+def write_results(results: Sequence[Result], env: Environment, path: os.PathLike | None = None) -> Path:
+    """Append the timed results to the CSV (header written once) and what did not run to skipped.csv beside it."""
+    path = Path(path) if path else DEFAULT_CSV
+    _append(path, COLUMNS, [r.row(env) for r in results if r.timed])
+    not_run = [
+        {
+            "op": r.op,
+            "provider": r.provider,
+            "shape": r.shape,
+            "dtype": r.dtype,
+            "device": r.device,
+            "status": r.status,
+            "reason": r.reason,
+            "timestamp": env.timestamp,
+        }
+        for r in results
+        if r.status != "ok"
+    ]
+    _append(path.with_name(NOT_RUN_FILE), NOT_RUN_COLUMNS, not_run)
+    return path
+
+
+def _append(path: Path, columns: Sequence[str], rows: Sequence[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = not path.is_file() or path.stat().st_size == 0
+    if not fresh:
+        with open(path, newline="") as handle:
+            header = next(csv.reader(handle), [])
+        if tuple(header) != tuple(columns):
+            raise ValueError(
+                f"{path} has columns {header}, expected {list(columns)}; write to another file or move it away"
+            )
+    with open(path, "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns))
+        if fresh:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_results(path: os.PathLike) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        if tuple(reader.fieldnames or ()) != COLUMNS:
+            raise ValueError(f"{path} is not a results CSV: columns {reader.fieldnames}, expected {list(COLUMNS)}")
+        return list(reader)
+
+
+# ------------------------------------------------------------------------------------------ report
+
+
+def format_table(results: Sequence[Result]) -> str:
+    """One block per case: the copy first, then each provider's time, GB/s and % of copy."""
+    lines = []
+    cases: dict[tuple[str, str, str, str], list[Result]] = {}
+    for r in results:
+        cases.setdefault((r.op, r.dtype, r.shape, r.device), []).append(r)
+    header = f"    {'provider':<30} {'median ms':>11} {'p20-p80 ms':>21} {'GB/s':>9} {'% copy':>7}  status"
+    for (op, dtype, shape, device), rows in cases.items():
+        timed = [r for r in rows if r.timed]
+        if not timed:
+            continue
+        nbytes = next((r.nbytes for r in timed if r.nbytes), None)
+        moved = f"  {format_bytes(nbytes)} moved" if nbytes else ""
+        lines.append(f"{op}  {dtype}  {shape}  device={device}{moved}")
+        lines.append(header)
+        for r in timed:
+            t = r.timing
+            spread = f"{t.p20_ms:.4g}-{t.p80_ms:.4g}"
+            status = "" if r.status == "ok" else f"{r.status.upper()}: {r.reason}"
+            lines.append(
+                f"    {r.provider:<30} {t.median_ms:>11.4g} {spread:>21} {_fmt(r.gbps, '.1f'):>9} "
+                f"{_fmt(r.pct_of_copy, '.0f'):>7}  {status}".rstrip()
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def format_not_run(results: Sequence[Result]) -> str:
+    """What did not run, one line per (op, provider, status, reason), with how many cases it covers."""
+    groups: dict[tuple[str, str, str, str], int] = {}
+    for r in results:
+        if r.status in ("skipped", "error"):
+            key = (r.op, r.provider, r.status, r.reason)
+            groups[key] = groups.get(key, 0) + 1
+    if not groups:
+        return ""
+    lines = ["Not run:"]
+    for (op, provider, status, reason), count in groups.items():
+        cases = f"{count} case{'s' if count > 1 else ''}"
+        lines.append(f"  {op:<14} {provider:<30} {status:<8} ({cases}): {reason}")
+    return "\n".join(lines)
+
+
+@dataclass
+class Report:
+    env: Environment
+    results: list[Result]
+    csv_path: Path
+
+    @property
+    def errors(self) -> list[Result]:
+        return [r for r in self.results if r.status in ("error", "mismatch")]
+
+    def text(self) -> str:
+        parts = [self.env.describe(), "", format_table(self.results)]
+        not_run = format_not_run(self.results)
+        if not_run:
+            parts += [not_run, ""]
+        if notes():
+            parts += ["Notes:", *(f"  {n}" for n in notes()), ""]
+        parts.append(f"results: {self.csv_path}  (not run: {self.csv_path.with_name(NOT_RUN_FILE)})")
+        return "\n".join(parts)
+
+
+def run_suite(
+    benchmarks: Sequence[Benchmark],
+    *,
+    device: str = "auto",
+    quick: bool = False,
+    dtypes: Sequence[torch.dtype] | None = None,
+    providers: Sequence[str] | None = None,
+    csv_path: os.PathLike | None = None,
+    show_progress: bool = True,
+) -> Report:
+    """Run benchmarks side by side in one process, append the CSV, return the report."""
+    ctx = RunContext(resolve_device(device), quick)
+    if providers:
+        known = {name for b in benchmarks for name in b.provider_names}
+        unknown = [pat for pat in providers if not any(fnmatch.fnmatchcase(n, pat) for n in known)]
+        if unknown:
+            raise ValueError(f"--providers {unknown} match no provider; known: {sorted(known)}")
+    env = environment(ctx.device)
+    progress = Progress(sum(count_runs(b, ctx, dtypes, providers) for b in benchmarks), enabled=show_progress)
+    results: list[Result] = []
+    try:
+        for benchmark in benchmarks:
+            results += run(benchmark, ctx, dtypes, providers, progress)
+    finally:
+        progress.close()
+    path = write_results(results, env, csv_path)
+    return Report(env, results, path)
+
+
+def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
+    """``python benchmarks/bench_<op>.py [--quick] [--dtypes bf16,fp32] [--device cuda] [--csv PATH]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=f"Benchmark {benchmark.name}: providers side by side.")
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and dtypes")
+    parser.add_argument("--dtypes", help="comma-separated, e.g. bf16,fp16,fp32 (default: the plan's)")
+    parser.add_argument("--providers", help=f"comma-separated glob patterns among {benchmark.provider_names}")
+    parser.add_argument("--device", default="auto", help="auto (default), cuda or cpu")
+    parser.add_argument("--csv", default=str(DEFAULT_CSV), help=f"results CSV to append to (default {DEFAULT_CSV})")
+    args = parser.parse_args(argv)
+    try:
+        report = run_suite(
+            [benchmark],
+            device=args.device,
+            quick=args.quick,
+            dtypes=parse_dtypes(args.dtypes),
+            providers=[p for p in (args.providers or "").split(",") if p] or None,
+            csv_path=args.csv,
+        )
+    except ValueError as err:
+        parser.error(str(err))
+    print(report.text())
+    return 0

@@ -1,0 +1,303 @@
+"""benchmarks/common.py: statistics, bandwidth math, CSV format, provider skips and errors, plots."""
+
+import csv
+import importlib
+import random
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+
+import torchtrt_plugins
+from torchtrt_plugins import cli
+
+common = cli.import_benchmarks()
+
+
+# ------------------------------------------------------------------------------------------ statistics
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 100])
+def test_percentile_matches_numpy_linear(n):
+    rng = random.Random(n)
+    values = [rng.uniform(0.01, 5.0) for _ in range(n)]
+    for q in (0.0, 0.2, 0.5, 0.8, 1.0):
+        assert common.percentile(values, q) == pytest.approx(float(np.percentile(values, q * 100)))
+
+
+def test_percentile_rejects_nonsense():
+    with pytest.raises(ValueError, match="no values"):
+        common.percentile([], 0.5)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        common.percentile([1.0], 50)
+
+
+def test_summarize_is_median_p20_p80():
+    timing = common.summarize([float(v) for v in range(10, 0, -1)])  # unsorted on purpose
+    assert (timing.median_ms, timing.p20_ms, timing.p80_ms) == pytest.approx((5.5, 2.8, 8.2))
+
+
+def test_bandwidth_and_pct_of_copy():
+    assert common.gbps(2_000_000_000, 1000.0) == pytest.approx(2.0)
+    assert common.gbps(None, 1.0) is None and common.gbps(10, None) is None and common.gbps(10, 0.0) is None
+    # Same bytes: twice the copy's time is half its bandwidth.
+    assert common.pct_of_copy(op_ms=2.0, copy_ms=1.0) == pytest.approx(50.0)
+    assert common.pct_of_copy(None, 1.0) is None and common.pct_of_copy(1.0, None) is None
+
+
+def test_time_cpu_returns_ordered_quantiles():
+    timing = common.time_cpu(lambda: sum(range(100)), warmup_ms=1, rep_ms=2)
+    assert 0 < timing.p20_ms <= timing.median_ms <= timing.p80_ms
+
+
+def test_parse_dtypes_and_shapes():
+    assert common.parse_dtypes("bf16, fp16,float32,bf16") == (torch.bfloat16, torch.float16, torch.float32)
+    assert common.parse_dtypes("") is None and common.parse_dtypes(None) is None
+    with pytest.raises(ValueError, match="unknown dtype 'int3'"):
+        common.parse_dtypes("int3")
+    assert common.format_shape((32768, 16384)) == "32768x16384"
+    assert common.parse_shape("8x512x2048") == (8, 512, 2048)
+
+
+# ------------------------------------------------------------------------------------------ CSV
+
+
+def _env(timestamp="2026-01-01T00:00:00+00:00"):
+    return common.Environment("cuda", "NVIDIA H100 80GB HBM3", "2.11.0", "12.8", "10.13.0", timestamp)
+
+
+def _results():
+    timing = common.Timing(0.5, 0.4, 0.6)
+    return [
+        common.Result(
+            "rms_norm",
+            "copy",
+            "4096x4096",
+            "bfloat16",
+            "cuda",
+            "ok",
+            timing=common.Timing(0.25, 0.2, 0.3),
+            nbytes=64 << 20,
+            copy_ms=0.25,
+        ),
+        common.Result(
+            "rms_norm", "torchtrt", "4096x4096", "bfloat16", "cuda", "ok", timing=timing, nbytes=64 << 20, copy_ms=0.25
+        ),
+        common.Result("decoder_block", "eager", "1x128x2048", "bfloat16", "cuda", "ok", timing=timing),
+        common.Result("rms_norm", "tensorrt[plugin]", "4096x4096", "bfloat16", "cuda", "skipped", "no TensorRT"),
+        common.Result(
+            "rms_norm",
+            "F.rms_norm",
+            "4096x4096",
+            "bfloat16",
+            "cuda",
+            "mismatch",
+            "differs",
+            timing=timing,
+            nbytes=64 << 20,
+            copy_ms=0.25,
+        ),
+    ]
+
+
+def test_csv_columns_values_and_append(tmp_path):
+    path = tmp_path / "out" / "results.csv"
+    common.write_results(_results(), _env(), path)
+    common.write_results(_results()[:1], _env("2026-01-02T00:00:00+00:00"), path)
+    with open(path, newline="") as handle:
+        lines = list(csv.reader(handle))
+    assert (
+        tuple(lines[0])
+        == common.COLUMNS
+        == (
+            "op",
+            "provider",
+            "shape",
+            "dtype",
+            "median_ms",
+            "p20_ms",
+            "p80_ms",
+            "gbps",
+            "pct_of_copy",
+            "gpu",
+            "torch",
+            "cuda",
+            "tensorrt",
+            "timestamp",
+        )
+    )
+    assert sum(1 for line in lines if line[0] == "op") == 1  # header written once
+    rows = common.read_results(path)
+    assert len(rows) == 5  # 4 timed in the first run (the skipped one is not a row) + 1
+    ours = next(r for r in rows if r["provider"] == "torchtrt")
+    assert ours["median_ms"] == "0.5" and ours["p20_ms"] == "0.4" and ours["p80_ms"] == "0.6"
+    assert float(ours["gbps"]) == pytest.approx((64 << 20) / 0.5e-3 / 1e9, abs=0.01)
+    assert ours["pct_of_copy"] == "50.0"
+    assert (ours["gpu"], ours["torch"], ours["cuda"], ours["tensorrt"]) == (
+        "NVIDIA H100 80GB HBM3",
+        "2.11.0",
+        "12.8",
+        "10.13.0",
+    )
+    model = next(r for r in rows if r["op"] == "decoder_block")
+    assert model["gbps"] == "" and model["pct_of_copy"] == ""  # not memory-bound
+    with open(path.with_name(common.NOT_RUN_FILE), newline="") as handle:
+        not_run = list(csv.DictReader(handle))
+    assert [(r["provider"], r["status"], r["reason"]) for r in not_run] == [
+        ("tensorrt[plugin]", "skipped", "no TensorRT"),
+        ("F.rms_norm", "mismatch", "differs"),
+    ]
+
+
+def test_csv_refuses_a_file_with_other_columns(tmp_path):
+    path = tmp_path / "results.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="has columns"):
+        common.write_results(_results(), _env(), path)
+    with pytest.raises(ValueError, match="not a results CSV"):
+        common.read_results(path)
+
+
+# ------------------------------------------------------------------------------------------ providers
+
+
+def _make_case(shape, dtype, device):
+    x = torch.full(shape, 2.0, dtype=dtype, device=device)
+    return common.Case("double", shape, dtype, device, (x,), {}, nbytes=2 * x.numel() * x.element_size())
+
+
+def _skip(case):
+    raise common.Skip("hidden size not supported by this provider")
+
+
+def _boom(case):
+    raise RuntimeError("kernel launch failed\nsecond line")
+
+
+def _synthetic():
+    plan = common.Plan(((4, 8), (2, 16)), (torch.float32,))
+    return common.Benchmark(
+        name="double",
+        make_case=_make_case,
+        providers=[
+            common.Provider("good", lambda case: lambda: case.inputs[0] * 2),
+            common.Provider("gpu_only", lambda case: lambda: case.inputs[0] * 2, (common.needs_cuda,)),
+            common.Provider("skips", _skip),
+            common.Provider("raises", _boom),
+            common.Provider("wrong", lambda case: lambda: case.inputs[0] * 3),
+        ],
+        full=plan,
+        quick=plan,
+        cpu=plan,
+        cpu_quick=common.Plan(((4, 8),), (torch.float32,)),
+        expected=lambda case: case.inputs[0] * 2,
+    )
+
+
+def test_every_provider_is_reported_never_dropped():
+    benchmark = _synthetic()
+    ctx = common.RunContext(torch.device("cpu"), quick=True)
+    progress = common.Progress(common.count_runs(benchmark, ctx, None, None), enabled=False)
+    results = common.run(benchmark, ctx, progress=progress)
+    assert progress.done == progress.total == len(results) == 6  # one case: copy + five providers
+    by_name = {r.provider: r for r in results}
+    assert by_name["copy"].status == "ok" and by_name["copy"].pct_of_copy == pytest.approx(100.0)
+    assert by_name["good"].status == "ok" and by_name["good"].timing is not None
+    assert by_name["good"].gbps is not None and by_name["good"].pct_of_copy is not None
+    assert (by_name["gpu_only"].status, by_name["gpu_only"].reason) == (
+        "skipped",
+        "needs a CUDA GPU (this run is on CPU)",
+    )
+    assert (by_name["skips"].status, by_name["skips"].reason) == (
+        "skipped",
+        "hidden size not supported by this provider",
+    )
+    assert by_name["raises"].status == "error" and by_name["raises"].reason == "RuntimeError: kernel launch failed"
+    assert by_name["wrong"].status == "mismatch" and "differs from the reference" in by_name["wrong"].reason
+    assert by_name["wrong"].timing is not None  # timed all the same, flagged
+    table, not_run = common.format_table(results), common.format_not_run(results)
+    assert "double  float32  4x8  device=cpu" in table and "MISMATCH" in table
+    for name in ("gpu_only", "skips", "raises"):
+        assert name in not_run
+
+
+def test_provider_filter_uses_globs():
+    benchmark = _synthetic()
+    assert [p.name for p in common.select_providers(benchmark, ["g*"])] == ["good", "gpu_only"]
+    with pytest.raises(ValueError, match="match no provider"):
+        common.run_suite([benchmark], device="cpu", providers=["nothing*"], show_progress=False)
+
+
+def test_rms_norm_providers_say_why_they_cannot_run_on_cpu():
+    bench = importlib.import_module("benchmarks.bench_rms_norm")
+    ctx = common.RunContext(torch.device("cpu"), quick=True)
+    reasons = {p.name: common.unmet(p.requires, ctx) for p in bench.BENCHMARK.providers}
+    assert reasons["eager_composite"] is None and reasons["F.rms_norm"] is None and reasons["torchtrt"] is None
+    assert "--quick" in reasons["torch.compile"]
+    for tactic in torchtrt_plugins.get("rms_norm").spec.tactics:
+        assert "CUDA GPU" in reasons[f"torchtrt[{tactic.name}]"]
+        assert "CUDA GPU" in reasons[f"plugin_enqueue[{tactic.name}]"]
+    if common.harness_hook() is None:
+        assert "harness not available" in reasons["plugin_enqueue"]
+    if common.needs_tensorrt(ctx):
+        assert "torch_tensorrt" in reasons["tensorrt[plugin]"] or "tensorrt" in reasons["tensorrt[plugin]"]
+    assert "CUDA GPU" in reasons["tensorrt[composite]"]
+
+
+def test_harness_provider_calls_the_hook_with_op_inputs_fields_tactic(monkeypatch):
+    calls = []
+
+    def bench_enqueue(op, inputs, fields, tactic):
+        calls.append((op, inputs, fields, tactic))
+        return lambda: inputs[0]
+
+    testing = types.ModuleType("torchtrt_plugins.testing")
+    testing.bench_enqueue = bench_enqueue
+    monkeypatch.setitem(sys.modules, "torchtrt_plugins.testing", testing)
+    entry = torchtrt_plugins.get("rms_norm")
+    providers = common.plugin_enqueue_providers(entry)
+    assert [p.name for p in providers] == ["plugin_enqueue"] + [f"plugin_enqueue[{t.name}]" for t in entry.spec.tactics]
+    x, weight = torch.ones(2, 8), torch.ones(8)
+    case = common.Case("rms_norm", (2, 8), torch.float32, torch.device("cpu"), (x, weight), {"eps": 1e-5})
+    for provider in providers:
+        assert common.needs_harness(common.RunContext(torch.device("cpu"))) is None
+        assert provider.factory(case)() is x
+    assert [c[0] for c in calls] == ["rms_norm"] * len(providers)
+    assert all(c[1][0] is x and c[1][1] is weight and c[2] == {"eps": 1e-5} for c in calls)
+    assert [c[3] for c in calls] == [None] + [t.value for t in entry.spec.tactics]
+
+
+def test_plugin_fields_default_from_the_spec():
+    spec = torchtrt_plugins.get("rms_norm").spec
+    case = common.Case("rms_norm", (1, 1), torch.float32, torch.device("cpu"), ())
+    assert common.plugin_fields(spec, case) == {"eps": 1e-6}
+
+
+# ------------------------------------------------------------------------------------------ plots
+
+
+def test_plot_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):
+    plot = importlib.import_module("benchmarks.plot")
+    path = common.write_results(_results(), _env(), tmp_path / "results.csv")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ImportError, match="pip install matplotlib"):
+        plot.plot(path)
+    assert plot.main([str(path)]) == 1
+
+
+def test_plot_draws_time_and_pct_of_copy(tmp_path):
+    pytest.importorskip("matplotlib")
+    plot = importlib.import_module("benchmarks.plot")
+    path = common.write_results(_results(), _env(), tmp_path / "results.csv")
+    common.write_results(_results()[1:2], _env("2026-02-01T00:00:00+00:00"), path)  # a later run of one row
+    assert len(plot.latest(common.read_results(path))) == 4
+    written = plot.plot(path, tmp_path / "png")
+    names = sorted(p.name for p in written)
+    assert names == [
+        "decoder_block_bfloat16_time.png",
+        "rms_norm_bfloat16_pct_of_copy.png",
+        "rms_norm_bfloat16_time.png",
+    ]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)

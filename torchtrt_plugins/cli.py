@@ -1,0 +1,641 @@
+"""``torchtrt-plugins`` (also ``python -m torchtrt_plugins``): doctor, build, bench.
+
+- ``doctor``: what is present (GPU, CUDA, toolchain, TensorRT flavours, native pieces, ops and
+  plugins) and, for each missing piece, what to do. Always exits 0.
+- ``build``: the TensorRT plugin library (and harness) and, with a GPU, the CUDA torch ops. A piece
+  whose prerequisites are missing is skipped with the reason; a build that fails exits 1.
+- ``bench``: the benchmark scripts of the source checkout, in this process, side by side; CSV,
+  plots and a table into ``--out``. On a machine without GPU it runs what the CPU can run and says
+  what it could not run and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import _build, _compat, native
+from . import spec as spec_mod
+
+OK, MISSING, OPTIONAL, INFO = "ok", "missing", "optional", "info"
+_LABELS = {OK: "[ok]", MISSING: "[missing]", OPTIONAL: "[--]", INFO: "[i]"}
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+# ------------------------------------------------------------------------------------------ doctor
+
+
+@dataclass
+class Check:
+    section: str
+    name: str
+    state: str
+    detail: str
+    fix: str = ""
+
+
+def _module_version(name: str) -> tuple[str | None, str]:
+    """(version, "") when the module imports, else (None, why not)."""
+    if importlib.util.find_spec(name) is None:
+        return None, "not installed"
+    try:
+        module = importlib.import_module(name)
+    except Exception as err:  # noqa: BLE001 - a broken install is reported, not raised
+        return None, f"installed but fails to import: {type(err).__name__}: {err}"
+    return str(getattr(module, "__version__", "?")), ""
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver version from nvidia-smi (torch does not report it)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        result = subprocess.run(
+            [smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = result.stdout.strip().splitlines()
+    return lines[0].strip() if result.returncode == 0 and lines else None
+
+
+def nvcc_version(nvcc: str) -> str:
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"? ({err})"
+    found = re.search(r"release (\d+\.\d+)", out)
+    return found.group(1) if found else "?"
+
+
+def tensorrt_header_version(include: Path) -> str:
+    try:
+        text = (include / "NvInferVersion.h").read_text(errors="replace")
+    except OSError:
+        return "?"
+    parts = []
+    for part in ("MAJOR", "MINOR", "PATCH"):
+        found = re.search(rf"#define\s+TRT_{part}_\w+\s+(\d+)", text) or re.search(
+            rf"#define\s+NV_TENSORRT_{part}\s+(\d+)", text
+        )
+        parts.append(found.group(1) if found else "?")
+    return ".".join(parts)
+
+
+def cached_plugin_library() -> tuple[Path | None, str]:
+    """The plugin library for the current sources if it is built (never builds), and a status line."""
+    override = os.environ.get("TORCHTRT_PLUGINS_LIBRARY")
+    if override:
+        path = Path(override)
+        return (
+            (path, f"TORCHTRT_PLUGINS_LIBRARY={override}")
+            if path.is_file()
+            else (
+                None,
+                f"TORCHTRT_PLUGINS_LIBRARY={override} does not exist",
+            )
+        )
+    try:
+        root = _build.source_dir()
+    except _build.BuildError as err:
+        return None, str(err)
+    include, nvcc = _build.tensorrt_include_dir(), _build.nvcc_path()
+    if include is None or nvcc is None:
+        return None, "cannot be built here (see the toolchain and TensorRT headers above)"
+    try:  # the cache key of _build.build_plugin_library, computed without building
+        key = _build._hash_sources(root, _build._NATIVE_PATTERNS, f"{include}|{_build.cuda_archs()}|{nvcc}")
+        library = _build.cache_dir() / f"plugins-{key}" / _build.PLUGIN_LIBRARY_NAME
+    except (AttributeError, OSError) as err:
+        return None, f"cannot tell ({type(err).__name__}: {err})"
+    if library.is_file():
+        return library, str(library)
+    return None, "not built for the current sources"
+
+
+def _environment_checks() -> list[Check]:
+    section = "Python and torch"
+    import torchtrt_plugins
+
+    checks = [
+        Check(section, "python", OK, sys.version.split()[0]),
+        Check(section, "torch", OK, torch.__version__),
+        Check(
+            section,
+            "torchtrt_plugins",
+            OK,
+            f"{torchtrt_plugins.__version__} ({Path(torchtrt_plugins.__file__).parent})",
+        ),
+    ]
+    section = "GPU and CUDA"
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        count = torch.cuda.device_count()
+        checks.append(Check(section, "GPU", OK, f"{torch.cuda.get_device_name()} (sm_{major}{minor}), {count} visible"))
+    elif torch.version.cuda is None:
+        checks.append(
+            Check(
+                section,
+                "GPU",
+                MISSING,
+                "this torch is a CPU-only build",
+                "install a CUDA build of torch on a GPU machine for the CUDA ops, the gpu/trt tiers and benchmarks; "
+                "the cpu tier needs none",
+            )
+        )
+    else:
+        checks.append(
+            Check(
+                section,
+                "GPU",
+                MISSING,
+                "no CUDA GPU visible to torch",
+                "check nvidia-smi and CUDA_VISIBLE_DEVICES; the cpu tier runs without a GPU",
+            )
+        )
+    if torch.version.cuda:
+        checks.append(Check(section, "CUDA runtime (torch)", OK, torch.version.cuda))
+    else:
+        checks.append(Check(section, "CUDA runtime (torch)", INFO, "none (CPU-only torch)"))
+    driver = driver_version()
+    checks.append(
+        Check(section, "NVIDIA driver", OK, driver)
+        if driver
+        else Check(section, "NVIDIA driver", INFO, "not found (no nvidia-smi)")
+    )
+    return checks
+
+
+def _toolchain_checks() -> list[Check]:
+    section = "Toolchain (for `torchtrt-plugins build`)"
+    nvcc = _build.nvcc_path()
+    checks = [
+        Check(section, "nvcc", OK, f"{nvcc} (CUDA {nvcc_version(nvcc)})")
+        if nvcc
+        else Check(section, "nvcc", MISSING, "not found", "install the CUDA toolkit, or set CUDA_HOME to it")
+    ]
+    cmake = shutil.which("cmake")
+    checks.append(
+        Check(section, "cmake", OK, cmake)
+        if cmake
+        else Check(section, "cmake", MISSING, "not found", "pip install cmake")
+    )
+    ninja = shutil.which("ninja")
+    checks.append(
+        Check(section, "ninja", OK, ninja)
+        if ninja
+        else Check(section, "ninja", OPTIONAL, "not found (builds use make)", "pip install ninja for faster builds")
+    )
+    cxx = shutil.which(os.environ.get("CXX", "c++"))
+    checks.append(
+        Check(section, "C++ compiler", OK, cxx)
+        if cxx
+        else Check(section, "C++ compiler", MISSING, "not found", "install g++ (apt-get install g++)")
+    )
+    checks.append(Check(section, "CUDA architectures", INFO, f"sm_{_build.cuda_archs()} (TORCHTRT_PLUGINS_CUDA_ARCHS)"))
+    return checks
+
+
+def _tensorrt_checks() -> list[Check]:
+    section = "TensorRT"
+    include = _build.tensorrt_include_dir()
+    checks = [
+        Check(section, "TensorRT headers", OK, f"{include} (TensorRT {tensorrt_header_version(include)})")
+        if include
+        else Check(
+            section,
+            "TensorRT headers",
+            MISSING,
+            "NvInferRuntime.h not found",
+            "set TENSORRT_INCLUDE_DIR (the folder holding NvInferRuntime.h) or TENSORRT_ROOT",
+        )
+    ]
+    fixes = {
+        "tensorrt": (MISSING, "pip install tensorrt on a GPU machine (needed to build engines; the trt tier)"),
+        "torch_tensorrt": (
+            MISSING,
+            "pip install -e '.[trt]' (torch_tensorrt.compile, torch.compile(backend='tensorrt'))",
+        ),
+        "tensorrt_rtx": (OPTIONAL, "pip install -e '.[rtx]' (NVIDIA's plugin registry without a GPU; the rtx tier)"),
+    }
+    for name, (state, fix) in fixes.items():
+        version, why = _module_version(name)
+        checks.append(Check(section, name, OK, version) if version else Check(section, name, state, why, fix))
+    trt = _compat.tensorrt()
+    checks.append(
+        Check(section, "TensorRT API in use", INFO, f"{trt.__name__} (TORCHTRT_PLUGINS_TENSORRT picks one)")
+        if trt
+        else Check(section, "TensorRT API in use", INFO, "none")
+    )
+    section = "Benchmark extras"
+    gpu = torch.cuda.is_available()
+    extras = {
+        "triton": (MISSING if gpu else OPTIONAL, "pip install triton (torch.compile on GPU and do_bench timing)"),
+        "matplotlib": (OPTIONAL, "pip install matplotlib (benchmark plots)"),
+        "tqdm": (OPTIONAL, "pip install tqdm (progress bar)"),
+    }
+    for name, (state, fix) in extras.items():
+        version, why = _module_version(name)
+        checks.append(Check(section, name, OK, version) if version else Check(section, name, state, why, fix))
+    return checks
+
+
+def _native_checks() -> list[Check]:
+    section = "Native pieces"
+    library, status = cached_plugin_library()
+    checks = [
+        Check(section, "plugin library", OK, status)
+        if library
+        else Check(section, "plugin library", MISSING, status, "torchtrt-plugins build")
+    ]
+    if library is not None and library.parent.joinpath(_build.HARNESS_LIBRARY_NAME).is_file():
+        checks.append(Check(section, "conformance harness", OK, str(library.parent / _build.HARNESS_LIBRARY_NAME)))
+    if native.cuda_ops_loaded():
+        checks.append(Check(section, "CUDA torch ops", OK, "loaded"))
+    elif not torch.cuda.is_available():
+        checks.append(Check(section, "CUDA torch ops", INFO, "not built: no CUDA GPU (the CPU reference kernels run)"))
+    else:
+        checks.append(Check(section, "CUDA torch ops", MISSING, native.load_torch_ops(), "torchtrt-plugins build"))
+    testing_version, why = _module_version("torchtrt_plugins.testing")
+    hook = testing_version is not None and hasattr(importlib.import_module("torchtrt_plugins.testing"), "bench_enqueue")
+    checks.append(
+        Check(
+            section,
+            "harness Python API",
+            OK if testing_version else OPTIONAL,
+            "torchtrt_plugins.testing" + (" (bench_enqueue: yes)" if hook else " (bench_enqueue: no)")
+            if testing_version
+            else why,
+        )
+    )
+    return checks
+
+
+def _registry() -> tuple[Any, str]:
+    trt = _compat.tensorrt()
+    if trt is None:
+        return None, "no TensorRT Python API"
+    try:
+        return trt.get_plugin_registry(), trt.__name__
+    except Exception as err:  # noqa: BLE001
+        return None, f"{trt.__name__}.get_plugin_registry() failed: {err}"
+
+
+def _op_checks() -> list[Check]:
+    section = "Ops and plugins"
+    checks = []
+    registry, flavour = _registry()
+    library, _ = cached_plugin_library()
+    load_note = ""
+    if registry is not None and library is not None:
+        try:
+            native.load_plugins(registry)
+        except Exception as err:  # noqa: BLE001 - reported below as missing creators
+            load_note = f" (loading {library.name} failed: {err})"
+    converters_on = _compat.torch_tensorrt() is not None
+    for entry in spec_mod.all_ops():
+        spec = entry.spec
+        qualname = f"{spec_mod.NAMESPACE}::{spec.name}"
+        defined = hasattr(getattr(torch.ops, spec_mod.NAMESPACE), spec.name)
+        kernels = [
+            key for key in ("CPU", "CUDA") if defined and torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key)
+        ]
+        tactics = ", ".join(f"{t.value}={t.name}" for t in spec.tactics) or "none"
+        detail = (
+            f"torch.ops.{qualname.replace('::', '.')} kernels [{', '.join(kernels)}]; plugin "
+            f"{'/'.join(spec.creator_key)}; tactics {tactics}; converter "
+            f"{'registered' if converters_on else 'off (no torch_tensorrt)'}"
+        )
+        checks.append(
+            Check(
+                section,
+                spec.name,
+                OK if defined else MISSING,
+                detail,
+                "" if defined else "reinstall: pip install -e . --no-build-isolation",
+            )
+        )
+        if registry is None:
+            checks.append(Check(section, f"{spec.name} creator", INFO, f"TensorRT registry not checked: {flavour}"))
+            continue
+        try:
+            present = registry.get_creator(*spec.creator_key) is not None
+        except Exception:  # noqa: BLE001 - some bindings raise for unknown creators
+            present = False
+        checks.append(
+            Check(section, f"{spec.name} creator", OK, f"in the {flavour} plugin registry")
+            if present
+            else Check(
+                section,
+                f"{spec.name} creator",
+                MISSING,
+                f"not in the {flavour} plugin registry{load_note}",
+                "torchtrt-plugins build, then torchtrt_plugins.load_plugins()",
+            )
+        )
+    return checks
+
+
+def _benchmark_checks() -> list[Check]:
+    path = benchmarks_dir()
+    if path is None:
+        return [
+            Check(
+                "Benchmarks",
+                "scripts",
+                OPTIONAL,
+                "benchmarks/ not found next to the package",
+                "run from a source checkout (pip install -e .)",
+            )
+        ]
+    return [Check("Benchmarks", "scripts", OK, f"{path} ({', '.join(p.stem for p in _bench_files(path))})")]
+
+
+def collect_checks() -> list[Check]:
+    checks: list[Check] = []
+    for collect in (
+        _environment_checks,
+        _toolchain_checks,
+        _tensorrt_checks,
+        _native_checks,
+        _op_checks,
+        _benchmark_checks,
+    ):
+        try:
+            checks += collect()
+        except Exception as err:  # noqa: BLE001 - doctor reports, it never crashes
+            checks.append(
+                Check(collect.__name__.strip("_").replace("_", " "), "error", MISSING, f"{type(err).__name__}: {err}")
+            )
+    return checks
+
+
+def format_checks(checks: Sequence[Check]) -> str:
+    lines, section = [], None
+    for check in checks:
+        if check.section != section:
+            section = check.section
+            lines += ["", section]
+        lines.append(f"  {_LABELS[check.state]:<10}{check.name:<26}{check.detail}")
+        if check.fix and check.state in (MISSING, OPTIONAL):
+            lines.append(f"  {'':<10}{'':<26}-> {check.fix}")
+    missing = [c.name for c in checks if c.state == MISSING]
+    lines += ["", f"missing: {', '.join(missing)}" if missing else "nothing missing"]
+    return "\n".join(lines).lstrip("\n")
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    _say(format_checks(collect_checks()))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ build
+
+
+def plugin_build_prerequisites() -> str | None:
+    """Why the plugin library cannot be built here, or None."""
+    try:
+        _build.source_dir()
+    except _build.BuildError as err:
+        return str(err)
+    reasons = []
+    if _build.tensorrt_include_dir() is None:
+        reasons.append("TensorRT headers not found (set TENSORRT_INCLUDE_DIR or TENSORRT_ROOT)")
+    if _build.nvcc_path() is None:
+        reasons.append("nvcc not found (install the CUDA toolkit or set CUDA_HOME)")
+    if shutil.which("cmake") is None:
+        reasons.append("cmake not found (pip install cmake)")
+    return "; ".join(reasons) or None
+
+
+def torch_ops_prerequisites() -> str | None:
+    if not torch.cuda.is_available():
+        return "no CUDA GPU visible to torch (the CPU reference kernels are used)"
+    if _build.nvcc_path() is None:
+        return "nvcc not found (install the CUDA toolkit or set CUDA_HOME)"
+    try:
+        _build.source_dir()
+    except _build.BuildError as err:
+        return str(err)
+    return None
+
+
+def _indent(text: str, prefix: str = "      ") -> str:
+    return "\n".join(prefix + line for line in text.strip().splitlines())
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    failed = skipped = False
+    _say("plugin library (TensorRT IPluginV3 plugins + conformance harness)")
+    reason = plugin_build_prerequisites()
+    if reason:
+        skipped = True
+        _say(f"  skipped: {reason}")
+    else:
+        try:
+            built = _build.build_plugin_library(force=args.force)
+            _say(f"  {'built' if built.built_now else 'up to date (cached)'}: {built.library}")
+            _say(f"  harness: {built.harness if built.harness else 'none (csrc/harness/ not in the sources)'}")
+        except _build.BuildError as err:
+            failed = True
+            _say("  FAILED: the plugin library did not build:")
+            _say(_indent(str(err)))
+    _say("CUDA torch ops (torch.ops.torchtrt.* on CUDA tensors)")
+    reason = torch_ops_prerequisites()
+    if reason:
+        skipped = True
+        _say(f"  skipped: {reason}")
+    else:
+        try:
+            _build.build_torch_extension()
+            _say(f"  built and loaded ({_build.TORCH_EXTENSION_NAME}, cache {_build.cache_dir()})")
+        except Exception as err:  # noqa: BLE001 - compiler errors come as RuntimeError/CalledProcessError
+            failed = True
+            _say("  FAILED: the CUDA ops did not build:")
+            _say(_indent(f"{type(err).__name__}: {err}"))
+    if failed:
+        _say("build failed (see above)")
+        return 1
+    if skipped and args.strict:
+        _say("some pieces were skipped and --strict was given")
+        return 1
+    _say("done" + (" (some pieces skipped; see above)" if skipped else ""))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ bench
+
+
+def source_root() -> Path:
+    override = os.environ.get("TORCHTRT_PLUGINS_SOURCE_DIR")
+    return Path(override) if override else Path(__file__).resolve().parent.parent
+
+
+def benchmarks_dir() -> Path | None:
+    """``benchmarks/`` of the source checkout (the scripts are not part of the installed package)."""
+    path = source_root() / "benchmarks"
+    return path if (path / "common.py").is_file() else None
+
+
+def _bench_files(path: Path) -> list[Path]:
+    # Op benchmarks first, the model-level one last.
+    return sorted(path.glob("bench_*.py"), key=lambda p: (p.stem == "bench_model", p.stem))
+
+
+def import_benchmarks(path: Path | None = None):
+    """Make the checkout's ``benchmarks/`` importable as ``benchmarks``; returns ``benchmarks.common``."""
+    path = path or benchmarks_dir()
+    if path is None:
+        raise ImportError(f"no benchmarks/ under {source_root()}; run from a source checkout (pip install -e .)")
+    parent = str(path.parent)
+    if parent not in sys.path:
+        sys.path.insert(0, parent)
+    common = importlib.import_module("benchmarks.common")
+    if Path(common.__file__).resolve().parent != path.resolve():
+        raise ImportError(f"`benchmarks` resolves to {Path(common.__file__).parent}, not {path}")
+    return common
+
+
+def load_benchmarks(path: Path) -> tuple[list[Any], list[str]]:
+    """Every ``BENCHMARK`` of ``benchmarks/bench_*.py``, and the scripts that failed to import (with why)."""
+    found, failures = [], []
+    for file in _bench_files(path):
+        try:
+            module = importlib.import_module(f"benchmarks.{file.stem}")
+        except Exception as err:  # noqa: BLE001 - one broken script must not stop the others
+            failures.append(f"{file.name}: {type(err).__name__}: {err}")
+            continue
+        benchmark = getattr(module, "BENCHMARK", None)
+        if benchmark is None:
+            failures.append(f"{file.name}: defines no BENCHMARK")
+        else:
+            found.append(benchmark)
+    return found, failures
+
+
+def _split(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    path = benchmarks_dir()
+    if path is None:
+        _say(f"bench: no benchmarks/ under {source_root()}; run from a source checkout (pip install -e .)")
+        return 1
+    try:
+        common = import_benchmarks(path)
+    except ImportError as err:
+        _say(f"bench: {err}")
+        return 1
+    benchmarks, failures = load_benchmarks(path)
+    wanted = _split(args.ops)
+    if wanted:
+        names = [b.name for b in benchmarks]
+        unknown = [name for name in wanted if name not in names]
+        if unknown:
+            _say(f"bench: unknown --ops {unknown}; available: {names}")
+            return 2
+        benchmarks = [b for b in benchmarks if b.name in wanted]
+    try:
+        dtypes = common.parse_dtypes(args.dtypes)
+        device = common.resolve_device(args.device)
+    except ValueError as err:
+        _say(f"bench: {err}")
+        return 2
+    out = Path(args.out)
+    _say(
+        f"torchtrt-plugins bench: {', '.join(b.name for b in benchmarks) or 'nothing'} on {device}"
+        f"{' (--quick)' if args.quick else ''} -> {out}"
+    )
+    if device.type == "cpu":
+        _say(
+            "  no CUDA GPU: running what the CPU can run (our ops' CPU kernels are the reference implementations);"
+            " GPU-only providers are listed as not run, with the reason"
+        )
+    try:
+        report = common.run_suite(
+            benchmarks,
+            device=str(device),
+            quick=args.quick,
+            dtypes=dtypes,
+            providers=_split(args.providers) or None,
+            csv_path=out / "results.csv",
+            show_progress=not args.no_progress,
+        )
+    except ValueError as err:
+        _say(f"bench: {err}")
+        return 2
+    _say("")
+    _say(report.text())
+    for failure in failures:
+        _say(f"benchmark script not run: {failure}")
+    if not args.no_plots:
+        _say(_plots(out / "results.csv", out))
+    if args.strict and (report.errors or failures):
+        _say(f"--strict: {len(report.errors)} provider runs failed or disagreed with the reference")
+        return 1
+    return 0
+
+
+def _plots(csv_path: Path, out: Path) -> str:
+    try:
+        plot = importlib.import_module("benchmarks.plot")
+        paths = plot.plot(csv_path, out)
+    except ImportError as err:
+        return f"plots: {err}"
+    except (OSError, ValueError) as err:
+        return f"plots: not drawn ({err})"
+    return "plots: " + (", ".join(p.name for p in paths) if paths else "nothing to draw") + f" in {out}"
+
+
+# ------------------------------------------------------------------------------------------ main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchtrt-plugins",
+        description="CUDA ops for eager PyTorch, torch.compile and TensorRT engines: check, build, benchmark.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{doctor,build,bench}")
+    doctor = sub.add_parser("doctor", help="what is present and what to do about what is missing")
+    doctor.set_defaults(func=cmd_doctor)
+    build = sub.add_parser("build", help="build the plugin library and, with a GPU, the CUDA ops")
+    build.add_argument("--force", action="store_true", help="rebuild the plugin library even if cached")
+    build.add_argument("--strict", action="store_true", help="exit 1 when a piece is skipped, too")
+    build.set_defaults(func=cmd_build)
+    bench = sub.add_parser("bench", help="run the benchmarks; CSV, plots and a table into --out")
+    bench.add_argument("--out", default="bench_results", help="output folder (default bench_results/)")
+    bench.add_argument("--ops", help="comma-separated benchmark names (default all: the ops, then decoder_block)")
+    bench.add_argument("--dtypes", help="comma-separated, e.g. bf16,fp16,fp32 (default: each benchmark's plan)")
+    bench.add_argument("--quick", action="store_true", help="a few sizes, one dtype: a couple of minutes on a GPU")
+    bench.add_argument("--providers", help="comma-separated glob patterns, e.g. 'torchtrt*,torch.compile'")
+    bench.add_argument("--device", default="auto", help="auto (default: cuda when visible), cuda or cpu")
+    bench.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.add_argument("--strict", action="store_true", help="exit 1 when a provider errors or disagrees")
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
