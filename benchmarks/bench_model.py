@@ -245,7 +245,8 @@ BENCHMARK = common.Benchmark(
     name=OP,
     make_case=make_case,
     providers=PROVIDERS,
-    full=Plan(((1, 128, 2048), (1, 2048, 2048), (8, 512, 2048), (16, 2048, 2048)), (torch.bfloat16, torch.float16)),
+    # One dtype: at model level fp16 tells nothing bf16 does not, and each compile costs ~30 s.
+    full=Plan(((1, 128, 2048), (8, 512, 2048), (16, 2048, 2048)), (torch.bfloat16,)),
     quick=Plan(((1, 128, 2048), (8, 512, 2048)), (torch.bfloat16,)),
     cpu=Plan(((1, 32, 256), (2, 128, 256), (4, 128, 512)), (torch.float32,)),
     cpu_quick=Plan(((1, 32, 256), (2, 64, 256)), (torch.float32,)),
