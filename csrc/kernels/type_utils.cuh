@@ -50,14 +50,21 @@ struct alignas(sizeof(T) * VEC) Vec
     T v[VEC];
 };
 
-__device__ __forceinline__ float warpSum(float v)
+// Sum over aligned groups of LANES consecutive lanes (LANES a power of two <= 32); all 32 lanes must call.
+template <int LANES>
+__device__ __forceinline__ float groupSum(float v)
 {
 #pragma unroll
-    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+    for (int offset = LANES / 2; offset > 0; offset >>= 1)
     {
         v += __shfl_xor_sync(0xffffffffU, v, offset);
     }
     return v;
+}
+
+__device__ __forceinline__ float warpSum(float v)
+{
+    return groupSum<kWarpSize>(v);
 }
 
 // Sum over the block; `partial` holds one float per warp. Safe to call repeatedly with the same buffer.

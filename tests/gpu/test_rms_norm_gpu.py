@@ -7,7 +7,10 @@ from torchtrt_plugins.ops import rms_norm
 
 SPEC = rms_norm.SPEC
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-SHAPES = [(1, 1), (3, 7), (5, 123, 123), (8, 4096), (4096, 4096), (65536, 4096), (2, 16384), (3, 16385), (0, 64)]
+SHAPES = [
+    (1, 1), (3, 7), (5, 123, 123), (8, 4096), (4096, 4096), (65536, 4096), (2, 16384), (3, 16385), (0, 64),
+    (1001, 64), (33, 8), (5, 40), (77, 128), (9, 2048),
+]
 TACTICS = [0] + [t.value for t in SPEC.tactics]
 
 
