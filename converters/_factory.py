@@ -45,6 +45,8 @@ class PluginCall:
     fields: list[FieldValue]
     tensor_inputs: list[Any]
     shape_inputs: list[Any] = field(default_factory=list)
+    #: Per tensor input, the dtype the plugin takes it as when that differs from the torch dtype (else None).
+    input_casts: list[torch.dtype | None] = field(default_factory=list)
     num_outputs: int = 1
     num_op_outputs: int = 1
     requires_output_allocator: bool = False
@@ -119,6 +121,7 @@ def plan(
         fields=fields,
         tensor_inputs=[bound[t.name] for t in spec.inputs],
         shape_inputs=shape_inputs,
+        input_casts=[t.plugin_dtype for t in spec.inputs],
         num_outputs=spec.num_plugin_outputs,
         num_op_outputs=len(spec.outputs),
         requires_output_allocator=spec.requires_output_allocator,
@@ -214,6 +217,16 @@ def _as_shape_tensor(ctx: Any, value: Any, name: str, trt: Any):
     return tensor
 
 
+def _cast_input(ctx: Any, tensor: Any, dtype: torch.dtype, name: str, trt: Any):
+    dtype_name = str(dtype).removeprefix("torch.")
+    target = getattr(trt, dtype_name)
+    if tensor.dtype == target:
+        return tensor
+    layer = ctx.net.add_cast(tensor, target)
+    layer.name = f"{name}_as_{dtype_name}"
+    return layer.get_output(0)
+
+
 def emit(ctx: Any, call: PluginCall, target: Any, name: str):
     """Add the plugin layer for ``call``; returns the op's outputs (a tensor, or a tuple)."""
     from torch_tensorrt.dynamo.conversion.converter_utils import get_trt_tensor, set_layer_name
@@ -226,6 +239,9 @@ def emit(ctx: Any, call: PluginCall, target: Any, name: str):
             f"{[(f.name, f.value) for f in call.fields]}; see the TensorRT log"
         )
     inputs = [get_trt_tensor(ctx, t, f"{name}_input{i}") for i, t in enumerate(call.tensor_inputs)]
+    for i, dtype in enumerate(call.input_casts):
+        if dtype is not None:
+            inputs[i] = _cast_input(ctx, inputs[i], dtype, f"{name}_input{i}", trt)
     shape_inputs = [_as_shape_tensor(ctx, s, f"{name}_shape{i}", trt) for i, s in enumerate(call.shape_inputs)]
     layer = ctx.net.add_plugin_v3(inputs, shape_inputs, plugin)
     set_layer_name(layer, target, name)

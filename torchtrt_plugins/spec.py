@@ -92,8 +92,21 @@ class FieldSpec:
         return kind + (" " + " and ".join(parts) if parts else "")
 
     def check(self, op: str, value: Any) -> Any:
-        """Return the value coerced to the field's Python type, or raise SpecError."""
+        """Return the value coerced to the field's Python type, or raise SpecError.
+
+        A SymInt for a ``shape_input`` field (fake kernels, tracing) is returned as it is, with its
+        bounds recorded through ``torch._check`` instead of read.
+        """
         where = f"torchtrt.{op}: argument '{self.arg or self.name}'"
+        if self.shape_input and isinstance(value, torch.SymInt):
+            if self.min is not None:
+                low_ok = value >= self.min if self.min_inclusive else value > self.min
+                torch._check_with(SpecError, low_ok, lambda: f"{where} must be {self.expectation()}, got {value}")
+            if self.max is not None:
+                torch._check_with(
+                    SpecError, value <= self.max, lambda: f"{where} must be {self.expectation()}, got {value}"
+                )
+            return value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SpecError(f"{where} must be {self.expectation()}, got {value!r}")
         if not self.is_float and not float(value).is_integer():
@@ -119,6 +132,9 @@ class TensorSpec:
     dtypes: tuple[torch.dtype, ...]
     formats: tuple[str, ...] = ("LINEAR",)
     same_dtype_as: Optional[str] = None
+    #: The dtype the plugin takes this input as, where TensorRT plugins cannot take the torch dtype
+    #: (kBOOL): the converter casts the tensor to it in front of the plugin.
+    plugin_dtype: torch.dtype | None = None
     doc: str = ""
 
 

@@ -117,6 +117,10 @@ std::string FieldDesc::expectation() const
     {
         out << (std::isfinite(min) ? " and" : "") << " <= " << max;
     }
+    if (!std::isnan(shapeInputSentinel))
+    {
+        out << " (or " << shapeInputSentinel << ": taken from a shape input)";
+    }
     return out.str();
 }
 
@@ -172,6 +176,10 @@ double FieldReader::number(FieldDesc const& desc) const
     if (!wantFloat && isFloatType)
     {
         throw PluginError(concat("field '", desc.name, "' must be ", desc.expectation(), ", got a float field"));
+    }
+    if (desc.isShapeInputSentinel(value))
+    {
+        return value;
     }
     bool const lowOk = desc.minInclusive ? value >= desc.min : value > desc.min;
     if (!std::isfinite(value) || !lowOk || value > desc.max)

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -80,8 +81,15 @@ struct FieldDesc
     double min;
     double max;
     bool minInclusive;
+    // For an op argument that may arrive as a shape input instead: the value the field then holds, accepted
+    // outside [min, max]. NaN (the default) means none.
+    double shapeInputSentinel = std::numeric_limits<double>::quiet_NaN();
 
     FieldKind kind() const noexcept;
+    bool isShapeInputSentinel(double value) const noexcept
+    {
+        return value == shapeInputSentinel;
+    }
     std::string expectation() const;
 };
 

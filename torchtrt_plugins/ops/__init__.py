@@ -1,3 +1,3 @@
 """The catalogue of ops. Importing this package registers every op's spec."""
 
-from . import rms_norm  # noqa: F401
+from . import masked_rows, pad_to, rms_norm  # noqa: F401

@@ -1,0 +1,79 @@
+// PadTo plugin (namespace "torchtrt", version "1"), the TensorRT side of torch.ops.torchtrt.pad_to.
+//
+// Inputs:  0 x       (B, C, H, W)
+// Shape inputs (only for fields holding -1, in field order): one 1-element INT32/INT64 shape tensor each,
+//          the output height and/or width; they reach getOutputShapes only, enqueue reads the output dims.
+// Outputs: 0 y       (B, C, height, width): x at [:, :, :min(H, height), :min(W, width)], `value` elsewhere
+// Fields:  height    kINT64, required, >= 0, or -1: taken from the next shape input
+//          width     kINT64, required, >= 0, or -1: taken from the next shape input
+//          value     kFLOAT32, optional (0): the padding value; for kINT8 I/O it is divided by the tensor
+//                    scale when TensorRT sets one, then rounded and saturated
+// Formats: kLINEAR; x and y share one type in {kFLOAT, kHALF, kBF16, kINT8}; kINT8 x and y share one scale
+// Tactics: none (one memory-bound kernel, vectorized along W). Timing cache id: name, version, fields.
+// Workspace: none.
+#pragma once
+
+#include "kernels/pad_to.h"
+#include "plugin_common.h"
+
+namespace ttp::plugin
+{
+
+class PadToPlugin : public PluginBase<PadToPlugin>
+{
+public:
+    static constexpr char const* kNAME = "PadTo";
+    static constexpr char const* kVERSION = "1";
+    static constexpr int32_t kNB_OUTPUTS = 1;
+    static constexpr std::array<int32_t, 0> kTACTICS{};
+
+    PadToPlugin(int64_t height, int64_t width, float value)
+        : mHeight(height)
+        , mWidth(width)
+        , mValue(value)
+    {
+    }
+
+    static std::vector<FieldDesc> const& fieldDescs();
+    static PadToPlugin* create(FieldReader const& fields, nvinfer1::TensorRTPhase phase);
+    std::vector<double> fieldValues() const
+    {
+        return {static_cast<double>(mHeight), static_cast<double>(mWidth), mValue};
+    }
+
+    int32_t outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
+        int32_t nbInputs) const;
+    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
+        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder);
+    bool supportsFormat(
+        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) const;
+    void configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) const;
+    size_t workspaceSize(
+        nvinfer1::DynamicPluginTensorDesc const*, int32_t, nvinfer1::DynamicPluginTensorDesc const*, int32_t) const
+    {
+        return 0;
+    }
+    void shapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+        int32_t nbOutputs) const;
+    cudaError_t run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
+
+private:
+    int32_t shapeInputCount() const noexcept
+    {
+        return (mHeight < 0 ? 1 : 0) + (mWidth < 0 ? 1 : 0);
+    }
+    void checkDims(nvinfer1::Dims const& x, nvinfer1::Dims const& y) const;
+    void checkScales(nvinfer1::PluginTensorDesc const& x, nvinfer1::PluginTensorDesc const& y) const;
+
+    int64_t mHeight; // -1: from a shape input
+    int64_t mWidth;  // -1: from a shape input
+    float mValue;
+};
+
+class PadToCreator : public CreatorBase<PadToPlugin>
+{
+};
+
+} // namespace ttp::plugin
