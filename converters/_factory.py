@@ -10,9 +10,11 @@ Two halves:
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 import torch
 
@@ -73,7 +75,7 @@ def bind(spec: spec_mod.OpSpec, args: Sequence[Any], kwargs: dict) -> dict[str, 
     names = [a.name for a in schema.arguments]
     if len(args) > len(names):
         raise spec_mod.SpecError(f"torchtrt.{spec.name}: expected at most {len(names)} arguments, got {len(args)}")
-    for name, value in zip(names, args):
+    for name, value in zip(names, args, strict=False):  # args may stop early: defaults fill the rest
         bound[name] = value
     for name, value in kwargs.items():
         if name not in names:
@@ -95,7 +97,7 @@ def _default_is_symbolic(value: Any) -> bool:
 def plan(
     spec: spec_mod.OpSpec,
     args: Sequence[Any],
-    kwargs: Optional[dict] = None,
+    kwargs: dict | None = None,
     is_symbolic: Callable[[Any], bool] = _default_is_symbolic,
 ) -> PluginCall:
     """Plan the plugin call for one op invocation. Raises SpecError for values the plugin cannot take."""
@@ -128,7 +130,7 @@ def plan(
     )
 
 
-def entry_for_target(target: Any) -> Optional[spec_mod.OpEntry]:
+def entry_for_target(target: Any) -> spec_mod.OpEntry | None:
     """The op entry whose torch op (any overload) is ``target``, or None."""
     name = getattr(target, "name", None)
     qualname = name() if callable(name) else None
@@ -174,16 +176,25 @@ def validate_node(node: torch.fx.Node, settings: Any = None) -> bool:
 # ---------------------------------------------------------------------------------------------- emit
 
 
+@functools.cache
+def _collection_class(trt: Any) -> type:
+    class FieldCollection(trt.PluginFieldCollection):
+        """A PluginFieldCollection that can hold references: the bound class itself takes no attributes."""
+
+    return FieldCollection
+
+
 def field_collection(call: PluginCall, trt: Any = None):
-    """The ``PluginFieldCollection`` for a call. The numpy buffers stay referenced by the collection."""
+    """The ``PluginFieldCollection`` for a call. It references the PluginFields and their numpy buffers,
+    which the bindings only point into, so they live as long as the collection."""
     trt = trt or require_tensorrt()
     arrays = [value.numpy() for value in call.fields]
     fields = [
         trt.PluginField(value.name, array, getattr(trt.PluginFieldType, value.type))
-        for value, array in zip(call.fields, arrays)
+        for value, array in zip(call.fields, arrays, strict=True)
     ]
-    collection = trt.PluginFieldCollection(fields)
-    collection._torchtrt_arrays = arrays  # noqa: SLF001 - keep the buffers alive with the collection
+    collection = _collection_class(trt)(fields)
+    collection.torchtrt_buffers = (fields, arrays)
     return collection
 
 

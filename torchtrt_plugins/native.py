@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from . import _build, _compat
 from . import spec as spec_mod
 
 _lock = threading.RLock()
-_torch_ops_status: Optional[str] = None
+_torch_ops_status: str | None = None
 _loaded_registries: set[int] = set()
 
 
@@ -52,9 +52,29 @@ def plugin_library_path(build: bool = True) -> Path:
         return _build.build_plugin_library().library
 
 
+def _registered_keys(registry: Any) -> set[tuple[str, str, str]] | None:
+    """(name, version, namespace) of every creator in the registry, or None where it cannot list them.
+
+    Listing is preferred to ``get_creator``, which logs an ERROR through the TensorRT logger for every
+    creator it does not find (TensorRT-RTX does), so a first load would print one per op.
+    """
+    try:
+        creators = registry.all_creators  # TensorRT-RTX and recent TensorRT 10.x bindings
+    except Exception:  # noqa: BLE001 - older bindings: fall back to get_creator
+        return None
+    return {
+        (getattr(c, "name", None), getattr(c, "plugin_version", None), getattr(c, "plugin_namespace", None))
+        for c in creators
+    }
+
+
 def _creators_present(registry: Any) -> list[bool]:
+    keys = _registered_keys(registry)
     present = []
     for entry in spec_mod.all_ops():
+        if keys is not None:
+            present.append(entry.spec.creator_key in keys)
+            continue
         try:
             present.append(registry.get_creator(*entry.spec.creator_key) is not None)
         except Exception:  # noqa: BLE001 - bindings raise for unknown creators in some versions
@@ -80,7 +100,7 @@ def load_plugins(registry: Any = None) -> Path:
             # copy of the file) returns None: that is success as long as every creator is there.
             missing = [
                 "/".join(entry.spec.creator_key)
-                for entry, ok in zip(spec_mod.all_ops(), _creators_present(registry))
+                for entry, ok in zip(spec_mod.all_ops(), _creators_present(registry), strict=True)
                 if not ok
             ]
             if missing:

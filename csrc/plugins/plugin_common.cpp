@@ -14,17 +14,40 @@ namespace
 
 std::atomic<nvinfer1::ILoggerFinder*> gLoggerFinder{nullptr};
 
-// TensorRT 10's ILogger is not an IVersionedInterface: its first virtual is log(). TensorRT 11's is,
-// so log() sits behind getAPILanguage/getInterfaceInfo/destructors. This library is built against
-// whichever headers it finds, and may be loaded into a TensorRT 10 process: detect that at run time.
-struct LoggerV10
+// Calls virtual function number `slot` of `object` (Itanium C++ ABI: `this` is the first argument).
+// Done by hand because a call through a stand-in abstract class with no implementation in this
+// library is devirtualized by the compiler into __cxa_pure_virtual.
+template <typename R, typename... Args>
+R callVirtualSlot(void* object, int32_t slot, Args... args)
 {
-    virtual void log(Severity severity, char const* msg) noexcept = 0;
-};
+    using Fn = R (*)(void*, Args...);
+    return (*static_cast<Fn const* const*>(object))[slot](object, args...);
+}
 
-bool hostIsTensorRT10() noexcept
+// TensorRT 10's ILogger and ILoggerFinder are not IVersionedInterfaces: their first virtual is log() /
+// findLogger(). TensorRT 11's are, so those sit behind getAPILanguage/getInterfaceInfo/destructors.
+// TensorRT-RTX switched between 1.4 and 1.5 (found by loading this library into each PyPI release).
+// This library is built against whichever headers it finds and may be loaded into an older host:
+// detect the host's layout at run time.
+bool rtxBefore1_5() noexcept
 {
-    static bool const isTen = [] {
+    void* handle = dlopen("libtensorrt_rtx.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (handle == nullptr)
+    {
+        return false;
+    }
+    using VersionFn = int32_t (*)();
+    auto major = reinterpret_cast<VersionFn>(dlsym(handle, "getInferLibMajorVersion"));
+    auto minor = reinterpret_cast<VersionFn>(dlsym(handle, "getInferLibMinorVersion"));
+    bool const old = major != nullptr && minor != nullptr && (major() < 1 || (major() == 1 && minor() < 5));
+    dlclose(handle);
+    return old;
+}
+
+bool hostLoggerIsUnversioned() noexcept
+{
+    static bool const unversioned = []
+    {
         for (char const* soname : {"libnvinfer.so.10", "libnvinfer_lean.so.10", "libnvinfer_dispatch.so.10"})
         {
             if (void* handle = dlopen(soname, RTLD_NOW | RTLD_NOLOAD))
@@ -33,9 +56,9 @@ bool hostIsTensorRT10() noexcept
                 return true;
             }
         }
-        return false;
+        return rtxBefore1_5();
     }();
-    return isTen;
+    return unversioned;
 }
 
 char const* severityName(Severity severity) noexcept
@@ -66,7 +89,7 @@ void log(Severity severity, std::string const& message) noexcept
     {
         try
         {
-            logger = finder->findLogger();
+            logger = hostLoggerIsUnversioned() ? callVirtualSlot<nvinfer1::ILogger*>(finder, 0) : finder->findLogger();
         }
         catch (...)
         {
@@ -81,9 +104,9 @@ void log(Severity severity, std::string const& message) noexcept
         }
         return;
     }
-    if (hostIsTensorRT10())
+    if (hostLoggerIsUnversioned())
     {
-        reinterpret_cast<LoggerV10*>(logger)->log(severity, message.c_str());
+        callVirtualSlot<void>(logger, 0, severity, message.c_str());
     }
     else
     {
@@ -166,7 +189,9 @@ double FieldReader::number(FieldDesc const& desc) const
     case nvinfer1::PluginFieldType::kINT8: value = *static_cast<int8_t const*>(found->data); break;
     case nvinfer1::PluginFieldType::kINT16: value = *static_cast<int16_t const*>(found->data); break;
     case nvinfer1::PluginFieldType::kINT32: value = *static_cast<int32_t const*>(found->data); break;
-    case nvinfer1::PluginFieldType::kINT64: value = static_cast<double>(*static_cast<int64_t const*>(found->data)); break;
+    case nvinfer1::PluginFieldType::kINT64:
+        value = static_cast<double>(*static_cast<int64_t const*>(found->data));
+        break;
     default:
         throw PluginError(concat("field '", desc.name, "' has unsupported PluginFieldType ",
             static_cast<int32_t>(found->type), " (expected ", desc.expectation(), ")"));
@@ -220,7 +245,8 @@ void FieldWriter::add(FieldDesc const& desc, double value)
         std::memcpy(bytes, &v, sizeof(v));
         break;
     }
-    default: throw PluginError(concat("field '", desc.name, "': cannot serialize PluginFieldType ", int32_t(desc.type)));
+    default:
+        throw PluginError(concat("field '", desc.name, "': cannot serialize PluginFieldType ", int32_t(desc.type)));
     }
     mFields.emplace_back(desc.name, nullptr, desc.type, 1);
 }
