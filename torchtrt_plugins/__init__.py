@@ -10,12 +10,41 @@ from __future__ import annotations
 from . import ops  # noqa: F401  (registers the specs)
 from . import _library  # noqa: F401  (defines the torch ops)
 from . import native
+from .lowering import lower, lower_with_report
 from .native import load_plugins, plugin_library_path
 from .spec import NAMESPACE, SpecError, all_ops, get
 
 __version__ = "0.1.0"
 
-__all__ = ["NAMESPACE", "SpecError", "all_ops", "get", "load_plugins", "plugin_library_path", "__version__"]
+__all__ = [
+    "NAMESPACE",
+    "SpecError",
+    "all_ops",
+    "get",
+    "load_plugins",
+    "lower",
+    "lower_with_report",
+    "plugin_library_path",
+    "__version__",
+]
+
+
+def _ensure_converters_package() -> None:
+    """``converters/`` sits beside this package; installs map it to ``torchtrt_plugins.converters``.
+    When the package is used straight from a checkout (PYTHONPATH, no install), map it here."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    name = f"{__name__}.converters"
+    if name in sys.modules or importlib.util.find_spec(name) is not None:
+        return
+    init = Path(__file__).resolve().parent.parent / "converters" / "__init__.py"
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    globals()["converters"] = module
 
 
 def _load_cuda_ops() -> None:
@@ -25,11 +54,26 @@ def _load_cuda_ops() -> None:
         native.load_torch_ops()
 
 
-def _register_converters() -> None:
-    from . import converters
+def _register_with_torch_tensorrt() -> None:
+    """Converters, and our creators in TensorRT's registry so saved engines deserialize in a fresh process."""
+    import warnings
 
-    converters.register_all()
+    from . import _compat, converters
+
+    if not converters.register_all():
+        return
+    from . import lowering
+
+    lowering.register_with_torch_tensorrt()
+    trt = _compat.tensorrt()
+    if trt is None or trt.__name__ != "tensorrt":
+        return
+    try:
+        load_plugins()
+    except Exception as err:  # noqa: BLE001 - the eager ops still work; conversion will report it again
+        warnings.warn(f"torchtrt_plugins: plugin library not loaded into TensorRT: {err}", stacklevel=2)
 
 
+_ensure_converters_package()
 _load_cuda_ops()
-_register_converters()
+_register_with_torch_tensorrt()
