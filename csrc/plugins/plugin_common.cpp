@@ -13,6 +13,8 @@ namespace
 {
 
 std::atomic<nvinfer1::ILoggerFinder*> gLoggerFinder{nullptr};
+// Whether the host that handed over gLoggerFinder lays ILogger/ILoggerFinder out unversioned (see below).
+std::atomic<bool> gUnversionedHost{false};
 
 // Calls virtual function number `slot` of `object` (Itanium C++ ABI: `this` is the first argument).
 // Done by hand because a call through a stand-in abstract class with no implementation in this
@@ -27,11 +29,16 @@ R callVirtualSlot(void* object, int32_t slot, Args... args)
 // TensorRT 10's ILogger and ILoggerFinder are not IVersionedInterfaces: their first virtual is log() /
 // findLogger(). TensorRT 11's are, so those sit behind getAPILanguage/getInterfaceInfo/destructors.
 // TensorRT-RTX switched between 1.4 and 1.5 (found by loading this library into each PyPI release).
-// This library is built against whichever headers it finds and may be loaded into an older host:
-// detect the host's layout at run time.
-bool rtxBefore1_5() noexcept
+// The layout is the one of the host library that implements `finder` (its vtable lives there): one
+// process may hold two hosts, e.g. TensorRT and TensorRT-RTX in one test run.
+bool isUnversionedHost(void const* finder) noexcept
 {
-    void* handle = dlopen("libtensorrt_rtx.so.1", RTLD_NOW | RTLD_NOLOAD);
+    Dl_info info{};
+    if (dladdr(*static_cast<void const* const*>(finder), &info) == 0 || info.dli_fname == nullptr)
+    {
+        return false;
+    }
+    void* handle = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
     if (handle == nullptr)
     {
         return false;
@@ -39,25 +46,18 @@ bool rtxBefore1_5() noexcept
     using VersionFn = int32_t (*)();
     auto major = reinterpret_cast<VersionFn>(dlsym(handle, "getInferLibMajorVersion"));
     auto minor = reinterpret_cast<VersionFn>(dlsym(handle, "getInferLibMinorVersion"));
-    bool const old = major != nullptr && minor != nullptr && (major() < 1 || (major() == 1 && minor() < 5));
-    dlclose(handle);
-    return old;
-}
-
-bool hostLoggerIsUnversioned() noexcept
-{
-    static bool const unversioned = []
+    bool unversioned = false;
+    if (major != nullptr && minor != nullptr)
     {
-        for (char const* soname : {"libnvinfer.so.10", "libnvinfer_lean.so.10", "libnvinfer_dispatch.so.10"})
-        {
-            if (void* handle = dlopen(soname, RTLD_NOW | RTLD_NOLOAD))
-            {
-                dlclose(handle);
-                return true;
-            }
-        }
-        return rtxBefore1_5();
-    }();
+        bool const rtx = std::strstr(info.dli_fname, "tensorrt_rtx") != nullptr;
+        unversioned = rtx ? major() < 1 || (major() == 1 && minor() < 5) : major() < 11;
+    }
+    else
+    {
+        // A TensorRT without the per-part version functions predates 11.
+        unversioned = dlsym(handle, "getInferLibVersion") != nullptr;
+    }
+    dlclose(handle);
     return unversioned;
 }
 
@@ -78,18 +78,20 @@ char const* severityName(Severity severity) noexcept
 
 void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept
 {
+    gUnversionedHost.store(finder != nullptr && isUnversionedHost(finder));
     gLoggerFinder.store(finder);
 }
 
 void log(Severity severity, std::string const& message) noexcept
 {
     nvinfer1::ILoggerFinder* finder = gLoggerFinder.load();
+    bool const unversioned = gUnversionedHost.load();
     nvinfer1::ILogger* logger = nullptr;
     if (finder != nullptr)
     {
         try
         {
-            logger = hostLoggerIsUnversioned() ? callVirtualSlot<nvinfer1::ILogger*>(finder, 0) : finder->findLogger();
+            logger = unversioned ? callVirtualSlot<nvinfer1::ILogger*>(finder, 0) : finder->findLogger();
         }
         catch (...)
         {
@@ -104,7 +106,7 @@ void log(Severity severity, std::string const& message) noexcept
         }
         return;
     }
-    if (hostLoggerIsUnversioned())
+    if (unversioned)
     {
         callVirtualSlot<void>(logger, 0, severity, message.c_str());
     }
