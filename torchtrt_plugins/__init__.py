@@ -7,9 +7,11 @@ CUDA kernels when a GPU is visible) and, when Torch-TensorRT imports, the conver
 
 from __future__ import annotations
 
-from . import ops  # noqa: F401  (registers the specs)
-from . import _library  # noqa: F401  (defines the torch ops)
-from . import native
+from . import (
+    _library,  # noqa: F401  (defines the torch ops)
+    native,
+    ops,  # noqa: F401  (registers the specs)
+)
 from .lowering import lower, lower_with_report
 from .native import load_plugins, plugin_library_path
 from .spec import NAMESPACE, SpecError, all_ops, get

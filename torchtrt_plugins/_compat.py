@@ -10,13 +10,12 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
-from typing import Optional
 
 _CANDIDATES = ("tensorrt", "tensorrt_rtx")
-_cache: dict[str, Optional[ModuleType]] = {}
+_cache: dict[str, ModuleType | None] = {}
 
 
-def tensorrt() -> Optional[ModuleType]:
+def tensorrt() -> ModuleType | None:
     """The TensorRT Python module, or None when neither flavour imports."""
     forced = os.environ.get("TORCHTRT_PLUGINS_TENSORRT")
     names = (forced,) if forced else _CANDIDATES
@@ -42,7 +41,7 @@ def require_tensorrt() -> ModuleType:
     return trt
 
 
-def torch_tensorrt() -> Optional[ModuleType]:
+def torch_tensorrt() -> ModuleType | None:
     try:
         return importlib.import_module("torch_tensorrt")
     except Exception:  # noqa: BLE001

@@ -10,8 +10,9 @@ driven from here; a test checks the C++ plugin against it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 import torch
 
@@ -64,10 +65,10 @@ class FieldSpec:
 
     name: str
     type: str
-    arg: Optional[str] = None
+    arg: str | None = None
     default: Any = None
-    min: Optional[float] = None
-    max: Optional[float] = None
+    min: float | None = None
+    max: float | None = None
     min_inclusive: bool = True
     required: bool = True
     shape_input: bool = False
@@ -114,10 +115,7 @@ class FieldSpec:
         coerced = float(value) if self.is_float else int(value)
         if self.is_float and not math.isfinite(coerced):
             raise SpecError(f"{where} must be {self.expectation()}, got {value!r}")
-        low_ok = (
-            self.min is None
-            or (coerced >= self.min if self.min_inclusive else coerced > self.min)
-        )
+        low_ok = self.min is None or (coerced >= self.min if self.min_inclusive else coerced > self.min)
         high_ok = self.max is None or coerced <= self.max
         if not (low_ok and high_ok):
             raise SpecError(f"{where} must be {self.expectation()}, got {value!r}")
@@ -131,7 +129,7 @@ class TensorSpec:
     name: str
     dtypes: tuple[torch.dtype, ...]
     formats: tuple[str, ...] = ("LINEAR",)
-    same_dtype_as: Optional[str] = None
+    same_dtype_as: str | None = None
     #: The dtype the plugin takes this input as, where TensorRT plugins cannot take the torch dtype
     #: (kBOOL): the converter casts the tensor to it in front of the plugin.
     plugin_dtype: torch.dtype | None = None
@@ -224,7 +222,7 @@ class OpEntry:
     reference: Callable[..., Any]
     fake: Callable[..., Any]
     #: Validation of argument values shared by the fake kernel, the eager op and the converter.
-    check_args: Optional[Callable[..., None]] = None
+    check_args: Callable[..., None] | None = None
 
 
 _REGISTRY: dict[str, OpEntry] = {}

@@ -86,7 +86,6 @@ def test_engine_saved_and_loaded_in_fresh_process(tmp_path):
 def test_plugins_to_serialize_makes_plan_self_contained(tmp_path):
     """A plain TensorRT plan built with our library in plugins_to_serialize runs with no Python loader."""
     import tensorrt as trt
-
     from torchtrt_plugins.converters import create_plugin, plan
 
     logger = trt.Logger(trt.Logger.WARNING)
@@ -115,7 +114,8 @@ def test_plugins_to_serialize_makes_plan_self_contained(tmp_path):
         engine = runtime.deserialize_cuda_engine(open({str(tmp_path / "rms.plan")!r}, "rb").read())
         assert engine is not None
         ctx = engine.create_execution_context()
-        x = torch.randn(8, 256, device="cuda", dtype=torch.float16); w = torch.ones(256, device="cuda", dtype=torch.float16)
+        x = torch.randn(8, 256, device="cuda", dtype=torch.float16)
+        w = torch.ones(256, device="cuda", dtype=torch.float16)
         y = torch.empty_like(x)
         ctx.set_input_shape("x", tuple(x.shape))
         for name, t in (("x", x), ("w", w), (engine.get_tensor_name(2), y)):

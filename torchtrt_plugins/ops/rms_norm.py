@@ -19,7 +19,12 @@ SPEC = OpSpec(
     outputs=(TensorSpec("y", FLOATS, same_dtype_as="x", doc="same shape as x"),),
     fields=(
         FieldSpec(
-            "eps", "FLOAT32", arg="eps", default=1e-6, min=0.0, min_inclusive=False,
+            "eps",
+            "FLOAT32",
+            arg="eps",
+            default=1e-6,
+            min=0.0,
+            min_inclusive=False,
             doc="added to the mean of squares before rsqrt",
         ),
     ),
