@@ -12,6 +12,7 @@ import functools
 
 import torch
 
+from . import ops  # noqa: F401  (registers every op's spec; must precede the loop below)
 from . import spec as spec_mod
 
 _LIB = torch.library.Library(spec_mod.NAMESPACE, "DEF")
