@@ -25,6 +25,7 @@ from typing import Optional
 
 PLUGIN_LIBRARY_NAME = "libtorchtrt_plugins_v3.so"
 HARNESS_LIBRARY_NAME = "libtorchtrt_plugins_harness.so"
+BROKEN_PLUGINS_LIBRARY_NAME = "libttp_broken_plugins.so"
 TORCH_EXTENSION_NAME = "torchtrt_plugins_cuda_ops"
 DEFAULT_CUDA_ARCH = "90"
 
@@ -132,6 +133,8 @@ class PluginBuild:
     library: Path
     harness: Optional[Path]
     built_now: bool
+    #: The harness's deliberately broken test plugins (built with the harness).
+    broken_plugins: Optional[Path] = None
 
 
 _NATIVE_PATTERNS = (
@@ -162,13 +165,16 @@ def build_plugin_library(force: bool = False, quiet: bool = False) -> PluginBuil
     build_dir = cache_dir() / f"plugins-{key}"
     library = build_dir / PLUGIN_LIBRARY_NAME
     harness = build_dir / HARNESS_LIBRARY_NAME if (root / "csrc" / "harness").is_dir() else None
+    broken = build_dir / BROKEN_PLUGINS_LIBRARY_NAME if harness is not None else None
+    products = [p for p in (library, harness, broken) if p is not None]
     with _locked(build_dir):
-        if library.is_file() and (harness is None or harness.is_file()) and not force:
-            return PluginBuild(build_dir, library, harness, built_now=False)
+        if all(p.is_file() for p in products) and not force:
+            return PluginBuild(build_dir, library, harness, built_now=False, broken_plugins=broken)
         _run_cmake(root, build_dir, include, nvcc, cmake, archs, quiet)
-    if not library.is_file():
-        raise BuildError(f"build finished but {library} is missing")
-    return PluginBuild(build_dir, library, harness, built_now=True)
+    missing = [str(p) for p in products if not p.is_file()]
+    if missing:
+        raise BuildError(f"build finished but {', '.join(missing)} missing")
+    return PluginBuild(build_dir, library, harness, built_now=True, broken_plugins=broken)
 
 
 def _run_cmake(root: Path, build_dir: Path, include: Path, nvcc: str, cmake: str, archs: str, quiet: bool) -> None:

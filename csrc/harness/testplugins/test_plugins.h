@@ -1,0 +1,214 @@
+// Test plugins of the conformance harness (namespace "torchtrt", version "1", in their own library), built on the
+// same PluginBase as the real ones. Each broken variant breaks exactly one rule; the tests check the harness catches
+// it.
+//
+// Scale<fault>:     x (FLOAT or HALF, any shape) -> y = x * scale; field scale kFLOAT32 > 0 (required);
+//                   LINEAR, y has x's type; tactics 1 (256 threads/block) and 2 (128).
+// Positives<fault>: x (FLOAT, any shape) -> values (FLOAT, [K]) and count (INT64 0-D size tensor K, opt ceil(N/2),
+//                   upper N); field threshold kFLOAT32 (optional, default 0): values = x[x > threshold] in order.
+// DimOps:           x (FLOAT, 2-D: d0, d1) and a shape input (s0, s1) -> two FLOAT outputs whose extents use every
+//                   DimensionOperation: [d0 + d1, d0 * d1, max(d0, s0), min(d1, s1), s0 - d0] and
+//                   [d0 == d1, d0 < s1, floordiv(s1, d0), ceildiv(s1, d0), 7]. enqueue writes nothing.
+#pragma once
+
+#include <memory>
+
+#include "plugin_common.h"
+#include "test_kernels.h"
+
+namespace ttp::testplugins
+{
+
+namespace tp = ttp::plugin;
+
+enum class Fault : int32_t
+{
+    kNONE,
+    kTHROWS_IN_OUTPUT_SHAPES, // an exception escapes getOutputShapes
+    kREADS_ABOVE_POS,         // supportsFormatCombination reads inOut[pos + 1]
+    kCLONE_ALLOCATES,         // clone cudaMallocs 8 MiB
+    kCLONE_SHARES_STATE,      // clone shares the scale with its source; configurePlugin rewrites it
+    kWRITES_PAST_OUTPUT,      // the kernel writes one element past y
+    kMODIFIES_INPUT,          // the kernel overwrites x
+    kDEFAULT_STREAM,          // enqueue launches on the legacy default stream instead of the given one
+    kSERIALIZE_CHANGES_FIELD, // getFieldsToSerialize doubles scale
+    kACCEPTS_INVALID_FIELD,   // createPlugin accepts scale <= 0
+    kUSES_RESOURCE,           // correct: a runtime plugin shares a resource through the plugin registry
+    kLEAKS_RESOURCE,          // acquires the shared resource and never releases it
+    kSIZE_TENSOR_1D,          // Positives: the size tensor is declared with shape [1]
+    kSIZE_TENSOR_FLOAT,       // Positives: the size tensor is FLOAT
+};
+
+constexpr char const* scaleName(Fault fault)
+{
+    switch (fault)
+    {
+    case Fault::kNONE: return "Scale";
+    case Fault::kTHROWS_IN_OUTPUT_SHAPES: return "ScaleThrowsInOutputShapes";
+    case Fault::kREADS_ABOVE_POS: return "ScaleReadsAbovePos";
+    case Fault::kCLONE_ALLOCATES: return "ScaleCloneAllocates";
+    case Fault::kCLONE_SHARES_STATE: return "ScaleCloneSharesState";
+    case Fault::kWRITES_PAST_OUTPUT: return "ScaleWritesPastOutput";
+    case Fault::kMODIFIES_INPUT: return "ScaleModifiesInput";
+    case Fault::kDEFAULT_STREAM: return "ScaleUsesDefaultStream";
+    case Fault::kSERIALIZE_CHANGES_FIELD: return "ScaleSerializeChangesField";
+    case Fault::kACCEPTS_INVALID_FIELD: return "ScaleAcceptsInvalidField";
+    case Fault::kUSES_RESOURCE: return "ScaleUsesResource";
+    case Fault::kLEAKS_RESOURCE: return "ScaleLeaksResource";
+    case Fault::kSIZE_TENSOR_1D: return "PositivesSizeTensor1D";
+    case Fault::kSIZE_TENSOR_FLOAT: return "PositivesSizeTensorFloat";
+    }
+    return "Unknown";
+}
+
+// Throws through a noexcept method: a separate function, so the compiler does not flag the throw itself.
+[[noreturn]] void throwEscaping(char const* what);
+
+template <Fault F>
+class ScalePlugin : public tp::PluginBase<ScalePlugin<F>>
+{
+    using Base = tp::PluginBase<ScalePlugin<F>>;
+
+public:
+    static constexpr char const* kNAME = scaleName(F);
+    static constexpr char const* kVERSION = "1";
+    static constexpr int32_t kNB_OUTPUTS = 1;
+    static constexpr std::array<int32_t, 2> kTACTICS{1, 2};
+
+    explicit ScalePlugin(float scale)
+        : mScale(std::make_shared<float>(scale))
+    {
+    }
+    ScalePlugin(ScalePlugin const& other);
+    ~ScalePlugin() override;
+
+    static std::vector<tp::FieldDesc> const& fieldDescs();
+    static ScalePlugin* create(tp::FieldReader const& fields, nvinfer1::TensorRTPhase phase);
+    std::vector<double> fieldValues() const
+    {
+        return {F == Fault::kSERIALIZE_CHANGES_FIELD ? 2.0 * *mScale : *mScale};
+    }
+
+    int32_t outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
+        int32_t nbInputs) const;
+    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
+        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder);
+    bool supportsFormat(
+        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) const;
+    void configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs);
+    size_t workspaceSize(
+        nvinfer1::DynamicPluginTensorDesc const*, int32_t, nvinfer1::DynamicPluginTensorDesc const*, int32_t) const
+    {
+        return 0;
+    }
+    void shapeChange(nvinfer1::PluginTensorDesc const*, int32_t, nvinfer1::PluginTensorDesc const*, int32_t) const
+    {
+    }
+    cudaError_t run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
+
+    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
+        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
+        nvinfer1::IExprBuilder& exprBuilder) noexcept override;
+    nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* context) noexcept override;
+
+private:
+    std::shared_ptr<float> mScale;
+    void* mScratch{nullptr};         // kCLONE_ALLOCATES
+    std::string mResourceKey;        // kUSES_RESOURCE / kLEAKS_RESOURCE: set once acquired
+    float const* mResource{nullptr}; // the shared scale
+};
+
+template <Fault F>
+class PositivesPlugin : public tp::PluginBase<PositivesPlugin<F>>
+{
+public:
+    static constexpr char const* kNAME = F == Fault::kNONE ? "Positives" : scaleName(F);
+    static constexpr char const* kVERSION = "1";
+    static constexpr int32_t kNB_OUTPUTS = 2;
+    static constexpr std::array<int32_t, 0> kTACTICS{};
+
+    explicit PositivesPlugin(float threshold)
+        : mThreshold(threshold)
+    {
+    }
+
+    static std::vector<tp::FieldDesc> const& fieldDescs();
+    static PositivesPlugin* create(tp::FieldReader const& fields, nvinfer1::TensorRTPhase phase);
+    std::vector<double> fieldValues() const
+    {
+        return {mThreshold};
+    }
+
+    int32_t outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
+        int32_t nbInputs) const;
+    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
+        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder);
+    bool supportsFormat(
+        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) const;
+    void configure(nvinfer1::DynamicPluginTensorDesc const*, int32_t nbInputs, nvinfer1::DynamicPluginTensorDesc const*,
+        int32_t nbOutputs) const;
+    size_t workspaceSize(
+        nvinfer1::DynamicPluginTensorDesc const*, int32_t, nvinfer1::DynamicPluginTensorDesc const*, int32_t) const
+    {
+        return 0;
+    }
+    void shapeChange(nvinfer1::PluginTensorDesc const*, int32_t, nvinfer1::PluginTensorDesc const*, int32_t) const
+    {
+    }
+    cudaError_t run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
+
+private:
+    float mThreshold;
+};
+
+class DimOpsPlugin : public tp::PluginBase<DimOpsPlugin>
+{
+public:
+    static constexpr char const* kNAME = "DimOps";
+    static constexpr char const* kVERSION = "1";
+    static constexpr int32_t kNB_OUTPUTS = 2;
+    static constexpr std::array<int32_t, 0> kTACTICS{};
+
+    static std::vector<tp::FieldDesc> const& fieldDescs();
+    static DimOpsPlugin* create(tp::FieldReader const&, nvinfer1::TensorRTPhase)
+    {
+        return new DimOpsPlugin();
+    }
+    std::vector<double> fieldValues() const
+    {
+        return {};
+    }
+
+    int32_t outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
+        int32_t nbInputs) const;
+    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
+        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder);
+    bool supportsFormat(
+        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) const
+    {
+        return inOut[pos].desc.format == nvinfer1::TensorFormat::kLINEAR
+               && inOut[pos].desc.type == nvinfer1::DataType::kFLOAT;
+    }
+    void configure(
+        nvinfer1::DynamicPluginTensorDesc const*, int32_t, nvinfer1::DynamicPluginTensorDesc const*, int32_t) const
+    {
+    }
+    size_t workspaceSize(
+        nvinfer1::DynamicPluginTensorDesc const*, int32_t, nvinfer1::DynamicPluginTensorDesc const*, int32_t) const
+    {
+        return 0;
+    }
+    void shapeChange(nvinfer1::PluginTensorDesc const*, int32_t, nvinfer1::PluginTensorDesc const*, int32_t) const
+    {
+    }
+    cudaError_t run(nvinfer1::PluginTensorDesc const*, nvinfer1::PluginTensorDesc const*, void const* const*,
+        void* const*, void*, cudaStream_t) const
+    {
+        return cudaSuccess;
+    }
+};
+
+} // namespace ttp::testplugins

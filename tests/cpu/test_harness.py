@@ -1,0 +1,306 @@
+"""The conformance harness without a GPU: the RMSNorm plugin against its op spec (creators, fields, output
+shapes, format table, serialization, invalid fields, clone independence), the expression builder, the graph
+runner's fallback, and every deliberately broken test plugin whose fault shows without a device."""
+
+import math
+
+import pytest
+import torch
+from torchtrt_plugins.converters import plan, plan_node
+
+import torchtrt_plugins
+from torchtrt_plugins import _build
+from torchtrt_plugins.testing import harness as H
+from torchtrt_plugins.testing.runner import run_graph
+
+SPEC = torchtrt_plugins.get("rms_norm").spec
+
+
+@pytest.fixture(scope="module")
+def build():
+    try:
+        return _build.build_plugin_library()
+    except _build.BuildError as err:
+        pytest.fail(f"plugin library and harness must build on every machine with nvcc and the TensorRT headers: {err}")
+
+
+@pytest.fixture(scope="module")
+def broken(build):
+    return build.broken_plugins
+
+
+def rms(build, shape=(2, 3, 16), dtype=torch.float32, eps=1e-5, **kwargs):
+    x = H.TensorArg(shape, dtype)
+    w = H.TensorArg((shape[-1],), dtype)
+    return H.run_call(plan(SPEC, (x, w, eps)), x, w, library=build.library, enqueue=False, **kwargs)
+
+
+def scale(broken, name, value=1 / 3, shape=(4, 8), **kwargs):
+    kwargs.setdefault("inputs", [H.TensorArg(shape, torch.float32)])
+    return H.run_plugin(broken, name, fields=[("scale", "FLOAT32", value)], enqueue=False, **kwargs)
+
+
+def test_harness_library_exports_only_its_c_api(build):
+    assert build.harness.name == "libtorchtrt_plugins_harness.so" and build.harness.is_file()
+    assert build.broken_plugins.name == "libttp_broken_plugins.so" and build.broken_plugins.is_file()
+
+
+def test_creator_matches_the_op_spec(build):
+    result = rms(build)
+    creator = result.creator(*SPEC.creator_key)
+    assert (creator["name"], creator["version"], creator["namespace"]) == SPEC.creator_key
+    assert creator["interface"] == "PLUGIN CREATOR_V3ONE"
+    assert [(f["name"], f["type"], f["length"]) for f in creator["fields"]] == [
+        (f.name, f.type, 1) for f in SPEC.fields
+    ]
+
+
+def test_rms_norm_has_no_violations_and_reports_the_skipped_enqueue(build):
+    result = rms(build)
+    result.assert_conformant()
+    assert result.enqueue_skipped
+    assert result.output_types == ["FLOAT"]
+    assert result.tactics == [t.value for t in SPEC.tactics]
+    assert result.workspace_size == 0
+    assert result.timing_cache_id and result.timing_cache_id.startswith("RMSNorm_v1")
+
+
+def test_without_enqueue_request_the_reason_is_the_request(build):
+    assert rms(build).enqueue_skipped == "enqueue=false in the request"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_without_a_gpu_the_execution_phase_is_skipped_with_the_reason(build):
+    x = torch.randn(2, 8)
+    w = torch.ones(8)
+    result = H.run_call(plan(SPEC, (x, w, 1e-6)), x, w, library=build.library)
+    assert not result.stopped and not result.violations
+    assert "CUDA" in result.enqueue_skipped and result.runs == []
+
+
+def test_output_shapes_for_min_opt_max_and_concrete(build):
+    profile = [((1, 1, 64), (4, 8, 64), (16, 32, 64)), ((64,), (64,), (64,))]
+    result = rms(build, shape=(3, 5, 64), profile=profile)
+    assert result.output_shapes["symbolic"] == [["in0.d0", "in0.d1", "64"]]
+    assert result.output_shapes["min"] == [[1, 1, 64]]
+    assert result.output_shapes["opt"] == [[4, 8, 64]]
+    assert result.output_shapes["max"] == [[16, 32, 64]]
+    assert result.output_shapes["concrete"] == [[3, 5, 64]]
+    assert result.size_tensors == []
+
+
+def test_static_shapes_are_constants(build):
+    result = rms(build, shape=(7, 3))
+    assert result.output_shapes["symbolic"] == [["7", "3"]]
+    assert all(result.output_shapes[k] == [[7, 3]] for k in ("min", "opt", "max", "concrete"))
+
+
+def test_format_table_is_exactly_the_spec_types_in_linear(build):
+    result = rms(build)
+    expected = [tuple((name, "LINEAR") for _ in range(3)) for name in ("FLOAT", "HALF", "BF16")]
+    assert result.formats == expected
+    assert {dtype for dtype in SPEC.inputs[0].dtypes} == {torch.float32, torch.float16, torch.bfloat16}
+    assert not result.raw["formats_truncated"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_configured_with_the_input_types(build, dtype):
+    result = rms(build, dtype=dtype)
+    name = {torch.float16: "HALF", torch.bfloat16: "BF16"}[dtype]
+    assert result.configured == ((name, "LINEAR"),) * 3
+    assert result.output_types == [name]
+
+
+def test_unsupported_input_types_stop_the_run_with_the_reason(build):
+    result = rms(build, dtype=torch.int32)
+    assert result.stopped and "getOutputDataTypes" in result.stopped
+
+
+def test_serialization_round_trip(build):
+    result = rms(build, eps=1e-5)
+    assert [(f["name"], f["type"], f["length"]) for f in result.serialized_fields] == [("eps", "FLOAT32", 1)]
+    assert result.serialized_fields[0]["data"][0] == pytest.approx(1e-5, rel=1e-7)
+    assert result.runtime_fields == result.serialized_fields
+    assert result.raw["serialized_bytes"] > 0
+    assert "serialization" not in result.rules
+
+
+INVALID_EPS = [
+    pytest.param([("eps", "FLOAT32", -1.0)], "must be a float > 0", id="negative"),
+    pytest.param([("eps", "FLOAT32", 0.0)], "must be a float > 0", id="zero"),
+    pytest.param([("eps", "FLOAT32", math.nan)], "must be a float > 0", id="nan"),
+    pytest.param([], "missing field 'eps'", id="missing"),
+    pytest.param([("eps", "FLOAT16", 1e-3)], "unsupported PluginFieldType", id="wrong-type"),
+    pytest.param([("eps", "CHAR", "abc")], "exactly one value", id="string"),
+    pytest.param([{"name": "eps", "type": "FLOAT32", "data": [1e-5, 1e-5]}], "exactly one value", id="two-values"),
+    pytest.param([{"name": "eps", "type": "FLOAT32", "data": None, "length": 1}], "exactly one value", id="no-data"),
+]
+
+
+@pytest.mark.parametrize("fields, expected", INVALID_EPS)
+def test_invalid_fields_are_rejected_with_a_log_line_naming_plugin_and_field(build, fields, expected):
+    result = rms(build, invalid_fields=[fields])
+    (outcome,) = result.invalid_fields
+    assert outcome.rejected
+    errors = [line.message for line in outcome.log if line.severity == "ERROR"]
+    assert errors, "createPlugin rejected the fields without logging why"
+    assert any("RMSNorm" in m and "eps" in m and expected in m for m in errors), errors
+    assert not result.violations
+
+
+def test_clone_is_independent(build):
+    result = rms(build)
+    assert not {"clone", "clone-shares-state"} & result.rules
+
+
+class Norm(torch.nn.Module):
+    def __init__(self, hidden=32):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(hidden) + 0.5)
+
+    def forward(self, x):
+        return torch.ops.torchtrt.rms_norm(x, self.weight, 1e-5) * 2
+
+
+def test_run_call_from_an_exported_fx_node(build):
+    model = Norm().to(torch.bfloat16)
+    gm = torch.export.export(model, (torch.randn(4, 32, dtype=torch.bfloat16),)).module()
+    (node,) = [n for n in gm.graph.nodes if n.op == "call_function" and "rms_norm" in str(n.target)]
+    call = plan_node(node)
+    assert call.field_value("eps") == pytest.approx(1e-5)
+    # No tensors given: the FX nodes' fake values give shapes and dtypes (build-phase checks only).
+    result = H.run_call(call, library=build.library)
+    result.assert_conformant()
+    assert result.configured == (("BF16", "LINEAR"),) * 3
+    assert result.output_shapes["concrete"] == [[4, 32]]
+
+
+def test_graph_runner_falls_back_to_eager_without_enqueue(build):
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(16, 16)
+            self.weight = torch.nn.Parameter(torch.rand(16) + 0.5)
+
+        def forward(self, x):
+            return self.proj(torch.ops.torchtrt.rms_norm(x, self.weight, 1e-6)).relu()
+
+    model = Tiny()
+    gm = torch.fx.symbolic_trace(model)
+    x = torch.randn(3, 16)
+    out = run_graph(gm, x, library=build.library, enqueue=False)
+    torch.testing.assert_close(out.outputs, model(x))
+    assert list(out.fell_back) == ["rms_norm"] and not out.violations
+    out.assert_conformant()
+
+
+def test_expression_builder_evaluates_every_operation_and_shape_inputs(broken):
+    result = H.run_plugin(
+        broken,
+        "DimOps",
+        inputs=[H.TensorArg((3, 5))],
+        profile=[((2, 5), (3, 5), (4, 6))],
+        shape_inputs=[H.ShapeArg((9, 10), min=(6, 4), opt=(9, 10), max=(12, 12))],
+        enqueue=False,
+    )
+    result.assert_conformant()
+    shapes = result.output_shapes
+    assert shapes["symbolic"][0] == [
+        "(in0.d0 + in0.d1)",
+        "(in0.d0 * in0.d1)",
+        "max(in0.d0, shape0[0])",
+        "min(in0.d1, shape0[1])",
+        "(shape0[0] - in0.d0)",
+    ]
+    assert shapes["symbolic"][1][-1] == "7"
+
+    def expected(d0, d1, s0, s1):
+        return [
+            [d0 + d1, d0 * d1, max(d0, s0), min(d1, s1), s0 - d0],
+            [int(d0 == d1), int(d0 < s1), s1 // d0, -(-s1 // d0), 7],
+        ]
+
+    assert shapes["min"] == expected(2, 5, 6, 4)
+    assert shapes["opt"] == expected(3, 5, 9, 10)
+    assert shapes["max"] == expected(4, 6, 12, 12)
+    assert shapes["concrete"] == expected(3, 5, 9, 10)
+
+
+def test_size_tensors_are_declared_and_evaluated(broken):
+    result = H.run_plugin(
+        broken, "Positives", inputs=[H.TensorArg((4, 6))], profile=[((1, 6), (4, 6), (8, 6))], enqueue=False
+    )
+    result.assert_conformant()
+    assert result.size_tensors == [
+        {"output": 1, "opt": "ceildiv(((1 * in0.d0) * 6), 2)", "upper": "((1 * in0.d0) * 6)"}
+    ]
+    # min: a data-dependent extent may be 0; opt: the opt formula; max and concrete: the upper bound.
+    assert [shapes[0] for shapes in (result.output_shapes[k] for k in ("min", "opt", "max", "concrete"))] == [
+        [0],
+        [12],
+        [48],
+        [24],
+    ]
+    assert result.output_shapes["concrete"][1] == []
+    assert result.formats == [(("FLOAT", "LINEAR"), ("FLOAT", "LINEAR"), ("INT64", "LINEAR"))]
+
+
+def test_optional_fields_default_and_round_trip(broken):
+    result = H.run_plugin(broken, "Positives", inputs=[H.TensorArg((5,))], enqueue=False)
+    assert result.serialized_fields == [{"name": "threshold", "type": "FLOAT32", "length": 1, "data": [0.0]}]
+
+
+@pytest.mark.parametrize("name", ["Scale", "ScaleUsesResource"])
+def test_correct_test_plugins_have_no_violations(broken, name):
+    result = scale(broken, name, invalid_fields=[[("scale", "FLOAT32", -1.0)]])
+    result.assert_conformant()
+    if name == "ScaleUsesResource":
+        assert result.raw["resource_acquires"] >= 1
+
+
+# Every fault that shows without a device; the GPU ones are in tests/gpu/test_harness_gpu.py.
+CPU_FAULTS = [
+    ("ScaleThrowsInOutputShapes", "no-throw", "getOutputShapes"),
+    ("ScaleReadsAbovePos", "supports-format-reads-above-pos", "supportsFormatCombination"),
+    ("ScaleCloneSharesState", "clone-shares-state", "clone"),
+    ("ScaleSerializeChangesField", "serialization", "getFieldsToSerialize"),
+    ("ScaleAcceptsInvalidField", "invalid-fields-accepted", "createPlugin"),
+    ("ScaleLeaksResource", "resource-leak", "releasePluginResource"),
+]
+
+
+@pytest.mark.parametrize("name, rule, method", CPU_FAULTS)
+def test_broken_plugin_is_caught(broken, name, rule, method):
+    result = scale(broken, name, invalid_fields=[[("scale", "FLOAT32", -1.0)]])
+    matching = [v for v in result.violations if v.rule == rule]
+    assert matching, result.summary()
+    assert matching[0].method == method
+    assert name in str(matching[0]) and f"[{rule}]" in str(matching[0])
+    assert result.rules == {rule}, result.summary()
+
+
+@pytest.mark.parametrize(
+    "name, rule", [("PositivesSizeTensor1D", "size-tensor-rank"), ("PositivesSizeTensorFloat", "size-tensor-type")]
+)
+def test_broken_size_tensor_is_caught(broken, name, rule):
+    result = H.run_plugin(broken, name, inputs=[H.TensorArg((4, 6))], enqueue=False)
+    assert result.rules == {rule}, result.summary()
+
+
+def test_escaping_exception_does_not_kill_the_process_and_the_next_run_is_clean(broken):
+    first = scale(broken, "ScaleThrowsInOutputShapes")
+    assert "escaped" in first.violations[0].detail and "not implemented" in first.violations[0].detail
+    assert first.stopped
+    scale(broken, "Scale").assert_conformant()
+
+
+def test_unknown_creator_stops_with_the_available_ones(build):
+    result = H.run_plugin(build.library, "NoSuchPlugin", inputs=[H.TensorArg((2,))], enqueue=False)
+    assert result.stopped and "RMSNorm" in result.stopped
+
+
+def test_bad_requests(build):
+    result = H.run_plugin("/nonexistent/lib.so", "RMSNorm", inputs=[H.TensorArg((2,))], enqueue=False)
+    assert "dlopen" in result.stopped
+    with pytest.raises(H.HarnessError, match="input must be"):
+        H.run_plugin(build.library, "RMSNorm", inputs=[object()], enqueue=False)
