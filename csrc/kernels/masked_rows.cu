@@ -194,8 +194,8 @@ __global__ void __launch_bounds__(kScanThreads)
 
 // Block (tile, split): the tile's words and their prefix popcounts give every kept row its destination;
 // groups of `1 << log2Group` threads (at most a warp) copy one row each, chunks [chunkBegin, chunkEnd) of
-// it, as V words, several loads in flight per thread.
-template <typename V>
+// it, as V words, several loads in flight per thread (chunks of a long row, or SHORT_ROWS: several rows).
+template <typename V, bool SHORT_ROWS>
 __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __restrict__ x, V* __restrict__ y,
     int64_t rows, int64_t tileRows, int64_t chunksPerRow, int64_t chunksPerSplit, int log2Group,
     uint32_t const* __restrict__ words, int64_t const* __restrict__ tileOffsets)
@@ -216,19 +216,56 @@ __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __re
     __syncthreads();
 
     int64_t const tileOffset = tileOffsets[blockIdx.x];
-    int64_t const chunkBegin = static_cast<int64_t>(blockIdx.y) * chunksPerSplit;
-    int64_t const chunkEnd = min(chunkBegin + chunksPerSplit, chunksPerRow);
     int const groupSize = 1 << log2Group;
+    int const groups = kBlockThreads >> log2Group;
     int const lane = static_cast<int>(threadIdx.x) & (groupSize - 1);
-    for (int64_t r = threadIdx.x >> log2Group; r < rowsHere; r += kBlockThreads >> log2Group)
+    auto destination = [&](int64_t r, int64_t& dst)
     {
         uint32_t const bits = tileWords[r / kWarpSize];
         uint32_t const bit = static_cast<uint32_t>(r % kWarpSize);
-        if (((bits >> bit) & 1U) == 0)
+        dst = tileOffset + wordPrefix[r / kWarpSize] + __popc(bits & ((1U << bit) - 1U));
+        return ((bits >> bit) & 1U) != 0;
+    };
+    if constexpr (SHORT_ROWS)
+    {
+        // A row is at most one chunk per lane: kCopyUnroll rows per group in flight instead.
+        for (int64_t r0 = threadIdx.x >> log2Group; r0 < rowsHere; r0 += groups * kCopyUnroll)
+        {
+            V chunk[kCopyUnroll];
+            int64_t dst[kCopyUnroll];
+#pragma unroll
+            for (int u = 0; u < kCopyUnroll; ++u)
+            {
+                int64_t const r = r0 + u * groups;
+                if (r < rowsHere && lane < chunksPerRow && destination(r, dst[u]))
+                {
+                    chunk[u] = x[(tileBase + r) * chunksPerRow + lane];
+                }
+                else
+                {
+                    dst[u] = -1;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kCopyUnroll; ++u)
+            {
+                if (dst[u] >= 0)
+                {
+                    y[dst[u] * chunksPerRow + lane] = chunk[u];
+                }
+            }
+        }
+        return;
+    }
+    int64_t const chunkBegin = static_cast<int64_t>(blockIdx.y) * chunksPerSplit;
+    int64_t const chunkEnd = min(chunkBegin + chunksPerSplit, chunksPerRow);
+    for (int64_t r = threadIdx.x >> log2Group; r < rowsHere; r += groups)
+    {
+        int64_t dst = 0;
+        if (!destination(r, dst))
         {
             continue;
         }
-        int64_t const dst = tileOffset + wordPrefix[r / kWarpSize] + __popc(bits & ((1U << bit) - 1U));
         V const* src = x + (tileBase + r) * chunksPerRow;
         V* out = y + dst * chunksPerRow;
         int64_t c = chunkBegin + lane;
@@ -286,8 +323,10 @@ cudaError_t launchScatter(
     int64_t const splits = std::max<int64_t>(1, std::min<int64_t>(ceilDiv(2 * int64_t{maxBlocks}, tiles), maxSplits));
     int64_t const chunksPerSplit = ceilDiv(chunksPerRow, splits);
     dim3 const grid(static_cast<unsigned>(tiles), static_cast<unsigned>(ceilDiv(chunksPerRow, chunksPerSplit)));
-    scatterRowsKernel<V><<<grid, kBlockThreads, 0, stream>>>(static_cast<V const*>(x), static_cast<V*>(y), rows,
-        tileRows, chunksPerRow, chunksPerSplit, log2Group, ws.words, ws.tileOffsets);
+    auto* const kernel
+        = chunksPerRow <= (int64_t{1} << log2Group) ? scatterRowsKernel<V, true> : scatterRowsKernel<V, false>;
+    kernel<<<grid, kBlockThreads, 0, stream>>>(static_cast<V const*>(x), static_cast<V*>(y), rows, tileRows,
+        chunksPerRow, chunksPerSplit, log2Group, ws.words, ws.tileOffsets);
     return cudaGetLastError();
 }
 

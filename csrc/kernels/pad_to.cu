@@ -12,9 +12,11 @@ namespace
 
 constexpr int kBlockThreads = 256;
 constexpr int kResidentBlocksPerSm = 2048 / kBlockThreads;
+// Output vectors each thread has in flight.
+constexpr int kUnroll = 4;
 
 // n / d for a run-time invariant d as a multiply-high, an add and a shift (Granlund & Montgomery); n < 2^32.
-// An output row index becomes (plane, row in plane) without a 64-bit division per row.
+// An output vector's index becomes (row, column) and (plane, row in plane) without 64-bit divisions.
 class FastDivmod32
 {
 public:
@@ -63,137 +65,148 @@ private:
 
 struct PadShape
 {
-    int64_t rows; // planes * outHeight output rows
+    int64_t chunks; // output vectors: planes * outHeight * outWidth / VEC
     int64_t height;
     int64_t width;
-    int64_t outWidth;
 };
 
-// Groups of `1 << log2Group` threads each write one output row of outWidth elements as VEC-wide stores
-// (VEC divides outWidth, so rows start aligned). Rows past `height` are pure fills and read nothing.
+// Output vectors in flat order, kUnroll of them per thread in flight (all loads before any store); each is
+// VEC elements of one output row (VEC divides outWidth). Its (row, column) and (plane, row in plane) come
+// from two divisions by invariants. Rows past `height` and columns past `width` are fills and read nothing.
 // X_VECTORS: width is a multiple of VEC and x is aligned, so a vector is wholly inside or outside the
 // input row and is loaded in one piece; otherwise its elements are gathered one by one.
 template <typename T, int VEC, bool X_VECTORS, typename Divider>
 __global__ void __launch_bounds__(kBlockThreads) padToKernel(
-    T const* __restrict__ x, T* __restrict__ y, PadShape shape, Divider rowsPerPlane, int log2Group, T value)
+    T const* __restrict__ x, T* __restrict__ y, PadShape shape, Divider chunksPerRow, Divider rowsPerPlane, T value)
 {
     using V = Vec<T, VEC>;
-    int const lane = static_cast<int>(threadIdx.x) & ((1 << log2Group) - 1);
-    int64_t const groupsPerBlock = kBlockThreads >> log2Group;
-    int64_t const chunks = shape.outWidth / VEC;
     V fill;
 #pragma unroll
     for (int k = 0; k < VEC; ++k)
     {
         fill.v[k] = value;
     }
-    for (int64_t row = blockIdx.x * groupsPerBlock + (threadIdx.x >> log2Group); row < shape.rows;
-        row += gridDim.x * groupsPerBlock)
+    V* yv = reinterpret_cast<V*>(y);
+    int64_t const stride = static_cast<int64_t>(gridDim.x) * kBlockThreads * kUnroll;
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * kBlockThreads * kUnroll + threadIdx.x; base < shape.chunks;
+        base += stride)
     {
-        int64_t plane = 0;
-        int64_t h = 0;
-        rowsPerPlane.divmod(row, plane, h);
-        V* yRow = reinterpret_cast<V*>(y + row * shape.outWidth);
-        if (h >= shape.height)
+        V out[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
         {
-            for (int64_t c = lane; c < chunks; c += (1 << log2Group))
+            int64_t const i = base + u * kBlockThreads;
+            out[u] = fill;
+            if (i >= shape.chunks)
             {
-                yRow[c] = fill;
+                continue;
             }
-            continue;
-        }
-        T const* xRow = x + (plane * shape.height + h) * shape.width;
-        for (int64_t c = lane; c < chunks; c += (1 << log2Group))
-        {
+            int64_t row = 0;
+            int64_t c = 0;
+            int64_t plane = 0;
+            int64_t h = 0;
+            chunksPerRow.divmod(i, row, c);
+            rowsPerPlane.divmod(row, plane, h);
             int64_t const col = c * VEC;
+            if (h >= shape.height || col >= shape.width)
+            {
+                continue;
+            }
+            T const* xRow = x + (plane * shape.height + h) * shape.width;
             if constexpr (X_VECTORS)
             {
-                yRow[c] = col < shape.width ? reinterpret_cast<V const*>(xRow)[c] : fill;
+                out[u] = *reinterpret_cast<V const*>(xRow + col);
             }
             else
             {
-                V out;
 #pragma unroll
                 for (int k = 0; k < VEC; ++k)
                 {
-                    out.v[k] = col + k < shape.width ? xRow[col + k] : value;
+                    if (col + k < shape.width)
+                    {
+                        out[u].v[k] = xRow[col + k];
+                    }
                 }
-                yRow[c] = out;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+        {
+            int64_t const i = base + u * kBlockThreads;
+            if (i < shape.chunks)
+            {
+                yv[i] = out[u];
             }
         }
     }
 }
 
-int ceilLog2(int64_t n)
-{
-    int log2 = 0;
-    while ((int64_t{1} << log2) < n)
-    {
-        ++log2;
-    }
-    return log2;
-}
-
 template <typename T, int VEC, bool X_VECTORS, typename Divider>
-cudaError_t launch(T const* x, T* y, PadShape const& shape, Divider const& rowsPerPlane, T value, cudaStream_t stream)
+cudaError_t launch(T const* x, T* y, PadShape const& shape, Divider const& chunksPerRow, Divider const& rowsPerPlane,
+    T value, cudaStream_t stream)
 {
     int maxBlocks = 0;
     if (cudaError_t err = maxResidentBlocks(&maxBlocks, kResidentBlocksPerSm); err != cudaSuccess)
     {
         return err;
     }
-    // Just enough threads per row to cover it in one pass, up to a whole block for wide rows.
-    int const log2Group = std::min(ceilLog2(shape.outWidth / VEC), ceilLog2(kBlockThreads));
-    int64_t const groupsPerBlock = kBlockThreads >> log2Group;
-    int64_t const blocks = std::min<int64_t>((shape.rows + groupsPerBlock - 1) / groupsPerBlock, maxBlocks);
+    int64_t const perBlock = int64_t{kBlockThreads} * kUnroll;
+    int64_t const blocks = std::min<int64_t>((shape.chunks + perBlock - 1) / perBlock, maxBlocks);
     padToKernel<T, VEC, X_VECTORS, Divider>
-        <<<static_cast<unsigned>(blocks), kBlockThreads, 0, stream>>>(x, y, shape, rowsPerPlane, log2Group, value);
+        <<<static_cast<unsigned>(blocks), kBlockThreads, 0, stream>>>(x, y, shape, chunksPerRow, rowsPerPlane, value);
     return cudaGetLastError();
 }
 
-template <typename T, int VEC, typename Divider>
-cudaError_t launchVec(
-    T const* x, T* y, PadShape const& shape, Divider const& rowsPerPlane, T value, cudaStream_t stream)
+struct PadArgs
 {
-    bool const xVectors = shape.width % VEC == 0 && isAligned(x, sizeof(T) * VEC);
-    return xVectors ? launch<T, VEC, true>(x, y, shape, rowsPerPlane, value, stream)
-                    : launch<T, VEC, false>(x, y, shape, rowsPerPlane, value, stream);
+    int64_t planes;
+    int64_t height;
+    int64_t width;
+    int64_t outHeight;
+    int64_t outWidth;
+};
+
+template <typename T, int VEC>
+cudaError_t launchVec(T const* x, T* y, PadArgs const& a, T value, cudaStream_t stream)
+{
+    PadShape const shape{a.planes * a.outHeight * (a.outWidth / VEC), a.height, a.width};
+    bool const xVectors = a.width % VEC == 0 && isAligned(x, sizeof(T) * VEC);
+    if (shape.chunks <= std::numeric_limits<uint32_t>::max())
+    {
+        FastDivmod32 const chunksPerRow(static_cast<uint32_t>(a.outWidth / VEC));
+        FastDivmod32 const rowsPerPlane(static_cast<uint32_t>(a.outHeight));
+        return xVectors ? launch<T, VEC, true>(x, y, shape, chunksPerRow, rowsPerPlane, value, stream)
+                        : launch<T, VEC, false>(x, y, shape, chunksPerRow, rowsPerPlane, value, stream);
+    }
+    Divmod64 const chunksPerRow(a.outWidth / VEC);
+    Divmod64 const rowsPerPlane(a.outHeight);
+    return xVectors ? launch<T, VEC, true>(x, y, shape, chunksPerRow, rowsPerPlane, value, stream)
+                    : launch<T, VEC, false>(x, y, shape, chunksPerRow, rowsPerPlane, value, stream);
 }
 
 // The widest vector (at most 16 bytes) that divides outWidth and keeps y aligned.
-template <typename T, typename Divider>
-cudaError_t dispatchVec(
-    T const* x, T* y, PadShape const& shape, Divider const& rowsPerPlane, T value, cudaStream_t stream)
+template <typename T>
+cudaError_t dispatch(void const* x, void* y, PadArgs const& a, T value, cudaStream_t stream)
 {
     constexpr int kMaxVec = 16 / sizeof(T);
-    auto fits = [&](int vec) { return shape.outWidth % vec == 0 && isAligned(y, sizeof(T) * vec); };
+    auto const* xt = static_cast<T const*>(x);
+    auto* yt = static_cast<T*>(y);
+    auto fits = [&](int vec) { return a.outWidth % vec == 0 && isAligned(y, sizeof(T) * vec); };
     if constexpr (kMaxVec >= 16)
     {
         if (fits(16))
-            return launchVec<T, 16>(x, y, shape, rowsPerPlane, value, stream);
+            return launchVec<T, 16>(xt, yt, a, value, stream);
     }
     if constexpr (kMaxVec >= 8)
     {
         if (fits(8))
-            return launchVec<T, 8>(x, y, shape, rowsPerPlane, value, stream);
+            return launchVec<T, 8>(xt, yt, a, value, stream);
     }
     if (fits(4))
-        return launchVec<T, 4>(x, y, shape, rowsPerPlane, value, stream);
+        return launchVec<T, 4>(xt, yt, a, value, stream);
     if (fits(2))
-        return launchVec<T, 2>(x, y, shape, rowsPerPlane, value, stream);
-    return launchVec<T, 1>(x, y, shape, rowsPerPlane, value, stream);
-}
-
-template <typename T>
-cudaError_t dispatch(void const* x, void* y, PadShape const& shape, int64_t outHeight, T value, cudaStream_t stream)
-{
-    auto const* xt = static_cast<T const*>(x);
-    auto* yt = static_cast<T*>(y);
-    if (shape.rows <= std::numeric_limits<uint32_t>::max())
-    {
-        return dispatchVec(xt, yt, shape, FastDivmod32(static_cast<uint32_t>(outHeight)), value, stream);
-    }
-    return dispatchVec(xt, yt, shape, Divmod64(outHeight), value, stream);
+        return launchVec<T, 2>(xt, yt, a, value, stream);
+    return launchVec<T, 1>(xt, yt, a, value, stream);
 }
 
 // The kernels only move bits: every dtype of one size shares them, `value` arrives as that dtype's bits.
@@ -223,19 +236,17 @@ cudaError_t padTo(void const* x, void* y, int64_t planes, int64_t height, int64_
     {
         return cudaErrorInvalidValue;
     }
-    PadShape const shape{planes * outHeight, height, width, outWidth};
+    PadArgs const args{planes, height, width, outHeight, outWidth};
     switch (dtype)
     {
-    case DType::kFLOAT32: return dispatch<uint32_t>(x, y, shape, outHeight, bitsOf<uint32_t>(value), stream);
-    case DType::kFLOAT16:
-        return dispatch<uint16_t>(x, y, shape, outHeight, bitsOf<uint16_t>(__float2half_rn(value)), stream);
-    case DType::kBFLOAT16:
-        return dispatch<uint16_t>(x, y, shape, outHeight, bitsOf<uint16_t>(__float2bfloat16_rn(value)), stream);
+    case DType::kFLOAT32: return dispatch<uint32_t>(x, y, args, bitsOf<uint32_t>(value), stream);
+    case DType::kFLOAT16: return dispatch<uint16_t>(x, y, args, bitsOf<uint16_t>(__float2half_rn(value)), stream);
+    case DType::kBFLOAT16: return dispatch<uint16_t>(x, y, args, bitsOf<uint16_t>(__float2bfloat16_rn(value)), stream);
     case DType::kINT8:
     {
         float const clamped = std::fmin(std::fmax(std::nearbyint(value), -128.F), 127.F);
         return dispatch<uint8_t>(
-            x, y, shape, outHeight, bitsOf<uint8_t>(static_cast<int8_t>(std::isnan(value) ? 0.F : clamped)), stream);
+            x, y, args, bitsOf<uint8_t>(static_cast<int8_t>(std::isnan(value) ? 0.F : clamped)), stream);
     }
     default: return cudaErrorInvalidValue;
     }
