@@ -1,0 +1,79 @@
+"""The MaskedRows plugin in the conformance harness without a GPU: the size tensor (0-D INT32, opt N/2, upper N),
+output shapes for min/opt/max, the format table (INT32 mask, no BOOL), workspace, serialization."""
+
+import pytest
+import torch
+
+from torchtrt_plugins import _build, converters
+from torchtrt_plugins.ops import masked_rows
+from torchtrt_plugins.testing import harness as H
+
+SPEC = masked_rows.SPEC
+
+
+@pytest.fixture(scope="module")
+def build():
+    try:
+        return _build.build_plugin_library()
+    except _build.BuildError as err:
+        pytest.fail(f"plugin library and harness must build on every machine with nvcc and the TensorRT headers: {err}")
+
+
+def run(build, rows=100, row_shape=(3, 5), dtype=torch.float32, mask_dtype=torch.int32, max_rows=1000, **kwargs):
+    x = H.TensorArg((rows, *row_shape), dtype)
+    mask = H.TensorArg((rows,), mask_dtype)
+    profile = [((1, *row_shape), (rows, *row_shape), (max_rows, *row_shape)), ((1,), (rows,), (max_rows,))]
+    call = converters.plan(SPEC, (x, mask), {})
+    return H.run_call(call, x, mask, library=build.library, enqueue=False, profile=profile, **kwargs)
+
+
+def test_creator_matches_the_op_spec(build):
+    result = run(build)
+    result.assert_conformant()
+    assert result.creator(*SPEC.creator_key)["fields"] == []
+    assert result.serialized_fields == [] and result.runtime_fields == []
+    assert result.tactics == [] and result.timing_cache_id == "MaskedRows_v1"
+
+
+def test_size_tensor_declares_the_data_dependent_dim(build):
+    result = run(build)
+    assert result.output_types == ["FLOAT", "INT32"]
+    assert result.size_tensors == [{"output": 1, "opt": "floordiv(in0.d0, 2)", "upper": "in0.d0"}]
+    (symbolic_y, symbolic_count) = result.output_shapes["symbolic"]
+    assert symbolic_y[0].startswith("size(out1") and symbolic_y[1:] == ["3", "5"] and symbolic_count == []
+    assert result.output_shapes["opt"] == [[50, 3, 5], []]
+    assert result.output_shapes["max"] == [[1000, 3, 5], []]
+
+
+def test_format_table_takes_an_int32_mask(build):
+    result = run(build)
+    names = {torch.float32: "FLOAT", torch.float16: "HALF", torch.bfloat16: "BF16", torch.int32: "INT32"}
+    names[torch.int64] = "INT64"
+    expected = [
+        ((names[d], "LINEAR"), ("INT32", "LINEAR"), (names[d], "LINEAR"), ("INT32", "LINEAR"))
+        for d in SPEC.inputs[0].dtypes
+    ]
+    assert result.formats == expected
+    assert SPEC.input("mask").plugin_dtype is torch.int32
+
+
+def test_a_bool_mask_is_refused_with_the_reason(build):
+    result = run(build, mask_dtype=torch.bool)
+    assert result.stopped and "getOutputDataTypes" in result.stopped
+    assert (
+        "input 'mask' must be INT32 (plugins take no BOOL inputs: cast the mask first), got BOOL" in result.log_text()
+    )
+
+
+def test_workspace_covers_the_largest_profile(build):
+    small = run(build, max_rows=1000).workspace_size
+    large = run(build, max_rows=1_000_000).workspace_size
+    assert 0 < small < large and large >= 1_000_000 // 8
+
+
+def test_mismatched_mask_length_is_an_error(build):
+    x = H.TensorArg((10, 4))
+    mask = H.TensorArg((9,), torch.int32)
+    result = H.run_call(converters.plan(SPEC, (x, mask), {}), x, mask, library=build.library, enqueue=False)
+    assert result.stopped or result.errors
+    assert "input 'mask' must have shape (10)" in result.log_text()
