@@ -130,19 +130,51 @@ Execution Run::execute(Handles const& h, std::string const& phase, int32_t tacti
         outputPtrs.push_back(outputs.back().data());
     }
     GuardedBuffer workspace(mWorkspaceSize);
+    auto enqueue = [&]
+    {
+        status = 1;
+        call("enqueue",
+            [&]
+            {
+                status = h.runtime->enqueue(descs.data(), descs.data() + nbInputs, inputPtrs.data(), outputPtrs.data(),
+                    workspace.data(), mStream);
+            });
+    };
+
+    // Kernels are loaded lazily (CUDA_MODULE_LOADING=LAZY): a kernel's first launch waits for the device to go
+    // idle, which it never does while the gate holds a stream. An ungated warm-up enqueue loads them; the checked
+    // enqueue then runs on fresh buffers.
+    enqueue();
+    cudaError_t const warmStatus = cudaDeviceSynchronize();
+    if (status != 0 || warmStatus != cudaSuccess)
+    {
+        cudaGetLastError();
+        std::string const why = warmStatus != cudaSuccess ? std::string("CUDA error ") + cudaGetErrorName(warmStatus)
+                                                          : "returned " + std::to_string(status);
+        error("enqueue", where + ": " + why);
+        report.set("status", "enqueue failed: " + why);
+        return result;
+    }
+    for (size_t i = 0; i < nbInputs; ++i)
+    {
+        inputs[i].reset();
+        if (inputs[i].size() != 0)
+        {
+            inputs[i].copyFrom(reinterpret_cast<void const*>(mRequest.inputs[i].ptr), inputs[i].size());
+        }
+    }
+    for (GuardedBuffer& out : outputs)
+    {
+        out.reset();
+    }
+    workspace.reset();
     cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     trace("buffers ready; closing the stream gate");
 
     // The stream is held by the gate: whatever the plugin queues on it cannot run until the gate opens.
     mGate->close(mStream);
-    status = 1;
     auto const start = std::chrono::steady_clock::now();
-    call("enqueue",
-        [&]
-        {
-            status = h.runtime->enqueue(
-                descs.data(), descs.data() + nbInputs, inputPtrs.data(), outputPtrs.data(), workspace.data(), mStream);
-        });
+    enqueue();
     double const enqueueSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     bool const blocked = mGate->timedOut();
     bool early = false;

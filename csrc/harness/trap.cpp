@@ -29,6 +29,7 @@ uintptr_t gFaultAddress = 0;
 std::terminate_handler gPreviousTerminate = nullptr;
 struct sigaction gPreviousSegv;
 struct sigaction gPreviousBus;
+struct sigaction gPreviousAbort;
 
 bool onTrappedThread() noexcept
 {
@@ -75,6 +76,19 @@ void setWhat(char const* what) noexcept
     siglongjmp(*gJump, 1);
 }
 
+// A plugin library with its own copy of the C++ runtime (statically linked libstdc++, common for plugins built to
+// be portable) has its own terminate handler, which ours does not replace: it aborts. SIGABRT is caught instead.
+void onAbort(int signal)
+{
+    if (onTrappedThread())
+    {
+        setWhat("std::terminate/abort() was called; the plugin's own C++ runtime reported the exception on stderr");
+        gKind = TrapOutcome::Kind::kEXCEPTION;
+        siglongjmp(*gJump, 1);
+    }
+    sigaction(signal, &gPreviousAbort, nullptr);
+}
+
 void onFault(int signal, siginfo_t* info, void* /*ucontext*/)
 {
     if (gFaultsArmed.load() && onTrappedThread())
@@ -94,6 +108,12 @@ TrapOutcome runTrapped(void (*call)(void*), void* context) noexcept
     sigjmp_buf jump;
     TrapOutcome outcome;
     gPreviousTerminate = std::set_terminate(onTerminate);
+    struct sigaction abortAction;
+    std::memset(&abortAction, 0, sizeof(abortAction));
+    abortAction.sa_handler = onAbort;
+    abortAction.sa_flags = SA_NODEFER;
+    sigemptyset(&abortAction.sa_mask);
+    sigaction(SIGABRT, &abortAction, &gPreviousAbort);
     gJump = &jump;
     gThread = pthread_self();
     gKind = TrapOutcome::Kind::kNONE;
@@ -117,6 +137,7 @@ TrapOutcome runTrapped(void (*call)(void*), void* context) noexcept
         }
     }
     gArmed.store(false);
+    sigaction(SIGABRT, &gPreviousAbort, nullptr);
     std::set_terminate(gPreviousTerminate);
     gJump = nullptr;
     outcome.kind = gKind;

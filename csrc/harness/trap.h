@@ -2,7 +2,8 @@
 //
 // Every interface method is `noexcept`, so an exception that escapes one does not reach the caller: the C++
 // runtime calls std::terminate. While a trapped call runs, the harness's terminate handler turns that into a
-// reported failure (the exception's what()) and jumps back to the call site instead of aborting the process.
+// reported failure (the exception's what()) and jumps back to the call site instead of aborting the process; a
+// plugin with its own copy of the C++ runtime ends in abort() instead, and SIGABRT is trapped the same way.
 // Inside a FaultScope, a SIGSEGV/SIGBUS raised by the calling thread (a read of a PROT_NONE guard page, say) is
 // turned into a failure with the faulting address the same way. Frames abandoned by the jump are not unwound:
 // the plugin object involved may leak, which is acceptable for a plugin that has just broken a rule.

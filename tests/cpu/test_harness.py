@@ -289,7 +289,10 @@ def test_broken_size_tensor_is_caught(broken, name, rule):
 
 def test_escaping_exception_does_not_kill_the_process_and_the_next_run_is_clean(broken):
     first = scale(broken, "ScaleThrowsInOutputShapes")
-    assert "escaped" in first.violations[0].detail and "not implemented" in first.violations[0].detail
+    detail = first.violations[0].detail
+    # The exception's message when the plugin shares the process's C++ runtime; a plugin linking its own
+    # (static libstdc++) aborts instead, and prints the exception itself.
+    assert "escaped" in detail and ("not implemented" in detail or "terminate" in detail)
     assert first.stopped
     scale(broken, "Scale").assert_conformant()
 
