@@ -312,12 +312,10 @@ HARNESS_HOOK = "bench_enqueue"
 def harness_hook() -> Callable[..., Any] | None:
     """``torchtrt_plugins.testing.bench_enqueue`` when the conformance harness provides it.
 
-    Contract: ``bench_enqueue(op, inputs, fields, tactic) -> callable``. ``op`` is the op name,
-    ``inputs`` the CUDA tensors in the spec's input order, ``fields`` the plugin fields by name,
-    ``tactic`` a tactic value or None for the plugin's own choice. It runs the plugin lifecycle up to
-    ``enqueue`` once (create, configure, workspace, tactic) and returns a zero-argument callable that
-    enqueues once on ``torch.cuda.current_stream()`` and returns the output tensor(s), so that only
-    ``enqueue`` is timed.
+    Contract: ``bench_enqueue(op, inputs, tactic=..., iters=..., fields=...) -> list[float]``: ``op`` the op
+    name, ``inputs`` the CUDA tensors in the spec's input order, ``fields`` the plugin fields by name,
+    ``tactic`` a tactic value (0: the plugin's own choice). The harness runs the plugin lifecycle up to
+    ``enqueue`` and returns milliseconds per ``enqueue``, each bracketed by its own CUDA events.
     """
     try:
         testing = importlib.import_module("torchtrt_plugins.testing")
@@ -357,12 +355,17 @@ class Case:
 
 @dataclass(frozen=True)
 class Provider:
-    """A way to run the op. ``factory(case)`` returns a zero-argument callable (it may raise Skip)."""
+    """A way to run the op. ``factory(case)`` returns a zero-argument callable (it may raise Skip).
+
+    A provider that times itself (the harness times ``enqueue`` alone) gives ``measure(case) -> Timing``
+    instead; its output is checked by the harness tests, not here.
+    """
 
     name: str
-    factory: Callable[[Case], Callable[[], Any]]
+    factory: Callable[[Case], Callable[[], Any]] | None = None
     requires: tuple[Requirement, ...] = ()
     check: bool = True
+    measure: Callable[[Case], Timing] | None = None
 
 
 @dataclass(frozen=True)
@@ -557,19 +560,23 @@ def plugin_enqueue_providers(entry: Any, name: str = "plugin_enqueue") -> list[P
     One provider for the plugin's own tactic choice and one per tactic in the spec.
     """
 
-    def factory_for(tactic: int | None) -> Callable[[Case], Callable[[], Any]]:
-        def factory(case: Case) -> Callable[[], Any]:
+    def measure_for(tactic: int) -> Callable[[Case], Timing]:
+        def measure(case: Case) -> Timing:
             hook = harness_hook()
             if hook is None:
                 raise Skip(needs_harness(RunContext(case.device)))
             tensors = [t for t in case.inputs if isinstance(t, torch.Tensor)]
-            return hook(entry.spec.name, tensors, plugin_fields(entry.spec, case), tactic)
+            iters = 20 if case.device.type == "cuda" and case.nbytes and case.nbytes > 2**28 else 100
+            samples = hook(entry.spec.name, tensors, tactic=tactic, iters=iters, fields=plugin_fields(entry.spec, case))
+            return summarize(samples)
 
-        return factory
+        return measure
 
     requires = (needs_cuda, needs_harness)
-    providers = [Provider(name, factory_for(None), requires)]
-    providers += [Provider(f"{name}[{t.name}]", factory_for(t.value), requires) for t in entry.spec.tactics]
+    providers = [Provider(name, requires=requires, measure=measure_for(0))]
+    providers += [
+        Provider(f"{name}[{t.name}]", requires=requires, measure=measure_for(t.value)) for t in entry.spec.tactics
+    ]
     return providers
 
 
@@ -715,6 +722,10 @@ def _run_case(
             record(provider.name, "skipped", static[provider.name])
             continue
         try:
+            if provider.measure is not None:
+                timing = provider.measure(case)
+                record(provider.name, "ok", timing=timing, nbytes=case.nbytes, copy_ms=copy_ms)
+                continue
             fn = provider.factory(case)
             out = fn()
             _sync(ctx.device)
