@@ -222,6 +222,32 @@ def plugin_library() -> Path:
     return native.plugin_library_path()
 
 
+_private_copies: dict[tuple[str, int, int], Path] = {}
+
+
+def _private_copy(library: str | Path) -> Path:
+    """A per-process copy of the plugin library for the harness to load.
+
+    A plugin library holds process-wide state (the logger finder set by ``setLoggerFinder``). Loading
+    TensorRT's own copy would make the harness and a TensorRT registry in the same process take that
+    state from each other; a copy (another inode) is a separate instance with its own globals.
+    """
+    import shutil
+    import tempfile
+
+    path = Path(library).resolve()
+    if not path.is_file():
+        return path  # the harness reports a missing library itself
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _private_copies:
+        folder = Path(tempfile.mkdtemp(prefix="torchtrt_plugins_harness_"))
+        copy = folder / path.name
+        shutil.copy2(path, copy)
+        _private_copies[key] = copy
+    return _private_copies[key]
+
+
 def broken_plugins_library() -> Path:
     """The harness's self-test plugins (``libttp_broken_plugins.so``)."""
     build = _build()
@@ -417,7 +443,7 @@ def _request(
         raise HarnessError(f"profile has {len(profile)} entries for {len(inputs)} inputs")
     profiles = list(profile) if profile is not None else [None] * len(inputs)
     return {
-        "library": str(library or plugin_library()),
+        "library": str(_private_copy(library or plugin_library())),
         "plugin": {"name": name, "version": version, "namespace": namespace},
         "fields": _fields_json(fields),
         "inputs": [_input_json(x, p, device_data) for x, p in zip(inputs, profiles, strict=False)],
