@@ -21,7 +21,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 PLUGIN_LIBRARY_NAME = "libtorchtrt_plugins_v3.so"
 HARNESS_LIBRARY_NAME = "libtorchtrt_plugins_harness.so"
@@ -59,7 +58,7 @@ def cache_dir() -> Path:
     return path
 
 
-def tensorrt_include_dir() -> Optional[Path]:
+def tensorrt_include_dir() -> Path | None:
     """TensorRT headers: ``TENSORRT_INCLUDE_DIR``, ``TENSORRT_ROOT/include``, then known places."""
     candidates = []
     if os.environ.get("TENSORRT_INCLUDE_DIR"):
@@ -81,7 +80,7 @@ def tensorrt_include_dir() -> Optional[Path]:
     return None
 
 
-def nvcc_path() -> Optional[str]:
+def nvcc_path() -> str | None:
     found = shutil.which("nvcc")
     if found:
         return found
@@ -131,10 +130,10 @@ def _locked(path: Path):
 class PluginBuild:
     directory: Path
     library: Path
-    harness: Optional[Path]
+    harness: Path | None
     built_now: bool
     #: The harness's deliberately broken test plugins (built with the harness).
-    broken_plugins: Optional[Path] = None
+    broken_plugins: Path | None = None
 
 
 _NATIVE_PATTERNS = (
@@ -209,7 +208,9 @@ def build_torch_extension(quiet: bool = False):
 
     root = source_dir()
     if not torch.cuda.is_available():
-        raise BuildError("no CUDA GPU visible to torch: the CUDA ops are not built (the CPU reference kernels are used)")
+        raise BuildError(
+            "no CUDA GPU visible to torch: the CUDA ops are not built (the CPU reference kernels are used)"
+        )
     if nvcc_path() is None:
         raise BuildError("nvcc not found: install the CUDA toolkit or set CUDA_HOME")
     archs = cuda_archs()

@@ -127,8 +127,7 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
 }
 
 template <typename T, int VEC, int LANES>
-cudaError_t launchWarpGroups(
-    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
+cudaError_t launchWarpGroups(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
     constexpr int64_t kRowsPerBlock = kWarpsPerBlock * (kWarpSize / LANES);
     int64_t const blocks = std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxGridBlocks);
@@ -138,8 +137,7 @@ cudaError_t launchWarpGroups(
 }
 
 template <typename T, int VEC>
-cudaError_t launchWarp(
-    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
+cudaError_t launchWarp(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
     // Fewest lanes per row that still give each lane at most one vector; never fewer than 4.
     int64_t const nvec = hidden / VEC;
@@ -175,8 +173,7 @@ cudaError_t launchBlockCached(
 }
 
 template <typename T, int VEC>
-cudaError_t launchBlock(
-    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
+cudaError_t launchBlock(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
     int64_t const perThread = (hidden / VEC + kMaxBlockThreads - 1) / kMaxBlockThreads;
     if constexpr (VEC > 1)

@@ -210,21 +210,23 @@ public:
         return Derived::kNB_OUTPUTS;
     }
 
-    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
-        nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept override
+    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
+        int32_t nbInputs) const noexcept override
     {
         return guarded(Derived::kNAME, "getOutputDataTypes", int32_t{1},
             [&] { return derived().outputDataTypes(outputTypes, nbOutputs, inputTypes, nbInputs); });
     }
 
-    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
-        nvinfer1::DimsExprs const* shapeInputs, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
-        int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder) noexcept override
+    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
+        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
+        nvinfer1::IExprBuilder& exprBuilder) noexcept override
     {
-        return guarded(Derived::kNAME, "getOutputShapes", int32_t{1}, [&] {
-            return derived().outputShapes(
-                inputs, nbInputs, shapeInputs, nbShapeInputs, outputs, nbOutputs, exprBuilder);
-        });
+        return guarded(Derived::kNAME, "getOutputShapes", int32_t{1},
+            [&]
+            {
+                return derived().outputShapes(
+                    inputs, nbInputs, shapeInputs, nbShapeInputs, outputs, nbOutputs, exprBuilder);
+            });
     }
 
     bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
@@ -237,10 +239,12 @@ public:
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override
     {
-        return guarded(Derived::kNAME, "configurePlugin", int32_t{1}, [&] {
-            derived().configure(in, nbInputs, out, nbOutputs);
-            return int32_t{0};
-        });
+        return guarded(Derived::kNAME, "configurePlugin", int32_t{1},
+            [&]
+            {
+                derived().configure(in, nbInputs, out, nbOutputs);
+                return int32_t{0};
+            });
     }
 
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
@@ -259,9 +263,8 @@ public:
     {
         if (tactics == nullptr || nbTactics != static_cast<int32_t>(Derived::kTACTICS.size()))
         {
-            log(Severity::kERROR,
-                concat(kNAMESPACE, "::", Derived::kNAME, " getValidTactics: expected room for ",
-                    Derived::kTACTICS.size(), " tactics, got ", nbTactics));
+            log(Severity::kERROR, concat(kNAMESPACE, "::", Derived::kNAME, " getValidTactics: expected room for ",
+                                      Derived::kTACTICS.size(), " tactics, got ", nbTactics));
             return 1;
         }
         for (size_t i = 0; i < Derived::kTACTICS.size(); ++i)
@@ -273,16 +276,18 @@ public:
 
     char const* getTimingCacheID() noexcept override
     {
-        return guarded<char const*>(Derived::kNAME, "getTimingCacheID", nullptr, [&] {
-            std::ostringstream id;
-            id << Derived::kNAME << "_v" << Derived::kVERSION;
-            for (double value : derived().fieldValues())
+        return guarded<char const*>(Derived::kNAME, "getTimingCacheID", nullptr,
+            [&]
             {
-                id << "_" << value;
-            }
-            mTimingCacheId = id.str();
-            return mTimingCacheId.c_str();
-        });
+                std::ostringstream id;
+                id << Derived::kNAME << "_v" << Derived::kVERSION;
+                for (double value : derived().fieldValues())
+                {
+                    id << "_" << value;
+                }
+                mTimingCacheId = id.str();
+                return mTimingCacheId.c_str();
+            });
     }
 
     // IPluginV3OneRuntime
@@ -302,26 +307,30 @@ public:
         return 0;
     }
 
-    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
-        nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) noexcept override
+    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+        int32_t nbOutputs) noexcept override
     {
-        return guarded(Derived::kNAME, "onShapeChange", int32_t{1}, [&] {
-            derived().shapeChange(in, nbInputs, out, nbOutputs);
-            return int32_t{0};
-        });
+        return guarded(Derived::kNAME, "onShapeChange", int32_t{1},
+            [&]
+            {
+                derived().shapeChange(in, nbInputs, out, nbOutputs);
+                return int32_t{0};
+            });
     }
 
     int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
         void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override
     {
-        return guarded(Derived::kNAME, "enqueue", int32_t{1}, [&] {
-            cudaError_t const err = derived().run(inputDesc, outputDesc, inputs, outputs, workspace, stream);
-            if (err != cudaSuccess)
+        return guarded(Derived::kNAME, "enqueue", int32_t{1},
+            [&]
             {
-                throw PluginError(concat("CUDA error ", cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
-            }
-            return int32_t{0};
-        });
+                cudaError_t const err = derived().run(inputDesc, outputDesc, inputs, outputs, workspace, stream);
+                if (err != cudaSuccess)
+                {
+                    throw PluginError(concat("CUDA error ", cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
+                }
+                return int32_t{0};
+            });
     }
 
     nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* /*context*/) noexcept override
@@ -331,16 +340,18 @@ public:
 
     nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override
     {
-        return guarded<nvinfer1::PluginFieldCollection const*>(Derived::kNAME, "getFieldsToSerialize", nullptr, [&] {
-            auto const& descs = Derived::fieldDescs();
-            auto const values = derived().fieldValues();
-            mFieldWriter.clear();
-            for (size_t i = 0; i < descs.size(); ++i)
+        return guarded<nvinfer1::PluginFieldCollection const*>(Derived::kNAME, "getFieldsToSerialize", nullptr,
+            [&]
             {
-                mFieldWriter.add(descs[i], values.at(i));
-            }
-            return mFieldWriter.collection();
-        });
+                auto const& descs = Derived::fieldDescs();
+                auto const values = derived().fieldValues();
+                mFieldWriter.clear();
+                for (size_t i = 0; i < descs.size(); ++i)
+                {
+                    mFieldWriter.add(descs[i], values.at(i));
+                }
+                return mFieldWriter.collection();
+            });
     }
 
 protected:
@@ -395,8 +406,8 @@ public:
         mCollection.fields = mFields.data();
     }
 
-    nvinfer1::IPluginV3* createPlugin(
-        char const* /*name*/, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase) noexcept override
+    nvinfer1::IPluginV3* createPlugin(char const* /*name*/, nvinfer1::PluginFieldCollection const* fc,
+        nvinfer1::TensorRTPhase phase) noexcept override
     {
         return guarded<nvinfer1::IPluginV3*>(Plugin::kNAME, "createPlugin", nullptr,
             [&] { return static_cast<nvinfer1::IPluginV3*>(Plugin::create(FieldReader(Plugin::kNAME, fc), phase)); });

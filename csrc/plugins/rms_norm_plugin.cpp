@@ -27,8 +27,8 @@ RmsNormPlugin* RmsNormPlugin::create(FieldReader const& fields, nvinfer1::Tensor
     return new RmsNormPlugin(fields.getFloat(fieldDescs()[0]));
 }
 
-int32_t RmsNormPlugin::outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
-    nvinfer1::DataType const* inputTypes, int32_t nbInputs) const
+int32_t RmsNormPlugin::outputDataTypes(
+    nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes, int32_t nbInputs) const
 {
     if (nbInputs != 2 || nbOutputs != 1)
     {
@@ -49,8 +49,7 @@ int32_t RmsNormPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t n
 {
     if (nbInputs != 2 || nbOutputs != 1 || nbShapeInputs != 0)
     {
-        fail("expected 2 inputs, 0 shape inputs and 1 output, got ", nbInputs, ", ", nbShapeInputs, " and ",
-            nbOutputs);
+        fail("expected 2 inputs, 0 shape inputs and 1 output, got ", nbInputs, ", ", nbShapeInputs, " and ", nbOutputs);
     }
     if (inputs[0].nbDims < 1 || inputs[1].nbDims != 1)
     {

@@ -55,7 +55,7 @@ std::string message(char const* op, Args const&... args)
     {                                                                                                                  \
         if (!(cond))                                                                                                   \
         {                                                                                                              \
-            TORCH_CHECK(false, ::ttp::torch_adapter::message(op, __VA_ARGS__));                                      \
+            TORCH_CHECK(false, ::ttp::torch_adapter::message(op, __VA_ARGS__));                                        \
         }                                                                                                              \
     } while (0)
 

@@ -1,5 +1,5 @@
-#include "common.h"
 #include "kernels/rms_norm.h"
+#include "common.h"
 
 namespace ttp::torch_adapter
 {
@@ -12,8 +12,8 @@ at::Tensor rmsNormImpl(at::Tensor const& x, at::Tensor const& weight, double eps
     TTP_CHECK(x.dim() >= 1, "rms_norm", "argument 'x' must have at least 1 dimension");
     TTP_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), "rms_norm", "argument 'weight' must have shape (",
         x.size(-1), ",) to match the last dimension of 'x', got ", weight.sizes());
-    TTP_CHECK(x.scalar_type() == weight.scalar_type(), "rms_norm", "argument 'weight' must have the same dtype as 'x' (",
-        x.scalar_type(), "), got ", weight.scalar_type());
+    TTP_CHECK(x.scalar_type() == weight.scalar_type(), "rms_norm",
+        "argument 'weight' must have the same dtype as 'x' (", x.scalar_type(), "), got ", weight.scalar_type());
     TTP_CHECK(eps > 0, "rms_norm", "argument 'eps' must be a float > 0, got ", eps);
     c10::cuda::CUDAGuard guard(x.device());
     at::Tensor xc = x.contiguous();
