@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The whole GPU check in one call (see README "Verification tiers"): install, build the native pieces,
-# run the cpu+gpu tiers, compute-sanitizer over the harness tests, and the benchmarks.
-# Logs and results go to $OUT (the device tool returns that folder). Usage on the GPU machine:
-#   bash scripts/gpu_check.sh [quick|full]        (TensorRT headers in .deps/tensorrt/include)
+# The GPU check (README "Verification tiers"), in steps so each device call stays under its time limit:
+#   bash scripts/gpu_check.sh [tests] [sanitizer] [bench] [bench-quick]      (default: tests sanitizer bench)
+# Installs the checkout, builds the native pieces, runs the cpu+gpu(+trt when present) tiers,
+# compute-sanitizer memcheck over the harness gpu tests, and the benchmarks. Logs and results go to
+# $OUT. TensorRT headers: $TENSORRT_INCLUDE_DIR or .deps/tensorrt/include.
 set -uo pipefail
-MODE=${1:-full}
+STEPS=${*:-tests sanitizer bench}
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -13,30 +14,32 @@ export TORCHTRT_PLUGINS_CACHE=${TORCHTRT_PLUGINS_CACHE:-/tmp/torchtrt_plugins_ca
 PY=${PYTHON:-python3}
 
 step() { echo "=== $* ($(date +%T))"; }
+has() { [[ " $STEPS " == *" $1 "* ]]; }
 
 step "environment"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
 
-step "install"
+step "install + build"
 $PY -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as" | tail -3
+$PY -m torchtrt_plugins build 2>&1 | tee "$OUT/build.log" | tail -8
 
-step "build"
-$PY -c "import torchtrt_plugins as t; from torchtrt_plugins import _build; print(_build.build_plugin_library()); print('cuda ops:', t.native.load_torch_ops())" 2>&1 | tee "$OUT/build.log"
-
-step "pytest cpu+gpu"
-$PY -m pytest tests/cpu tests/gpu -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -40
-
-if [ "$MODE" = "full" ]; then
-  if ls tests/gpu/test_harness*_gpu.py >/dev/null 2>&1; then
-    step "compute-sanitizer memcheck over the gpu harness tests"
-    compute-sanitizer --tool memcheck --target-processes all --error-exitcode 99 \
-      $PY -m pytest tests/gpu -q -p no:cacheprovider -k harness 2>&1 | tee "$OUT/sanitizer.log" | tail -15
-    echo "sanitizer exit: ${PIPESTATUS[0]}" | tee -a "$OUT/sanitizer.log"
-  fi
-  step "benchmarks"
-  if $PY -c "import torchtrt_plugins.cli" 2>/dev/null; then
-    $PY -m torchtrt_plugins bench --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" | tail -60
-  fi
+if has tests; then
+  step "pytest cpu+gpu+trt"
+  $PY -m pytest tests/cpu tests/gpu tests/trt -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -25
+fi
+if has sanitizer; then
+  step "compute-sanitizer memcheck over the gpu harness tests"
+  compute-sanitizer --tool memcheck --error-exitcode 99 \
+    $PY -m pytest tests/gpu -q -p no:cacheprovider -k harness 2>&1 | tee "$OUT/sanitizer.log" | tail -8
+  echo "sanitizer exit: ${PIPESTATUS[0]}" | tee -a "$OUT/sanitizer.log"
+fi
+if has bench; then
+  step "benchmarks (full)"
+  $PY -m torchtrt_plugins bench --no-progress --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" | tail -70
+fi
+if has bench-quick; then
+  step "benchmarks (quick)"
+  $PY -m torchtrt_plugins bench --quick --no-progress --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" | tail -70
 fi
 step "done"
