@@ -205,7 +205,10 @@ def eager_ours(case: Case):
 def compiled(ours: bool):
     def factory(case: Case):
         block, x = case.inputs
-        model = common.compile_inductor(with_our_ops(block, x) if ours else block)
+        # Inductor compiles the nn.Module in both cases, the norms swapped in place for ours: an exported
+        # module compiles to a slower program by itself (measured on H100, bf16 8x512x2048: 0.955 ms vs
+        # 0.758 ms for the same block), which would blur what our op changes.
+        model = common.compile_inductor(_replace_norms_by_hand(block)[0] if ours else block)
         return _inference(lambda: model(x))
 
     return factory
