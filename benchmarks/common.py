@@ -69,6 +69,9 @@ DTYPE_NAMES = {
     "fp32": torch.float32,
     "float32": torch.float32,
     "float": torch.float32,
+    "int8": torch.int8,
+    "int32": torch.int32,
+    "int64": torch.int64,
 }
 
 
@@ -496,14 +499,15 @@ def select_providers(benchmark: Benchmark, patterns: Sequence[str] | None) -> li
 # ------------------------------------------------------------------------------------------ helpers for providers
 
 
-def compile_inductor(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``torch.compile`` with inductor, static shapes, from a clean dynamo cache.
+def compile_inductor(fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+    """``torch.compile`` with inductor, static shapes, from a clean dynamo cache (``options``: more
+    ``torch.compile`` arguments, e.g. ``fullgraph=True``).
 
     Dynamo caches per code object, so the same function compiled for many sizes would hit the
     recompile limit and silently fall back to eager; a reset per case avoids that.
     """
     torch._dynamo.reset()
-    return torch.compile(fn, backend="inductor", dynamic=False)
+    return torch.compile(fn, backend="inductor", dynamic=False, **options)
 
 
 class FunctionModule(torch.nn.Module):
@@ -554,10 +558,22 @@ def plugin_fields(spec: Any, case: Case) -> dict[str, Any]:
     return {f.name: case.kwargs.get(f.arg or f.name, f.default) for f in spec.fields}
 
 
+def plugin_inputs(spec: Any, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The op's tensor inputs as the plugin takes them: each cast to its ``TensorSpec.plugin_dtype`` when it has one
+    (e.g. a bool mask to int32), as the converter's cast layers do in an engine; the others as they are."""
+    specs = list(spec.inputs)
+    out = []
+    for i, tensor in enumerate(tensors):
+        dtype = getattr(specs[i], "plugin_dtype", None) if i < len(specs) else None
+        out.append(tensor if dtype is None or tensor.dtype == dtype else tensor.to(dtype))
+    return out
+
+
 def plugin_enqueue_providers(entry: Any, name: str = "plugin_enqueue") -> list[Provider]:
     """The op's TensorRT plugin run through the conformance harness, timing ``enqueue`` only.
 
-    One provider for the plugin's own tactic choice and one per tactic in the spec.
+    One provider for the plugin's own tactic choice and one per tactic in the spec. Inputs with a
+    ``plugin_dtype`` are cast before the timing starts (see :func:`plugin_inputs`).
     """
 
     def measure_for(tactic: int) -> Callable[[Case], Timing]:
@@ -565,7 +581,7 @@ def plugin_enqueue_providers(entry: Any, name: str = "plugin_enqueue") -> list[P
             hook = harness_hook()
             if hook is None:
                 raise Skip(needs_harness(RunContext(case.device)))
-            tensors = [t for t in case.inputs if isinstance(t, torch.Tensor)]
+            tensors = plugin_inputs(entry.spec, [t for t in case.inputs if isinstance(t, torch.Tensor)])
             iters = 20 if case.device.type == "cuda" and case.nbytes and case.nbytes > 2**28 else 100
             samples = hook(entry.spec.name, tensors, tactic=tactic, iters=iters, fields=plugin_fields(entry.spec, case))
             return summarize(samples)

@@ -275,6 +275,132 @@ def test_plugin_fields_default_from_the_spec():
     assert common.plugin_fields(spec, case) == {"eps": 1e-6}
 
 
+@pytest.mark.parametrize("op", ["pad_to", "masked_rows"])
+def test_new_op_providers_say_why_they_cannot_run_on_cpu(op):
+    bench = importlib.import_module(f"benchmarks.bench_{op}")
+    natural = {"pad_to": "F.pad", "masked_rows": "x[mask]"}[op]
+    ctx = common.RunContext(torch.device("cpu"), quick=True)
+    reasons = {p.name: common.unmet(p.requires, ctx) for p in bench.BENCHMARK.providers}
+    assert set(reasons) >= {
+        "eager_composite",
+        natural,
+        "torch.compile",
+        "torchtrt",
+        "plugin_enqueue",
+        "tensorrt[plugin]",
+        "tensorrt[composite]",
+    }
+    assert reasons["eager_composite"] is None and reasons[natural] is None and reasons["torchtrt"] is None
+    assert "--quick" in reasons["torch.compile"]
+    assert "CUDA GPU" in reasons["plugin_enqueue"]
+    if common.harness_hook() is None:
+        assert "harness not available" in reasons["plugin_enqueue"]
+    if common.needs_tensorrt(ctx):
+        assert "tensorrt" in reasons["tensorrt[plugin]"]
+    assert "CUDA GPU" in reasons["tensorrt[plugin]"] and "CUDA GPU" in reasons["tensorrt[composite]"]
+    assert bench.BENCHMARK.name == op and bench.BENCHMARK.expected is not None
+
+
+def test_pad_to_bytes_moved_read_the_kept_region_and_write_the_output():
+    bench = importlib.import_module("benchmarks.bench_pad_to")
+    # x (2, 3, 4, 5) -> (6, 3): pad H (4 -> 6), crop W (5 -> 3). Read 2*3*4*3 = 72 elements, write 2*3*6*3 = 108.
+    case = bench.make_case((2, 3, 4, 5, 6, 3), torch.float32, torch.device("cpu"))
+    assert case.nbytes == (72 + 108) * 4 == 720
+    assert case.inputs[0].shape == (2, 3, 4, 5) and case.kwargs == {"height": 6, "width": 3, "value": 0.0}
+    int8 = bench.make_case((2, 3, 4, 5, 6, 3), torch.int8, torch.device("cpu"))
+    assert int8.nbytes == 180 and int8.inputs[0].dtype == torch.int8
+    # Crop both: read only what is kept (1*1*2*2), write the same.
+    assert bench.make_case((1, 1, 8, 8, 2, 2), torch.bfloat16, torch.device("cpu")).nbytes == (4 + 4) * 2
+    # Pad both: read all of x (1*2*3*3 = 18), write 1*2*4*5 = 40.
+    assert bench.moved_bytes((1, 2, 3, 3, 4, 5), 4) == (18 + 40) * 4
+
+
+def test_masked_rows_bytes_moved_read_mask_and_kept_rows_and_write_them():
+    bench = importlib.import_module("benchmarks.bench_masked_rows")
+    cpu = torch.device("cpu")
+    # 10 rows of 3 fp32: the bool mask is 10 bytes; all kept: read and write 10*3*4 = 120 bytes each.
+    every = bench.make_case((10, 3, 100), torch.float32, cpu)
+    assert every.inputs[1].dtype == torch.bool and bool(every.inputs[1].all())
+    assert every.nbytes == 10 + 2 * 120 == 250
+    assert bench.make_case((10, 3, 0), torch.float32, cpu).nbytes == 10  # none kept: the mask alone
+    half = bench.make_case((1000, 3, 50), torch.bfloat16, cpu)
+    kept = int(half.inputs[1].sum())
+    assert 350 < kept < 650  # about half, drawn
+    assert half.nbytes == 1000 + 2 * kept * 3 * 2
+    again = bench.make_case((1000, 3, 50), torch.bfloat16, cpu)
+    assert torch.equal(again.inputs[1], half.inputs[1])  # seeded: the same mask every time
+    assert bench.moved_bytes(rows=10, kept=4, row_elements=3, element_size=4) == 10 + 2 * 4 * 3 * 4
+
+
+@pytest.mark.parametrize("op", ["pad_to", "masked_rows"])
+def test_new_op_providers_agree_with_the_reference_on_cpu(op):
+    bench = importlib.import_module(f"benchmarks.bench_{op}")
+    ctx = common.RunContext(torch.device("cpu"), quick=True)
+    results = common.run(bench.BENCHMARK, ctx, providers=["eager*", "F.pad", "x?mask?", "torchtrt"])
+    assert {r.status for r in results} == {"ok"}, [(r.provider, r.status, r.reason) for r in results]
+    assert {r.provider for r in results} == {
+        "copy",
+        "eager_composite",
+        "torchtrt",
+        "F.pad" if op == "pad_to" else "x[mask]",
+    }
+
+
+def test_pad_to_f_pad_crops_with_negative_pads_for_every_dtype():
+    bench = importlib.import_module("benchmarks.bench_pad_to")
+    for dtype in bench.ENTRY.spec.inputs[0].dtypes:
+        for shape in ((2, 3, 5, 7, 4, 9), (1, 2, 6, 6, 8, 3), (1, 1, 4, 4, 2, 2)):
+            case = bench.make_case(shape, dtype, torch.device("cpu"))
+            assert torch.equal(bench.functional(case)(), bench.expected(case)), (dtype, shape)
+
+
+def _fake_harness(monkeypatch):
+    calls = []
+
+    def bench_enqueue(op, inputs, tactic=0, iters=100, fields=None):
+        calls.append((op, inputs, fields, tactic))
+        return [3.0, 1.0, 2.0, 4.0, 5.0]
+
+    testing = types.ModuleType("torchtrt_plugins.testing")
+    testing.bench_enqueue = bench_enqueue
+    monkeypatch.setitem(sys.modules, "torchtrt_plugins.testing", testing)
+    return calls
+
+
+def test_pad_to_plugin_provider_passes_height_width_value_fields(monkeypatch):
+    calls = _fake_harness(monkeypatch)
+    bench = importlib.import_module("benchmarks.bench_pad_to")
+    case = bench.make_case((1, 2, 3, 4, 5, 6), torch.float32, torch.device("cpu"))
+    (provider,) = [p for p in bench.BENCHMARK.providers if p.name.startswith("plugin_enqueue")]
+    assert provider.measure(case).median_ms == 3.0
+    ((op, inputs, fields, tactic),) = calls
+    assert (op, tactic, fields) == ("pad_to", 0, {"height": 5, "width": 6, "value": 0.0})
+    assert len(inputs) == 1 and inputs[0] is case.inputs[0]
+
+
+def test_masked_rows_plugin_provider_casts_the_mask_to_int32(monkeypatch):
+    calls = _fake_harness(monkeypatch)
+    bench = importlib.import_module("benchmarks.bench_masked_rows")
+    case = bench.make_case((100, 4, 50), torch.float32, torch.device("cpu"))
+    (provider,) = [p for p in bench.BENCHMARK.providers if p.name.startswith("plugin_enqueue")]
+    assert provider.measure(case).median_ms == 3.0
+    ((op, inputs, fields, tactic),) = calls
+    assert (op, tactic, fields) == ("masked_rows", 0, {})
+    x, mask = inputs
+    assert x is case.inputs[0] and mask.dtype == torch.int32  # the plugin's dtype: TensorRT plugins take no bool
+    assert torch.equal(mask, case.inputs[1].to(torch.int32))
+    assert case.inputs[1].dtype == torch.bool  # the case's own mask is left as it is
+
+
+def test_plugin_inputs_cast_only_inputs_with_a_plugin_dtype():
+    spec = torchtrt_plugins.get("masked_rows").spec
+    x, mask = torch.ones(3, 2), torch.tensor([True, False, True])
+    cast_x, cast_mask = common.plugin_inputs(spec, [x, mask])
+    assert cast_x is x and cast_mask.dtype == torch.int32 and cast_mask.tolist() == [1, 0, 1]
+    already = mask.to(torch.int32)
+    assert common.plugin_inputs(spec, [x, already])[1] is already
+
+
 # ------------------------------------------------------------------------------------------ plots
 
 

@@ -111,6 +111,35 @@ def test_bench_quick_on_cpu_writes_csv_and_says_what_did_not_run(tmp_path, capsy
         assert (out_dir / "rms_norm_float32_pct_of_copy.png").is_file()
 
 
+def test_bench_quick_pad_to_and_masked_rows_on_cpu_write_csv_rows(tmp_path, capsys):
+    out_dir = tmp_path / "bench"
+    argv = ["bench", "--quick", "--device", "cpu", "--ops", "pad_to,masked_rows", "--out", str(out_dir)]
+    assert cli.main([*argv, "--no-progress", "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    with open(out_dir / "results.csv", newline="") as handle:
+        header = next(csv.reader(handle))
+    assert tuple(header) == common.COLUMNS
+    rows = common.read_results(out_dir / "results.csv")
+    assert {r["op"] for r in rows} == {"pad_to", "masked_rows"}
+    timed = {(r["op"], r["provider"], r["shape"]) for r in rows}
+    for shape in ("1x3x30x40x32x48", "2x8x64x64x56x72"):
+        for provider in ("copy", "eager_composite", "F.pad", "torchtrt"):
+            assert ("pad_to", provider, shape) in timed
+    for shape in ("1000x8x50", "4096x64x100"):
+        for provider in ("copy", "eager_composite", "x[mask]", "torchtrt"):
+            assert ("masked_rows", provider, shape) in timed
+    assert all(r["dtype"] == "float32" and r["gpu"].startswith("cpu") and float(r["median_ms"]) > 0 for r in rows)
+    assert all(r["gbps"] and r["pct_of_copy"] for r in rows)  # both memory-bound: every row has bandwidth
+    with open(out_dir / common.NOT_RUN_FILE, newline="") as handle:
+        not_run = {(r["op"], r["provider"]): (r["status"], r["reason"]) for r in csv.DictReader(handle)}
+    for op in ("pad_to", "masked_rows"):
+        assert not_run[(op, "plugin_enqueue")][0] == "skipped" and "CUDA GPU" in not_run[(op, "plugin_enqueue")][1]
+        assert "--quick" in not_run[(op, "torch.compile")][1]
+        assert "CUDA GPU" in not_run[(op, "tensorrt[plugin]")][1]
+    assert {status for status, _ in not_run.values()} == {"skipped"}  # nothing errored or disagreed
+    assert "pad_to  float32  1x3x30x40x32x48  device=cpu" in out and "masked_rows  float32  1000x8x50" in out
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
