@@ -24,18 +24,9 @@ MaskedRowsPlugin* MaskedRowsPlugin::create(FieldReader const& /*fields*/, nvinfe
     return new MaskedRowsPlugin();
 }
 
-void MaskedRowsPlugin::checkCounts(int32_t nbInputs, int32_t nbOutputs) const
+int32_t MaskedRowsPlugin::outputDataTypes(nvinfer1::DataType* outputTypes, int32_t /*nbOutputs*/,
+    nvinfer1::DataType const* inputTypes, int32_t /*nbInputs*/) const
 {
-    if (nbInputs != 2 || nbOutputs != 2)
-    {
-        fail("expected 2 inputs (x, mask) and 2 outputs (y, count), got ", nbInputs, " and ", nbOutputs);
-    }
-}
-
-int32_t MaskedRowsPlugin::outputDataTypes(
-    nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes, int32_t nbInputs) const
-{
-    checkCounts(nbInputs, nbOutputs);
     if (!isRowType(inputTypes[0]))
     {
         fail("input 'x' must have a type in {FLOAT, HALF, BF16, INT32, INT64}, got ", dataTypeName(inputTypes[0]));
@@ -50,11 +41,10 @@ int32_t MaskedRowsPlugin::outputDataTypes(
     return 0;
 }
 
-int32_t MaskedRowsPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
-    nvinfer1::DimsExprs const* /*shapeInputs*/, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
-    nvinfer1::IExprBuilder& exprBuilder)
+int32_t MaskedRowsPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t /*nbInputs*/,
+    nvinfer1::DimsExprs const* /*shapeInputs*/, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
+    int32_t /*nbOutputs*/, nvinfer1::IExprBuilder& exprBuilder)
 {
-    checkCounts(nbInputs, nbOutputs);
     if (nbShapeInputs != 0)
     {
         fail("expected no shape inputs, got ", nbShapeInputs);
@@ -108,10 +98,9 @@ void MaskedRowsPlugin::checkDims(nvinfer1::Dims const& x, nvinfer1::Dims const& 
     }
 }
 
-void MaskedRowsPlugin::configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs) const
+void MaskedRowsPlugin::configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t /*nbInputs*/,
+    nvinfer1::DynamicPluginTensorDesc const* /*out*/, int32_t /*nbOutputs*/) const
 {
-    checkCounts(nbInputs, nbOutputs);
     checkDims(in[0].desc.dims, in[1].desc.dims);
     checkDims(in[0].max, in[1].max);
     if (in[0].max.d[0] > std::numeric_limits<int32_t>::max())
@@ -121,17 +110,15 @@ void MaskedRowsPlugin::configure(nvinfer1::DynamicPluginTensorDesc const* in, in
     }
 }
 
-size_t MaskedRowsPlugin::workspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* /*outputs*/, int32_t nbOutputs) const
+size_t MaskedRowsPlugin::workspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t /*nbInputs*/,
+    nvinfer1::DynamicPluginTensorDesc const* /*outputs*/, int32_t /*nbOutputs*/) const
 {
-    checkCounts(nbInputs, nbOutputs);
     return maskedRowsWorkspaceSize(inputs[0].max.d[0]);
 }
 
-void MaskedRowsPlugin::shapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::PluginTensorDesc const* /*out*/, int32_t nbOutputs) const
+void MaskedRowsPlugin::shapeChange(nvinfer1::PluginTensorDesc const* in, int32_t /*nbInputs*/,
+    nvinfer1::PluginTensorDesc const* /*out*/, int32_t /*nbOutputs*/) const
 {
-    checkCounts(nbInputs, nbOutputs);
     checkDims(in[0].dims, in[1].dims);
 }
 

@@ -23,33 +23,20 @@ class MaskedRowsPlugin : public PluginBase<MaskedRowsPlugin>
 public:
     static constexpr char const* kNAME = "MaskedRows";
     static constexpr char const* kVERSION = "1";
-    static constexpr int32_t kNB_OUTPUTS = 2;
+    static constexpr std::array<char const*, 2> kINPUTS{"x", "mask"};
+    static constexpr std::array<char const*, 2> kOUTPUTS{"y", "count"};
     static constexpr std::array<int32_t, 0> kTACTICS{};
 
-    static std::vector<FieldDesc> const& fieldDescs();
-    static MaskedRowsPlugin* create(FieldReader const& fields, nvinfer1::TensorRTPhase phase);
+    TTP_PLUGIN_INTERFACE(MaskedRowsPlugin);
+    TTP_PLUGIN_SHAPE_CHECKS();
     std::vector<double> fieldValues() const
     {
         return {};
     }
-
-    int32_t outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
-        int32_t nbInputs) const;
-    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
-        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder);
-    bool supportsFormat(
-        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) const;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) const;
     size_t workspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const;
-    void shapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
-        int32_t nbOutputs) const;
-    cudaError_t run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
 
 private:
-    void checkCounts(int32_t nbInputs, int32_t nbOutputs) const;
     void checkDims(nvinfer1::Dims const& x, nvinfer1::Dims const& mask) const;
 };
 

@@ -39,13 +39,9 @@ PadToPlugin* PadToPlugin::create(FieldReader const& fields, nvinfer1::TensorRTPh
     return new PadToPlugin(fields.getInt(descs[0]), fields.getInt(descs[1]), fields.getFloat(descs[2]));
 }
 
-int32_t PadToPlugin::outputDataTypes(
-    nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes, int32_t nbInputs) const
+int32_t PadToPlugin::outputDataTypes(nvinfer1::DataType* outputTypes, int32_t /*nbOutputs*/,
+    nvinfer1::DataType const* inputTypes, int32_t /*nbInputs*/) const
 {
-    if (nbInputs != 1 || nbOutputs != 1)
-    {
-        fail("expected 1 input (x) and 1 output, got ", nbInputs, " and ", nbOutputs);
-    }
     if (!isPadType(inputTypes[0]))
     {
         fail("input 'x' must have a type in {FLOAT, HALF, BF16, INT8}, got ", dataTypeName(inputTypes[0]));
@@ -92,12 +88,7 @@ int32_t PadToPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbI
 bool PadToPlugin::supportsFormat(
     int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t /*nbInputs*/, int32_t /*nbOutputs*/) const
 {
-    auto const& desc = inOut[pos].desc;
-    if (desc.format != nvinfer1::TensorFormat::kLINEAR)
-    {
-        return false;
-    }
-    return pos == 0 ? isPadType(desc.type) : desc.type == inOut[0].desc.type;
+    return linearOfFirstType(pos, inOut, isPadType);
 }
 
 void PadToPlugin::checkDims(nvinfer1::Dims const& x, nvinfer1::Dims const& y) const
@@ -126,24 +117,16 @@ void PadToPlugin::checkScales(nvinfer1::PluginTensorDesc const& x, nvinfer1::Plu
     }
 }
 
-void PadToPlugin::configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) const
+void PadToPlugin::configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t /*nbInputs*/,
+    nvinfer1::DynamicPluginTensorDesc const* out, int32_t /*nbOutputs*/) const
 {
-    if (nbInputs != 1 || nbOutputs != 1)
-    {
-        fail("expected 1 input and 1 output, got ", nbInputs, " and ", nbOutputs);
-    }
     checkDims(in[0].desc.dims, out[0].desc.dims);
     checkScales(in[0].desc, out[0].desc);
 }
 
-void PadToPlugin::shapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) const
+void PadToPlugin::shapeChange(nvinfer1::PluginTensorDesc const* in, int32_t /*nbInputs*/,
+    nvinfer1::PluginTensorDesc const* out, int32_t /*nbOutputs*/) const
 {
-    if (nbInputs != 1 || nbOutputs != 1)
-    {
-        fail("expected 1 input and 1 output, got ", nbInputs, " and ", nbOutputs);
-    }
     checkDims(in[0].dims, out[0].dims);
     checkScales(in[0], out[0]);
 }

@@ -24,7 +24,8 @@ class PadToPlugin : public PluginBase<PadToPlugin>
 public:
     static constexpr char const* kNAME = "PadTo";
     static constexpr char const* kVERSION = "1";
-    static constexpr int32_t kNB_OUTPUTS = 1;
+    static constexpr std::array<char const*, 1> kINPUTS{"x"};
+    static constexpr std::array<char const*, 1> kOUTPUTS{"y"};
     static constexpr std::array<int32_t, 0> kTACTICS{};
 
     PadToPlugin(int64_t height, int64_t width, float value)
@@ -34,30 +35,12 @@ public:
     {
     }
 
-    static std::vector<FieldDesc> const& fieldDescs();
-    static PadToPlugin* create(FieldReader const& fields, nvinfer1::TensorRTPhase phase);
+    TTP_PLUGIN_INTERFACE(PadToPlugin);
+    TTP_PLUGIN_SHAPE_CHECKS();
     std::vector<double> fieldValues() const
     {
         return {static_cast<double>(mHeight), static_cast<double>(mWidth), mValue};
     }
-
-    int32_t outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
-        int32_t nbInputs) const;
-    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
-        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder);
-    bool supportsFormat(
-        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) const;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) const;
-    size_t workspaceSize(
-        nvinfer1::DynamicPluginTensorDesc const*, int32_t, nvinfer1::DynamicPluginTensorDesc const*, int32_t) const
-    {
-        return 0;
-    }
-    void shapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
-        int32_t nbOutputs) const;
-    cudaError_t run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
 
 private:
     int32_t shapeInputCount() const noexcept

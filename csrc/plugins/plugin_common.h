@@ -139,19 +139,17 @@ std::string dimsString(nvinfer1::Dims const& dims);
 // ------------------------------------------------------------------------------------------ plugin base
 
 // Derived provides:
-//   static constexpr char const* kNAME, kVERSION; static constexpr int32_t kNB_OUTPUTS;
+//   static constexpr char const* kNAME, kVERSION;
+//   static constexpr std::array<char const*, N> kINPUTS, kOUTPUTS (tensor names: they give the counts);
 //   static constexpr std::array<int32_t, N> kTACTICS (may be empty);
 //   static std::vector<FieldDesc> const& fieldDescs();
+//   static Derived* create(FieldReader const&, nvinfer1::TensorRTPhase)  (for CreatorBase);
 //   std::vector<double> fieldValues() const  (same order as fieldDescs, what createPlugin reads back);
-//   int32_t outputDataTypes(DataType*, int32_t, DataType const*, int32_t) const;
-//   int32_t outputShapes(DimsExprs const*, int32_t, DimsExprs const*, int32_t, DimsExprs*, int32_t, IExprBuilder&);
-//   bool supportsFormat(int32_t pos, DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs);
-//   void configure(DynamicPluginTensorDesc const*, int32_t, DynamicPluginTensorDesc const*, int32_t);
-//   size_t workspaceSize(DynamicPluginTensorDesc const*, int32_t, DynamicPluginTensorDesc const*, int32_t) const;
-//   void shapeChange(PluginTensorDesc const*, int32_t, PluginTensorDesc const*, int32_t);
-//   cudaError_t run(PluginTensorDesc const*, PluginTensorDesc const*, void const* const*, void* const*, void*,
-//                   cudaStream_t);
-// Each may throw; the base turns exceptions into logged errors and error codes.
+//   the methods TTP_PLUGIN_INTERFACE declares: outputDataTypes, outputShapes, supportsFormat, run;
+//   where the defaults below do not fit, configure, workspaceSize and shapeChange (TTP_PLUGIN_SHAPE_CHECKS
+//   declares the first and last).
+// The base checks the input and output counts against kINPUTS and kOUTPUTS before calling any of them, so each
+// sees exactly those. Each may throw; the base turns exceptions into logged errors and error codes.
 template <typename Derived>
 class PluginBase : public nvinfer1::IPluginV3,
                    public nvinfer1::IPluginV3OneCore,
@@ -207,14 +205,18 @@ public:
     // IPluginV3OneBuild
     int32_t getNbOutputs() const noexcept override
     {
-        return Derived::kNB_OUTPUTS;
+        return static_cast<int32_t>(Derived::kOUTPUTS.size());
     }
 
     int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
         int32_t nbInputs) const noexcept override
     {
         return guarded(Derived::kNAME, "getOutputDataTypes", int32_t{1},
-            [&] { return derived().outputDataTypes(outputTypes, nbOutputs, inputTypes, nbInputs); });
+            [&]
+            {
+                checkCounts(nbInputs, nbOutputs);
+                return derived().outputDataTypes(outputTypes, nbOutputs, inputTypes, nbInputs);
+            });
     }
 
     int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
@@ -224,6 +226,7 @@ public:
         return guarded(Derived::kNAME, "getOutputShapes", int32_t{1},
             [&]
             {
+                checkCounts(nbInputs, nbOutputs);
                 return derived().outputShapes(
                     inputs, nbInputs, shapeInputs, nbShapeInputs, outputs, nbOutputs, exprBuilder);
             });
@@ -242,6 +245,7 @@ public:
         return guarded(Derived::kNAME, "configurePlugin", int32_t{1},
             [&]
             {
+                checkCounts(nbInputs, nbOutputs);
                 derived().configure(in, nbInputs, out, nbOutputs);
                 return int32_t{0};
             });
@@ -251,7 +255,11 @@ public:
         nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override
     {
         return guarded(Derived::kNAME, "getWorkspaceSize", size_t{0},
-            [&] { return derived().workspaceSize(inputs, nbInputs, outputs, nbOutputs); });
+            [&]
+            {
+                checkCounts(nbInputs, nbOutputs);
+                return derived().workspaceSize(inputs, nbInputs, outputs, nbOutputs);
+            });
     }
 
     int32_t getNbTactics() noexcept override
@@ -313,6 +321,7 @@ public:
         return guarded(Derived::kNAME, "onShapeChange", int32_t{1},
             [&]
             {
+                checkCounts(nbInputs, nbOutputs);
                 derived().shapeChange(in, nbInputs, out, nbOutputs);
                 return int32_t{0};
             });
@@ -354,6 +363,21 @@ public:
             });
     }
 
+    // Defaults for plugins that need nothing more than the base's count checks (Derived's own hide them).
+    void configure(nvinfer1::DynamicPluginTensorDesc const* /*in*/, int32_t /*nbInputs*/,
+        nvinfer1::DynamicPluginTensorDesc const* /*out*/, int32_t /*nbOutputs*/) const
+    {
+    }
+    size_t workspaceSize(nvinfer1::DynamicPluginTensorDesc const* /*inputs*/, int32_t /*nbInputs*/,
+        nvinfer1::DynamicPluginTensorDesc const* /*outputs*/, int32_t /*nbOutputs*/) const
+    {
+        return 0;
+    }
+    void shapeChange(nvinfer1::PluginTensorDesc const* /*in*/, int32_t /*nbInputs*/,
+        nvinfer1::PluginTensorDesc const* /*out*/, int32_t /*nbOutputs*/) const
+    {
+    }
+
 protected:
     // The tactic chosen by setTactic; 0 lets the kernel heuristic decide.
     int32_t tactic() const noexcept
@@ -368,7 +392,40 @@ protected:
         throw PluginError(concat(args...));
     }
 
+    // Every position kLINEAR; position 0 (the first input) any type `accepts` allows, every other its type.
+    static bool linearOfFirstType(
+        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, bool (*accepts)(nvinfer1::DataType))
+    {
+        auto const& desc = inOut[pos].desc;
+        if (desc.format != nvinfer1::TensorFormat::kLINEAR)
+        {
+            return false;
+        }
+        return pos == 0 ? accepts(desc.type) : desc.type == inOut[0].desc.type;
+    }
+
 private:
+    // "expected 2 inputs (x, weight) and 1 output (y), got 3 and 1"
+    static void checkCounts(int32_t nbInputs, int32_t nbOutputs)
+    {
+        if (nbInputs != static_cast<int32_t>(Derived::kINPUTS.size())
+            || nbOutputs != static_cast<int32_t>(Derived::kOUTPUTS.size()))
+        {
+            fail("expected ", countOf(Derived::kINPUTS, "input"), " and ", countOf(Derived::kOUTPUTS, "output"),
+                ", got ", nbInputs, " and ", nbOutputs);
+        }
+    }
+    template <size_t N>
+    static std::string countOf(std::array<char const*, N> const& names, char const* noun)
+    {
+        std::string text = concat(N, " ", noun, N == 1 ? " (" : "s (");
+        for (size_t i = 0; i < N; ++i)
+        {
+            text += concat(i == 0 ? "" : ", ", names[i]);
+        }
+        return text + ")";
+    }
+
     Derived& derived() noexcept
     {
         return static_cast<Derived&>(*this);
@@ -445,6 +502,26 @@ struct CreatorRegistration
         CreatorRegistry::creators().push_back(&creator);
     }
 };
+
+// Declares, inside a plugin class, the methods PluginBase<Derived> calls that every plugin defines.
+#define TTP_PLUGIN_INTERFACE(PLUGIN)                                                                                   \
+    static std::vector<::ttp::plugin::FieldDesc> const& fieldDescs();                                                  \
+    static PLUGIN* create(::ttp::plugin::FieldReader const& fields, nvinfer1::TensorRTPhase phase);                    \
+    int32_t outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,  \
+        int32_t nbInputs) const;                                                                                       \
+    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,  \
+        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder);  \
+    bool supportsFormat(                                                                                               \
+        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) const;       \
+    cudaError_t run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,         \
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const
+
+// Declares configure and shapeChange, for a plugin that checks the shapes it is configured and run with.
+#define TTP_PLUGIN_SHAPE_CHECKS()                                                                                      \
+    void configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,                                      \
+        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) const;                                        \
+    void shapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,    \
+        int32_t nbOutputs) const
 
 #define TTP_REGISTER_CREATOR(CREATOR)                                                                                  \
     namespace                                                                                                          \

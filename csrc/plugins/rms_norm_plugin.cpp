@@ -27,13 +27,9 @@ RmsNormPlugin* RmsNormPlugin::create(FieldReader const& fields, nvinfer1::Tensor
     return new RmsNormPlugin(fields.getFloat(fieldDescs()[0]));
 }
 
-int32_t RmsNormPlugin::outputDataTypes(
-    nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes, int32_t nbInputs) const
+int32_t RmsNormPlugin::outputDataTypes(nvinfer1::DataType* outputTypes, int32_t /*nbOutputs*/,
+    nvinfer1::DataType const* inputTypes, int32_t /*nbInputs*/) const
 {
-    if (nbInputs != 2 || nbOutputs != 1)
-    {
-        fail("expected 2 inputs (x, weight) and 1 output, got ", nbInputs, " and ", nbOutputs);
-    }
     if (!isNormType(inputTypes[0]) || inputTypes[1] != inputTypes[0])
     {
         fail("inputs 'x' and 'weight' must share one type in {FLOAT, HALF, BF16}, got ", dataTypeName(inputTypes[0]),
@@ -43,13 +39,13 @@ int32_t RmsNormPlugin::outputDataTypes(
     return 0;
 }
 
-int32_t RmsNormPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
-    nvinfer1::DimsExprs const* /*shapeInputs*/, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
-    nvinfer1::IExprBuilder& /*exprBuilder*/)
+int32_t RmsNormPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t /*nbInputs*/,
+    nvinfer1::DimsExprs const* /*shapeInputs*/, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
+    int32_t /*nbOutputs*/, nvinfer1::IExprBuilder& /*exprBuilder*/)
 {
-    if (nbInputs != 2 || nbOutputs != 1 || nbShapeInputs != 0)
+    if (nbShapeInputs != 0)
     {
-        fail("expected 2 inputs, 0 shape inputs and 1 output, got ", nbInputs, ", ", nbShapeInputs, " and ", nbOutputs);
+        fail("expected no shape inputs, got ", nbShapeInputs);
     }
     if (inputs[0].nbDims < 1 || inputs[1].nbDims != 1)
     {
@@ -63,12 +59,7 @@ int32_t RmsNormPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t n
 bool RmsNormPlugin::supportsFormat(
     int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t /*nbInputs*/, int32_t /*nbOutputs*/) const
 {
-    auto const& desc = inOut[pos].desc;
-    if (desc.format != nvinfer1::TensorFormat::kLINEAR)
-    {
-        return false;
-    }
-    return pos == 0 ? isNormType(desc.type) : desc.type == inOut[0].desc.type;
+    return linearOfFirstType(pos, inOut, isNormType);
 }
 
 void RmsNormPlugin::checkDims(nvinfer1::Dims const& x, nvinfer1::Dims const& weight) const
@@ -85,24 +76,16 @@ void RmsNormPlugin::checkDims(nvinfer1::Dims const& x, nvinfer1::Dims const& wei
     }
 }
 
-void RmsNormPlugin::configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs) const
+void RmsNormPlugin::configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t /*nbInputs*/,
+    nvinfer1::DynamicPluginTensorDesc const* /*out*/, int32_t /*nbOutputs*/) const
 {
-    if (nbInputs != 2 || nbOutputs != 1)
-    {
-        fail("expected 2 inputs and 1 output, got ", nbInputs, " and ", nbOutputs);
-    }
     checkDims(in[0].desc.dims, in[1].desc.dims);
     checkDims(in[0].max, in[1].max);
 }
 
-void RmsNormPlugin::shapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::PluginTensorDesc const* /*out*/, int32_t nbOutputs) const
+void RmsNormPlugin::shapeChange(nvinfer1::PluginTensorDesc const* in, int32_t /*nbInputs*/,
+    nvinfer1::PluginTensorDesc const* /*out*/, int32_t /*nbOutputs*/) const
 {
-    if (nbInputs != 2 || nbOutputs != 1)
-    {
-        fail("expected 2 inputs and 1 output, got ", nbInputs, " and ", nbOutputs);
-    }
     checkDims(in[0].dims, in[1].dims);
 }
 

@@ -123,26 +123,22 @@ ScalePlugin<F>* ScalePlugin<F>::create(tp::FieldReader const& fields, nvinfer1::
 }
 
 template <Fault F>
-int32_t ScalePlugin<F>::outputDataTypes(
-    nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes, int32_t nbInputs) const
+int32_t ScalePlugin<F>::outputDataTypes(nvinfer1::DataType* outputTypes, int32_t /*nbOutputs*/,
+    nvinfer1::DataType const* inputTypes, int32_t /*nbInputs*/) const
 {
-    if (nbInputs != 1 || nbOutputs != 1 || !isScaleType(inputTypes[0]))
+    if (!isScaleType(inputTypes[0]))
     {
-        Base::fail("expected 1 FLOAT or HALF input and 1 output");
+        Base::fail("input 'x' must be FLOAT or HALF, got ", tp::dataTypeName(inputTypes[0]));
     }
     outputTypes[0] = inputTypes[0];
     return 0;
 }
 
 template <Fault F>
-int32_t ScalePlugin<F>::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
+int32_t ScalePlugin<F>::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t /*nbInputs*/,
     nvinfer1::DimsExprs const* /*shapeInputs*/, int32_t /*nbShapeInputs*/, nvinfer1::DimsExprs* outputs,
-    int32_t nbOutputs, nvinfer1::IExprBuilder& /*exprBuilder*/)
+    int32_t /*nbOutputs*/, nvinfer1::IExprBuilder& /*exprBuilder*/)
 {
-    if (nbInputs != 1 || nbOutputs != 1)
-    {
-        Base::fail("expected 1 input and 1 output");
-    }
     outputs[0] = inputs[0];
     return 0;
 }
@@ -178,13 +174,9 @@ bool ScalePlugin<F>::supportsFormat(
 }
 
 template <Fault F>
-void ScalePlugin<F>::configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs)
+void ScalePlugin<F>::configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t /*nbInputs*/,
+    nvinfer1::DynamicPluginTensorDesc const* /*out*/, int32_t /*nbOutputs*/)
 {
-    if (nbInputs != 1 || nbOutputs != 1)
-    {
-        Base::fail("expected 1 input and 1 output");
-    }
     if constexpr (F == Fault::kCLONE_SHARES_STATE)
     {
         // Rounds the scale to the configured precision, in state the clone shares with its source.
@@ -253,12 +245,12 @@ PositivesPlugin<F>* PositivesPlugin<F>::create(tp::FieldReader const& fields, nv
 }
 
 template <Fault F>
-int32_t PositivesPlugin<F>::outputDataTypes(
-    nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes, int32_t nbInputs) const
+int32_t PositivesPlugin<F>::outputDataTypes(nvinfer1::DataType* outputTypes, int32_t /*nbOutputs*/,
+    nvinfer1::DataType const* inputTypes, int32_t /*nbInputs*/) const
 {
-    if (nbInputs != 1 || nbOutputs != 2 || inputTypes[0] != nvinfer1::DataType::kFLOAT)
+    if (inputTypes[0] != nvinfer1::DataType::kFLOAT)
     {
-        PositivesPlugin::fail("expected 1 FLOAT input and 2 outputs");
+        PositivesPlugin::fail("input 'x' must be FLOAT, got ", tp::dataTypeName(inputTypes[0]));
     }
     outputTypes[0] = nvinfer1::DataType::kFLOAT;
     outputTypes[1] = F == Fault::kSIZE_TENSOR_FLOAT ? nvinfer1::DataType::kFLOAT : nvinfer1::DataType::kINT64;
@@ -266,14 +258,10 @@ int32_t PositivesPlugin<F>::outputDataTypes(
 }
 
 template <Fault F>
-int32_t PositivesPlugin<F>::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
+int32_t PositivesPlugin<F>::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t /*nbInputs*/,
     nvinfer1::DimsExprs const* /*shapeInputs*/, int32_t /*nbShapeInputs*/, nvinfer1::DimsExprs* outputs,
-    int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder)
+    int32_t /*nbOutputs*/, nvinfer1::IExprBuilder& exprBuilder)
 {
-    if (nbInputs != 1 || nbOutputs != 2)
-    {
-        PositivesPlugin::fail("expected 1 input and 2 outputs");
-    }
     nvinfer1::IDimensionExpr const* n = exprBuilder.constant(1);
     for (int32_t d = 0; d < inputs[0].nbDims; ++d)
     {
@@ -299,16 +287,6 @@ bool PositivesPlugin<F>::supportsFormat(
 }
 
 template <Fault F>
-void PositivesPlugin<F>::configure(nvinfer1::DynamicPluginTensorDesc const*, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const*, int32_t nbOutputs) const
-{
-    if (nbInputs != 1 || nbOutputs != 2)
-    {
-        PositivesPlugin::fail("expected 1 input and 2 outputs");
-    }
-}
-
-template <Fault F>
 cudaError_t PositivesPlugin<F>::run(nvinfer1::PluginTensorDesc const* inputDesc,
     nvinfer1::PluginTensorDesc const* /*outputDesc*/, void const* const* inputs, void* const* outputs,
     void* /*workspace*/, cudaStream_t stream) const
@@ -325,25 +303,26 @@ std::vector<tp::FieldDesc> const& DimOpsPlugin::fieldDescs()
     return descs;
 }
 
-int32_t DimOpsPlugin::outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
-    nvinfer1::DataType const* /*inputTypes*/, int32_t nbInputs) const
+DimOpsPlugin* DimOpsPlugin::create(tp::FieldReader const& /*fields*/, nvinfer1::TensorRTPhase /*phase*/)
 {
-    if (nbInputs != 1 || nbOutputs != 2)
-    {
-        fail("expected 1 input and 2 outputs");
-    }
+    return new DimOpsPlugin();
+}
+
+int32_t DimOpsPlugin::outputDataTypes(nvinfer1::DataType* outputTypes, int32_t /*nbOutputs*/,
+    nvinfer1::DataType const* /*inputTypes*/, int32_t /*nbInputs*/) const
+{
     outputTypes[0] = nvinfer1::DataType::kFLOAT;
     outputTypes[1] = nvinfer1::DataType::kFLOAT;
     return 0;
 }
 
-int32_t DimOpsPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
-    nvinfer1::DimsExprs const* shapeInputs, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
+int32_t DimOpsPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t /*nbInputs*/,
+    nvinfer1::DimsExprs const* shapeInputs, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t /*nbOutputs*/,
     nvinfer1::IExprBuilder& exprBuilder)
 {
-    if (nbInputs != 1 || inputs[0].nbDims != 2 || nbShapeInputs != 1 || shapeInputs[0].nbDims != 2 || nbOutputs != 2)
+    if (inputs[0].nbDims != 2 || nbShapeInputs != 1 || shapeInputs[0].nbDims != 2)
     {
-        fail("expected a 2-D input, a shape input of 2 values and 2 outputs");
+        fail("expected a 2-D input and a shape input of 2 values");
     }
     using Op = nvinfer1::DimensionOperation;
     auto const& d0 = *inputs[0].d[0];
@@ -365,6 +344,20 @@ int32_t DimOpsPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nb
     outputs[1].d[3] = op(Op::kCEIL_DIV, s1, d0);
     outputs[1].d[4] = exprBuilder.constant(7);
     return 0;
+}
+
+bool DimOpsPlugin::supportsFormat(
+    int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t /*nbInputs*/, int32_t /*nbOutputs*/) const
+{
+    return inOut[pos].desc.format == nvinfer1::TensorFormat::kLINEAR
+           && inOut[pos].desc.type == nvinfer1::DataType::kFLOAT;
+}
+
+cudaError_t DimOpsPlugin::run(nvinfer1::PluginTensorDesc const* /*inputDesc*/,
+    nvinfer1::PluginTensorDesc const* /*outputDesc*/, void const* const* /*inputs*/, void* const* /*outputs*/,
+    void* /*workspace*/, cudaStream_t /*stream*/) const
+{
+    return cudaSuccess;
 }
 
 // ------------------------------------------------------------------------------------------ registration

@@ -72,7 +72,8 @@ class ScalePlugin : public tp::PluginBase<ScalePlugin<F>>
 public:
     static constexpr char const* kNAME = scaleName(F);
     static constexpr char const* kVERSION = "1";
-    static constexpr int32_t kNB_OUTPUTS = 1;
+    static constexpr std::array<char const*, 1> kINPUTS{"x"};
+    static constexpr std::array<char const*, 1> kOUTPUTS{"y"};
     static constexpr std::array<int32_t, 2> kTACTICS{1, 2};
 
     explicit ScalePlugin(float scale)
@@ -82,31 +83,14 @@ public:
     ScalePlugin(ScalePlugin const& other);
     ~ScalePlugin() override;
 
-    static std::vector<tp::FieldDesc> const& fieldDescs();
-    static ScalePlugin* create(tp::FieldReader const& fields, nvinfer1::TensorRTPhase phase);
+    TTP_PLUGIN_INTERFACE(ScalePlugin);
     std::vector<double> fieldValues() const
     {
         return {F == Fault::kSERIALIZE_CHANGES_FIELD ? 2.0 * *mScale : *mScale};
     }
 
-    int32_t outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
-        int32_t nbInputs) const;
-    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
-        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder);
-    bool supportsFormat(
-        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) const;
     void configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs);
-    size_t workspaceSize(
-        nvinfer1::DynamicPluginTensorDesc const*, int32_t, nvinfer1::DynamicPluginTensorDesc const*, int32_t) const
-    {
-        return 0;
-    }
-    void shapeChange(nvinfer1::PluginTensorDesc const*, int32_t, nvinfer1::PluginTensorDesc const*, int32_t) const
-    {
-    }
-    cudaError_t run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
 
     int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
         int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
@@ -126,7 +110,8 @@ class PositivesPlugin : public tp::PluginBase<PositivesPlugin<F>>
 public:
     static constexpr char const* kNAME = F == Fault::kNONE ? "Positives" : scaleName(F);
     static constexpr char const* kVERSION = "1";
-    static constexpr int32_t kNB_OUTPUTS = 2;
+    static constexpr std::array<char const*, 1> kINPUTS{"x"};
+    static constexpr std::array<char const*, 2> kOUTPUTS{"values", "count"};
     static constexpr std::array<int32_t, 0> kTACTICS{};
 
     explicit PositivesPlugin(float threshold)
@@ -134,31 +119,11 @@ public:
     {
     }
 
-    static std::vector<tp::FieldDesc> const& fieldDescs();
-    static PositivesPlugin* create(tp::FieldReader const& fields, nvinfer1::TensorRTPhase phase);
+    TTP_PLUGIN_INTERFACE(PositivesPlugin);
     std::vector<double> fieldValues() const
     {
         return {mThreshold};
     }
-
-    int32_t outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
-        int32_t nbInputs) const;
-    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
-        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder);
-    bool supportsFormat(
-        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) const;
-    void configure(nvinfer1::DynamicPluginTensorDesc const*, int32_t nbInputs, nvinfer1::DynamicPluginTensorDesc const*,
-        int32_t nbOutputs) const;
-    size_t workspaceSize(
-        nvinfer1::DynamicPluginTensorDesc const*, int32_t, nvinfer1::DynamicPluginTensorDesc const*, int32_t) const
-    {
-        return 0;
-    }
-    void shapeChange(nvinfer1::PluginTensorDesc const*, int32_t, nvinfer1::PluginTensorDesc const*, int32_t) const
-    {
-    }
-    cudaError_t run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
 
 private:
     float mThreshold;
@@ -169,45 +134,14 @@ class DimOpsPlugin : public tp::PluginBase<DimOpsPlugin>
 public:
     static constexpr char const* kNAME = "DimOps";
     static constexpr char const* kVERSION = "1";
-    static constexpr int32_t kNB_OUTPUTS = 2;
+    static constexpr std::array<char const*, 1> kINPUTS{"x"};
+    static constexpr std::array<char const*, 2> kOUTPUTS{"a", "b"};
     static constexpr std::array<int32_t, 0> kTACTICS{};
 
-    static std::vector<tp::FieldDesc> const& fieldDescs();
-    static DimOpsPlugin* create(tp::FieldReader const&, nvinfer1::TensorRTPhase)
-    {
-        return new DimOpsPlugin();
-    }
+    TTP_PLUGIN_INTERFACE(DimOpsPlugin);
     std::vector<double> fieldValues() const
     {
         return {};
-    }
-
-    int32_t outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
-        int32_t nbInputs) const;
-    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
-        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder);
-    bool supportsFormat(
-        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) const
-    {
-        return inOut[pos].desc.format == nvinfer1::TensorFormat::kLINEAR
-               && inOut[pos].desc.type == nvinfer1::DataType::kFLOAT;
-    }
-    void configure(
-        nvinfer1::DynamicPluginTensorDesc const*, int32_t, nvinfer1::DynamicPluginTensorDesc const*, int32_t) const
-    {
-    }
-    size_t workspaceSize(
-        nvinfer1::DynamicPluginTensorDesc const*, int32_t, nvinfer1::DynamicPluginTensorDesc const*, int32_t) const
-    {
-        return 0;
-    }
-    void shapeChange(nvinfer1::PluginTensorDesc const*, int32_t, nvinfer1::PluginTensorDesc const*, int32_t) const
-    {
-    }
-    cudaError_t run(nvinfer1::PluginTensorDesc const*, nvinfer1::PluginTensorDesc const*, void const* const*,
-        void* const*, void*, cudaStream_t) const
-    {
-        return cudaSuccess;
     }
 };
 
