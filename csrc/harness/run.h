@@ -121,6 +121,9 @@ private:
     // Calls fn trapped, attributing log lines to `method`; an escaping exception is a violation. False if trapped.
     template <typename F>
     bool call(char const* method, F&& fn);
+    // call() for a method returning a C string: a copy taken while trapped, or null where it returned nullptr.
+    template <typename F>
+    json::Value callForString(char const* method, F&& fn);
     json::Value logSince(size_t start) const;
 
     // ---- build phase (run_build.cpp)

@@ -998,6 +998,20 @@ void Run::configure()
     mResult.set("configured", std::move(chosen));
 }
 
+template <typename F>
+json::Value Run::callForString(char const* method, F&& fn)
+{
+    char const* text = nullptr;
+    std::string copy; // taken inside the trap: a bad pointer faults there
+    call(method,
+        [&]
+        {
+            text = fn();
+            copy = text != nullptr ? text : "";
+        });
+    return text != nullptr ? json::Value(copy) : json::Value();
+}
+
 void Run::tacticQueries()
 {
     int32_t count = 0;
@@ -1033,24 +1047,8 @@ void Run::tacticQueries()
         }
     }
     mResult.set("tactics", json::Value::arrayOf(mValidTactics));
-    char const* id = nullptr;
-    std::string timingId;
-    call("getTimingCacheID",
-        [&]
-        {
-            id = mBuild.build->getTimingCacheID();
-            timingId = id != nullptr ? id : "";
-        });
-    mResult.set("timing_cache_id", id != nullptr ? json::Value(timingId) : json::Value());
-    char const* metadata = nullptr;
-    std::string metadataCopy;
-    call("getMetadataString",
-        [&]
-        {
-            metadata = mBuild.build->getMetadataString();
-            metadataCopy = metadata != nullptr ? metadata : "";
-        });
-    mResult.set("metadata", metadata != nullptr ? json::Value(metadataCopy) : json::Value());
+    mResult.set("timing_cache_id", callForString("getTimingCacheID", [&] { return mBuild.build->getTimingCacheID(); }));
+    mResult.set("metadata", callForString("getMetadataString", [&] { return mBuild.build->getMetadataString(); }));
 
     if (mRequest.tactics)
     {

@@ -17,6 +17,18 @@ std::string bytesStr(int64_t bytes)
     return std::to_string(bytes) + " bytes";
 }
 
+// One guarded buffer per output desc, filled with the pattern, and the pointers enqueue takes.
+void allocateOutputs(nvinfer1::PluginTensorDesc const* outputDescs, int32_t nbOutputs,
+    std::vector<GuardedBuffer>& outputs, std::vector<void*>& outputPtrs)
+{
+    for (int32_t o = 0; o < nbOutputs; ++o)
+    {
+        nvinfer1::PluginTensorDesc const& d = outputDescs[o];
+        outputs.emplace_back(storageBytes(d.type, volume(d.dims)));
+        outputPtrs.push_back(outputs.back().data());
+    }
+}
+
 } // namespace
 
 bool Run::canExecute()
@@ -123,12 +135,7 @@ Execution Run::execute(Handles const& h, std::string const& phase, int32_t tacti
     }
     std::vector<GuardedBuffer> outputs;
     std::vector<void*> outputPtrs;
-    for (int32_t o = 0; o < mNbOutputs; ++o)
-    {
-        nvinfer1::PluginTensorDesc const& d = descs[nbInputs + o];
-        outputs.emplace_back(storageBytes(d.type, volume(d.dims)));
-        outputPtrs.push_back(outputs.back().data());
-    }
+    allocateOutputs(descs.data() + nbInputs, mNbOutputs, outputs, outputPtrs);
     GuardedBuffer workspace(mWorkspaceSize);
     auto enqueue = [&]
     {
@@ -439,12 +446,7 @@ json::Value Run::bench()
     }
     std::vector<GuardedBuffer> outputs;
     std::vector<void*> outputPtrs;
-    for (int32_t o = 0; o < mNbOutputs; ++o)
-    {
-        nvinfer1::PluginTensorDesc const& d = descs[nbInputs + o];
-        outputs.emplace_back(storageBytes(d.type, volume(d.dims)));
-        outputPtrs.push_back(outputs.back().data());
-    }
+    allocateOutputs(descs.data() + nbInputs, mNbOutputs, outputs, outputPtrs);
     GuardedBuffer workspace(mWorkspaceSize);
     std::vector<cudaEvent_t> events(2 * static_cast<size_t>(std::max(mRequest.benchIters, 0)));
     for (cudaEvent_t& e : events)
