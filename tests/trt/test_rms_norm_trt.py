@@ -1,5 +1,6 @@
 """rms_norm inside TensorRT engines built by Torch-TensorRT (needs a GPU with TensorRT)."""
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -83,8 +84,8 @@ def test_engine_saved_and_loaded_in_fresh_process(tmp_path):
     assert "fresh-process-ok" in result.stdout, result.stderr[-4000:]
 
 
-def test_plugins_to_serialize_makes_plan_self_contained(tmp_path):
-    """A plain TensorRT plan built with our library in plugins_to_serialize runs with no Python loader."""
+def _build_plan(path, serialize_library: bool):
+    """A plain TensorRT plan holding one RMSNorm plugin layer (dynamic rows, hidden 256, fp16)."""
     import tensorrt as trt
     from torchtrt_plugins.converters import create_plugin, plan
 
@@ -98,13 +99,34 @@ def test_plugins_to_serialize_makes_plan_self_contained(tmp_path):
     layer = network.add_plugin_v3([x, w], [], plugin)
     network.mark_output(layer.get_output(0))
     config = builder.create_builder_config()
-    config.plugins_to_serialize = [library]
+    if serialize_library:
+        config.plugins_to_serialize = [library]
     profile = builder.create_optimization_profile()
     profile.set_shape("x", (1, 256), (8, 256), (64, 256))
     config.add_optimization_profile(profile)
     plan_bytes = builder.build_serialized_network(network, config)
     assert plan_bytes is not None
-    (tmp_path / "rms.plan").write_bytes(bytes(plan_bytes))
+    path.write_bytes(bytes(plan_bytes))
+    return library
+
+
+def test_trtexec_runs_the_plan_with_dynamic_plugins(tmp_path):
+    """Python-free deployment: trtexec loads our library with --dynamicPlugins and runs the engine."""
+    trtexec = shutil.which("trtexec")
+    if trtexec is None:
+        pytest.skip("trt tier: trtexec is not on PATH")
+    library = _build_plan(tmp_path / "rms.plan", serialize_library=False)
+    result = subprocess.run(
+        [trtexec, f"--loadEngine={tmp_path / 'rms.plan'}", f"--dynamicPlugins={library}", "--shapes=x:8x256"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0 and "PASSED" in result.stdout, (result.stdout + result.stderr)[-4000:]
+
+
+def test_plugins_to_serialize_makes_plan_self_contained(tmp_path):
+    """A plain TensorRT plan built with our library in plugins_to_serialize runs with no Python loader."""
+    _build_plan(tmp_path / "rms.plan", serialize_library=True)
     script = textwrap.dedent(
         f"""
         import tensorrt as trt, torch
