@@ -1,4 +1,4 @@
-"""Tier markers and their skip reasons.
+"""Tier markers and their skip reasons, and the fixtures every tier shares.
 
 Tests live in tests/<tier>/ and are marked with that tier automatically; a tier whose requirements
 are missing is skipped with a reason that says what is missing.
@@ -53,3 +53,14 @@ def pytest_collection_modifyitems(config, items):
                 if reason:
                     item.add_marker(pytest.mark.skip(reason=reason))
                 break
+
+
+@pytest.fixture(scope="session")
+def build():
+    """The plugin library, the harness and the broken test plugins (``_build.PluginBuild``), built once per change."""
+    from torchtrt_plugins import _build
+
+    try:
+        return _build.build_plugin_library()
+    except _build.BuildError as err:
+        pytest.fail(f"plugin library and harness must build on every machine with nvcc and the TensorRT headers: {err}")

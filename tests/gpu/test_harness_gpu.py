@@ -7,10 +7,10 @@ import torch
 from torchtrt_plugins.converters import plan
 
 import torchtrt_plugins
-from torchtrt_plugins import _build
 from torchtrt_plugins.ops import rms_norm
 from torchtrt_plugins.testing import bench_enqueue
 from torchtrt_plugins.testing import harness as H
+from torchtrt_plugins.testing.fixtures import rms_norm_eager, rms_norm_inputs
 from torchtrt_plugins.testing.runner import run_graph
 
 SPEC = torchtrt_plugins.get("rms_norm").spec
@@ -19,41 +19,20 @@ SHAPES = [(1, 1), (3, 7), (5, 123, 123), (8, 4096), (2, 16384)]
 TACTICS = [0] + [t.value for t in SPEC.tactics]
 
 
-@pytest.fixture(scope="module")
-def build():
-    try:
-        return _build.build_plugin_library()
-    except _build.BuildError as err:
-        pytest.fail(f"plugin library and harness must build: {err}")
-
-
-def _inputs(shape, dtype, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    x = torch.randn(shape, device="cuda", generator=g).to(dtype)
-    w = (1 + 0.1 * torch.randn(shape[-1], device="cuda", generator=g)).to(dtype)
-    return x, w
-
-
-def _eager(x, w, eps, tactic):
-    if tactic == 0:
-        return torch.ops.torchtrt.rms_norm(x, w, eps)
-    return torch.ops.torchtrt.rms_norm_tactic(x, w, eps, tactic=tactic)
-
-
 def _check_against_eager(result, x, w, eps):
     tol = SPEC.tolerance(x.dtype)
     for phase in ("build", "runtime"):
         for tactic in TACTICS:
             (y,) = result.outputs(tactic, phase)
             assert y.shape == x.shape and y.dtype == x.dtype and y.is_cuda
-            torch.testing.assert_close(y, _eager(x, w, eps, tactic), atol=tol.atol, rtol=tol.rtol)
+            torch.testing.assert_close(y, rms_norm_eager(x, w, eps, tactic), atol=tol.atol, rtol=tol.rtol)
             torch.testing.assert_close(y, rms_norm.reference(x, w, eps), atol=tol.atol, rtol=tol.rtol)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_rms_norm_every_tactic_matches_eager(build, shape, dtype):
-    x, w = _inputs(shape, dtype)
+    x, w = rms_norm_inputs(shape, dtype)
     result = H.run_call(plan(SPEC, (x, w, 1e-6)), x, w, library=build.library)
     result.assert_conformant()
     assert result.enqueue_skipped is None
@@ -64,7 +43,7 @@ def test_rms_norm_every_tactic_matches_eager(build, shape, dtype):
 
 
 def test_rms_norm_dynamic_dims(build):
-    x, w = _inputs((6, 10, 256), torch.float16, seed=1)
+    x, w = rms_norm_inputs((6, 10, 256), torch.float16, seed=1)
     profile = [((1, 1, 256), (4, 8, 256), (16, 32, 256)), None]
     result = H.run_call(plan(SPEC, (x, w, 1e-5)), x, w, library=build.library, profile=profile)
     result.assert_conformant()
@@ -74,7 +53,7 @@ def test_rms_norm_dynamic_dims(build):
 
 
 def test_rms_norm_serialization_round_trip_reproduces_outputs(build):
-    x, w = _inputs((33, 1000), torch.bfloat16, seed=2)
+    x, w = rms_norm_inputs((33, 1000), torch.bfloat16, seed=2)
     result = H.run_call(plan(SPEC, (x, w, 1e-3)), x, w, library=build.library)
     result.assert_conformant()
     assert result.runtime_fields == result.serialized_fields
@@ -83,7 +62,7 @@ def test_rms_norm_serialization_round_trip_reproduces_outputs(build):
 
 
 def test_rms_norm_inputs_are_not_touched(build):
-    x, w = _inputs((4, 64), torch.float32, seed=3)
+    x, w = rms_norm_inputs((4, 64), torch.float32, seed=3)
     x0, w0 = x.clone(), w.clone()
     H.run_call(plan(SPEC, (x, w, 1e-6)), x, w, library=build.library).assert_conformant()
     assert torch.equal(x, x0) and torch.equal(w, w0)
@@ -176,7 +155,7 @@ def test_graph_runner_on_a_symbolically_traced_module(build):
 
 @pytest.mark.parametrize("tactic", TACTICS)
 def test_bench_enqueue(build, tactic):
-    x, w = _inputs((64, 1024), torch.bfloat16)
+    x, w = rms_norm_inputs((64, 1024), torch.bfloat16)
     times = bench_enqueue("rms_norm", [x, w], tactic=tactic, iters=20, warmup=3, fields={"eps": 1e-5})
     assert len(times) == 20 and all(t > 0 for t in times)
     times = bench_enqueue(plan(SPEC, (x, w, 1e-5)), [x, w], tactic=tactic, iters=5)

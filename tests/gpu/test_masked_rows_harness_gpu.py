@@ -5,24 +5,17 @@ empty, full and random masks; build and runtime plugins agree; zero violations."
 import pytest
 import torch
 
-from torchtrt_plugins import _build, converters
+from torchtrt_plugins import converters
 from torchtrt_plugins.ops import masked_rows
 from torchtrt_plugins.testing import harness as H
+from torchtrt_plugins.testing.fixtures import cuda_generator
 
 SPEC = masked_rows.SPEC
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64]
 
 
-@pytest.fixture(scope="module")
-def build():
-    try:
-        return _build.build_plugin_library()
-    except _build.BuildError as err:
-        pytest.fail(f"plugin library and harness must build: {err}")
-
-
 def _case(rows, row_shape, dtype, kind, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
+    g = cuda_generator(seed)
     x = (torch.randn((rows, *row_shape), device="cuda", generator=g) * 100).to(dtype)
     if kind == "random":
         mask = torch.rand(rows, device="cuda", generator=g) < 0.5

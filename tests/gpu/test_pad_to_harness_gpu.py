@@ -4,26 +4,14 @@ every dtype, pad and crop, sizes from fields and from shape inputs, serializatio
 import pytest
 import torch
 
-from torchtrt_plugins import _build, converters
+from torchtrt_plugins import converters
 from torchtrt_plugins.ops import pad_to
 from torchtrt_plugins.testing import harness as H
+from torchtrt_plugins.testing.fixtures import cuda_randn
 
 SPEC = pad_to.SPEC
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8]
 CASES = [((2, 3, 13, 21), (16, 17)), ((1, 2, 16, 16), (9, 40)), ((3, 1, 5, 64), (5, 64)), ((1, 1, 7, 9), (0, 3))]
-
-
-@pytest.fixture(scope="module")
-def build():
-    try:
-        return _build.build_plugin_library()
-    except _build.BuildError as err:
-        pytest.fail(f"plugin library and harness must build: {err}")
-
-
-def _input(shape, dtype, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    return (torch.randn(shape, device="cuda", generator=g) * 50).to(dtype)
 
 
 def _check(result, x, size, value):
@@ -39,14 +27,14 @@ def _check(result, x, size, value):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape, size", CASES, ids=str)
 def test_constant_sizes_match_eager(build, shape, size, dtype):
-    x = _input(shape, dtype)
+    x = cuda_randn(shape, dtype, scale=50)
     result = H.run_call(converters.plan(SPEC, (x, *size, -3.0), {}), x, library=build.library)
     _check(result, x, size, -3.0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.int8])
 def test_shape_inputs_match_eager(build, dtype):
-    x = _input((2, 3, 13, 21), dtype, seed=1)
+    x = cuda_randn((2, 3, 13, 21), dtype, seed=1, scale=50)
     height = H.ShapeArg((9,), min=(1,), opt=(9,), max=(64,))
     width = H.ShapeArg((40,), min=(1,), opt=(24,), max=(64,))
     call = converters.plan(SPEC, (x, height, width, 5.0), {}, is_symbolic=lambda v: isinstance(v, H.ShapeArg))
@@ -58,7 +46,7 @@ def test_shape_inputs_match_eager(build, dtype):
 
 
 def test_inputs_are_not_touched(build):
-    x = _input((2, 4, 31, 33), torch.bfloat16, seed=2)
+    x = cuda_randn((2, 4, 31, 33), torch.bfloat16, seed=2, scale=50)
     x0 = x.clone()
     H.run_call(converters.plan(SPEC, (x, 40, 20), {}), x, library=build.library).assert_conformant()
     assert torch.equal(x, x0)

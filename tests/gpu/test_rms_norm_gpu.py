@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from torchtrt_plugins.ops import rms_norm
+from torchtrt_plugins.testing.fixtures import rms_norm_eager, rms_norm_inputs
 
 SPEC = rms_norm.SPEC
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -26,25 +27,12 @@ SHAPES = [
 TACTICS = [0] + [t.value for t in SPEC.tactics]
 
 
-def _inputs(shape, dtype, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    x = torch.randn(shape, device="cuda", dtype=torch.float32, generator=g).to(dtype)
-    w = (1 + 0.1 * torch.randn(shape[-1], device="cuda", generator=g)).to(dtype)
-    return x, w
-
-
-def _run(x, w, eps, tactic):
-    if tactic == 0:
-        return torch.ops.torchtrt.rms_norm(x, w, eps)
-    return torch.ops.torchtrt.rms_norm_tactic(x, w, eps, tactic=tactic)
-
-
 @pytest.mark.parametrize("tactic", TACTICS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_matches_reference(shape, dtype, tactic):
-    x, w = _inputs(shape, dtype)
-    y = _run(x, w, 1e-6, tactic)
+    x, w = rms_norm_inputs(shape, dtype)
+    y = rms_norm_eager(x, w, 1e-6, tactic)
     tol = SPEC.tolerance(dtype)
     assert y.shape == x.shape and y.dtype == dtype
     torch.testing.assert_close(y, rms_norm.reference(x, w, 1e-6), atol=tol.atol, rtol=tol.rtol)
@@ -52,13 +40,13 @@ def test_matches_reference(shape, dtype, tactic):
 
 @pytest.mark.parametrize("tactic", TACTICS)
 def test_non_contiguous_and_unaligned_inputs(tactic):
-    base, w = _inputs((64, 130), torch.float16)
+    base, w = rms_norm_inputs((64, 130), torch.float16)
     x = base[:, 1:129]  # non-contiguous, misaligned rows
-    y = _run(x, w[:128].contiguous(), 1e-5, tactic)
+    y = rms_norm_eager(x, w[:128].contiguous(), 1e-5, tactic)
     torch.testing.assert_close(y, rms_norm.reference(x, w[:128], 1e-5), atol=2e-3, rtol=2e-3)
     xt = torch.randn(256, 32, device="cuda").t()  # transposed
     wt = torch.randn(256, device="cuda")
-    torch.testing.assert_close(_run(xt, wt, 1e-5, tactic), rms_norm.reference(xt, wt, 1e-5))
+    torch.testing.assert_close(rms_norm_eager(xt, wt, 1e-5, tactic), rms_norm.reference(xt, wt, 1e-5))
 
 
 def test_eps_matters():
@@ -69,7 +57,7 @@ def test_eps_matters():
 
 
 def test_runs_on_current_stream():
-    x, w = _inputs((512, 1024), torch.bfloat16)
+    x, w = rms_norm_inputs((512, 1024), torch.bfloat16)
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         y = torch.ops.torchtrt.rms_norm(x, w)
@@ -79,13 +67,13 @@ def test_runs_on_current_stream():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_opcheck(dtype):
-    x, w = _inputs((4, 33), dtype)
+    x, w = rms_norm_inputs((4, 33), dtype)
     torch.library.opcheck(torch.ops.torchtrt.rms_norm.default, (x, w, 1e-5))
     torch.library.opcheck(torch.ops.torchtrt.rms_norm_tactic.default, (x, w, 1e-5), {"tactic": 2})
 
 
 def test_errors_name_op_and_argument():
-    x, w = _inputs((4, 32), torch.float32)
+    x, w = rms_norm_inputs((4, 32), torch.float32)
     with pytest.raises(Exception, match=r"rms_norm: argument 'weight' must have shape \(32,\)"):
         torch.ops.torchtrt.rms_norm(x, w[:16])
     with pytest.raises(Exception, match="argument 'eps' must be a float > 0"):

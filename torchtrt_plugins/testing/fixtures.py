@@ -1,0 +1,31 @@
+"""Inputs and eager references the test tiers share (CUDA tensors from seeded generators, so every tier and
+rerun sees the same values)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def cuda_generator(seed: int = 0) -> torch.Generator:
+    return torch.Generator(device="cuda").manual_seed(seed)
+
+
+def cuda_randn(shape, dtype: torch.dtype, seed: int = 0, *, scale: float = 1.0) -> torch.Tensor:
+    """Normal values times ``scale`` (wide enough to survive an integer ``dtype``), then cast to ``dtype``."""
+    x = torch.randn(shape, device="cuda", generator=cuda_generator(seed))
+    return (x if scale == 1.0 else x * scale).to(dtype)
+
+
+def rms_norm_inputs(shape, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` of ``shape`` and a weight near 1 for its last dimension, both ``dtype``."""
+    g = cuda_generator(seed)
+    x = torch.randn(shape, device="cuda", dtype=torch.float32, generator=g).to(dtype)
+    w = (1 + 0.1 * torch.randn(shape[-1], device="cuda", generator=g)).to(dtype)
+    return x, w
+
+
+def rms_norm_eager(x: torch.Tensor, w: torch.Tensor, eps: float, tactic: int = 0) -> torch.Tensor:
+    """The eager op; tactic 0 is its own heuristic, as in the plugin."""
+    if tactic == 0:
+        return torch.ops.torchtrt.rms_norm(x, w, eps)
+    return torch.ops.torchtrt.rms_norm_tactic(x, w, eps, tactic=tactic)
