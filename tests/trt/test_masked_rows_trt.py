@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from torchtrt_plugins.ops import masked_rows
+from torchtrt_plugins.testing.fixtures import assert_no_fallback, compile_trt
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -26,26 +27,14 @@ class Select(torch.nn.Module):
         return torch.ops.torchtrt.masked_rows(x, mask) + 1
 
 
-def _no_fallback(trt_module):
-    names = [n for n, _ in trt_module.named_children()]
-    assert any("_run_on_acc" in n for n in names), f"no TensorRT submodule in {names}"
-    assert not any("_run_on_gpu" in n for n in names), f"masked_rows fell back to PyTorch: {names}"
-
-
-def _compile(model, inputs):
-    import torch_tensorrt
-
-    return torch_tensorrt.compile(model, ir="dynamo", inputs=inputs, min_block_size=1, use_explicit_typing=True)
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_mask_from_data_dynamic_rows_and_length(dtype):
     import torch_tensorrt
 
     model = KeepPositive().cuda().to(dtype).eval()
     spec = torch_tensorrt.Input(min_shape=(1, 2, 16), opt_shape=(64, 5, 16), max_shape=(512, 9, 16), dtype=dtype)
-    trt_module = _compile(model, [spec])
-    _no_fallback(trt_module)
+    trt_module = compile_trt(model, [spec])
+    assert_no_fallback(trt_module, "masked_rows")
     tol = 1e-2 if dtype == torch.float32 else 5e-2
     for shape in ((1, 2, 16), (64, 5, 16), (512, 9, 16), (77, 3, 16)):
         x = torch.randn(shape, device="cuda", dtype=dtype)
@@ -64,8 +53,8 @@ def test_given_mask_exact(kind):
         torch_tensorrt.Input(min_shape=(1, 1, 1), opt_shape=(256, 4, 8), max_shape=(4096, 8, 16), dtype=torch.float32),
         torch_tensorrt.Input(min_shape=(1,), opt_shape=(256,), max_shape=(4096,), dtype=torch.bool),
     ]
-    trt_module = _compile(Select().eval(), inputs)
-    _no_fallback(trt_module)
+    trt_module = compile_trt(Select().eval(), inputs)
+    assert_no_fallback(trt_module, "masked_rows")
     for rows, row_shape in ((1, (1, 1)), (4096, (8, 16)), (1000, (3, 5))):
         x = torch.randn(rows, *row_shape, device="cuda")
         if kind == "random":

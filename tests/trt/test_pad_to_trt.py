@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from torchtrt_plugins.ops import pad_to
+from torchtrt_plugins.testing.fixtures import assert_no_fallback, compile_trt
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -27,18 +28,6 @@ class PadLike(torch.nn.Module):
         return torch.ops.torchtrt.pad_to(x + 1, *ref.shape[-2:], 0.5) + ref.mean(dim=(-2, -1), keepdim=True)
 
 
-def _no_fallback(trt_module):
-    names = [n for n, _ in trt_module.named_children()]
-    assert any("_run_on_acc" in n for n in names), f"no TensorRT submodule in {names}"
-    assert not any("_run_on_gpu" in n for n in names), f"pad_to fell back to PyTorch: {names}"
-
-
-def _compile(model, inputs):
-    import torch_tensorrt
-
-    return torch_tensorrt.compile(model, ir="dynamo", inputs=inputs, min_block_size=1, use_explicit_typing=True)
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_constant_size_dynamic_batch_and_spatial(dtype):
     import torch_tensorrt
@@ -47,8 +36,8 @@ def test_constant_size_dynamic_batch_and_spatial(dtype):
     spec = torch_tensorrt.Input(
         min_shape=(1, 4, 16, 16), opt_shape=(4, 4, 48, 40), max_shape=(8, 4, 64, 64), dtype=dtype
     )
-    trt_module = _compile(model, [spec])
-    _no_fallback(trt_module)
+    trt_module = compile_trt(model, [spec])
+    assert_no_fallback(trt_module, "pad_to")
     tol = 1e-2 if dtype == torch.float32 else 5e-2
     for shape in ((1, 4, 16, 16), (3, 4, 48, 40), (8, 4, 64, 64), (5, 4, 20, 63)):
         x = torch.randn(shape, device="cuda", dtype=dtype)
@@ -68,8 +57,8 @@ def test_shape_inputs_from_dynamic_dims(dtype):
         torch_tensorrt.Input(min_shape=(1, 3, 8, 8), opt_shape=(2, 3, 24, 24), max_shape=(4, 3, 32, 32), dtype=dtype),
         torch_tensorrt.Input(min_shape=(1, 1, 4, 4), opt_shape=(1, 1, 30, 20), max_shape=(1, 1, 48, 48), dtype=dtype),
     ]
-    trt_module = _compile(model, inputs)
-    _no_fallback(trt_module)
+    trt_module = compile_trt(model, inputs)
+    assert_no_fallback(trt_module, "pad_to")
     for x_shape, ref_shape in (
         ((1, 3, 8, 8), (1, 1, 48, 4)),
         ((4, 3, 32, 32), (1, 1, 4, 48)),
@@ -90,7 +79,7 @@ def test_plain_pad_is_exact_in_engine():
             return torch.ops.torchtrt.pad_to(x, 33, 17, 3.0)
 
     spec = torch_tensorrt.Input(min_shape=(1, 1, 1, 1), opt_shape=(2, 3, 20, 20), max_shape=(4, 8, 40, 40))
-    trt_module = _compile(Pad().eval(), [spec])
+    trt_module = compile_trt(Pad().eval(), [spec])
     for shape in ((1, 1, 1, 1), (4, 8, 40, 40), (2, 5, 33, 3)):
         x = torch.randn(shape, device="cuda")
         assert torch.equal(trt_module(x), pad_to.reference(x, 33, 17, 3.0))

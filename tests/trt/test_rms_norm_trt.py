@@ -10,6 +10,7 @@ import torch
 
 import torchtrt_plugins
 from torchtrt_plugins.ops import rms_norm
+from torchtrt_plugins.testing.fixtures import assert_no_fallback, compile_trt
 
 
 class Block(torch.nn.Module):
@@ -32,21 +33,11 @@ def _dynamic_input(dtype):
     return torch_tensorrt.Input(min_shape=(1, 7, 512), opt_shape=(4, 7, 512), max_shape=(16, 7, 512), dtype=dtype)
 
 
-def _engine_has_our_plugin_and_no_fallback(trt_module):
-    names = [n for n, _ in trt_module.named_children()]
-    assert any("_run_on_acc" in n for n in names), f"no TensorRT submodule in {names}"
-    assert not any("_run_on_gpu" in n for n in names), f"rms_norm fell back to PyTorch: {names}"
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_torch_tensorrt_compile_dynamic_batch(dtype):
-    import torch_tensorrt
-
     model = _model(dtype)
-    trt_module = torch_tensorrt.compile(
-        model, ir="dynamo", inputs=[_dynamic_input(dtype)], min_block_size=1, use_explicit_typing=True
-    )
-    _engine_has_our_plugin_and_no_fallback(trt_module)
+    trt_module = compile_trt(model, [_dynamic_input(dtype)])
+    assert_no_fallback(trt_module, "rms_norm")
     tol = rms_norm.SPEC.tolerance(dtype)
     for batch in (1, 5, 16):
         x = torch.randn(batch, 7, 512, device="cuda", dtype=dtype)

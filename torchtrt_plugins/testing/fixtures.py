@@ -29,3 +29,17 @@ def rms_norm_eager(x: torch.Tensor, w: torch.Tensor, eps: float, tactic: int = 0
     if tactic == 0:
         return torch.ops.torchtrt.rms_norm(x, w, eps)
     return torch.ops.torchtrt.rms_norm_tactic(x, w, eps, tactic=tactic)
+
+
+def compile_trt(model: torch.nn.Module, inputs: list) -> torch.nn.Module:
+    """``torch_tensorrt.compile`` (dynamo) with blocks of any size and the model's own dtypes (explicit typing)."""
+    import torch_tensorrt
+
+    return torch_tensorrt.compile(model, ir="dynamo", inputs=inputs, min_block_size=1, use_explicit_typing=True)
+
+
+def assert_no_fallback(trt_module: torch.nn.Module, op: str) -> None:
+    """The compiled module runs a TensorRT engine and no PyTorch submodule (``op`` did not fall back)."""
+    names = [n for n, _ in trt_module.named_children()]
+    assert any("_run_on_acc" in n for n in names), f"no TensorRT submodule in {names}"
+    assert not any("_run_on_gpu" in n for n in names), f"{op} fell back to PyTorch: {names}"
