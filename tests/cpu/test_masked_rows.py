@@ -8,6 +8,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbol
 import torchtrt_plugins
 from torchtrt_plugins import SpecError, converters
 from torchtrt_plugins.ops import masked_rows
+from torchtrt_plugins.testing.fixtures import GraphRecorder
 
 SPEC = masked_rows.SPEC
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64]
@@ -169,19 +170,15 @@ def test_validator_rejects_unsupported_dtypes():
 
 def test_compile_fullgraph_with_data_dependent_output(monkeypatch):
     monkeypatch.setattr(torch._dynamo.config, "capture_dynamic_output_shape_ops", True)
-    graphs = []
-
-    def backend(gm, inputs):
-        graphs.append(gm)
-        return gm
+    backend = GraphRecorder()
 
     model = _Select()
     compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=True)
     for rows, kind in ((16, "random"), (37, "all"), (9, "none")):
         x, mask = torch.randn(rows, 3), _mask(rows, kind)
         torch.testing.assert_close(compiled(x, mask), model(x, mask))
-    assert len(graphs) == 1
-    (node,) = _op_nodes(graphs[0])
+    assert len(backend.graphs) == 1
+    (node,) = _op_nodes(backend.graphs[0])
     _check_call(converters.plan(SPEC, node.args, node.kwargs), node.args[0], node.args[1])
 
 

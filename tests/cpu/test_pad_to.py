@@ -7,6 +7,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import torchtrt_plugins
 from torchtrt_plugins import SpecError, converters
 from torchtrt_plugins.ops import pad_to
+from torchtrt_plugins.testing.fixtures import GraphRecorder
 
 SPEC = pad_to.SPEC
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8]
@@ -202,19 +203,15 @@ def test_validator_rejects_unsupported_dtype():
 
 
 def test_compile_keeps_op_in_graph_with_dynamic_sizes():
-    graphs = []
-
-    def backend(gm, inputs):
-        graphs.append(gm)
-        return gm
+    backend = GraphRecorder()
 
     model = _PadLike()
     compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=True)
     for shape, ref in (((2, 3, 5, 7), (4, 6, 9, 8)), ((3, 5, 6, 2), (6, 4, 3, 10))):
         x, r = torch.randn(shape), torch.randn(ref)
         torch.testing.assert_close(compiled(x, r), model(x, r))
-    assert len(graphs) == 1  # one graph for every size
-    (node,) = _op_nodes(graphs[0])
+    assert len(backend.graphs) == 1  # one graph for every size
+    (node,) = _op_nodes(backend.graphs[0])
     assert [f.value for f in converters.plan(SPEC, node.args, node.kwargs).fields] == [-1, -1, 1.5]
 
 

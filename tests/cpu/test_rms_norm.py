@@ -8,6 +8,7 @@ from torchtrt_plugins.converters import plan, plan_node, validate_node
 import torchtrt_plugins
 from torchtrt_plugins import SpecError
 from torchtrt_plugins.ops import rms_norm
+from torchtrt_plugins.testing.fixtures import GraphRecorder
 
 SPEC = rms_norm.SPEC
 
@@ -132,17 +133,13 @@ def test_validator_rejects_unsupported_dtype():
 
 
 def test_compile_keeps_op_in_graph():
-    seen = []
-
-    def backend(gm, inputs):
-        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
-        return gm
+    backend = GraphRecorder()
 
     model = _Model()
     x = torch.randn(3, 16)
     out = torch.compile(model, backend=backend, fullgraph=True)(x)
     torch.testing.assert_close(out, model(x))
-    assert any("torchtrt.rms_norm" in s for s in seen)
+    assert any("torchtrt.rms_norm" in s for s in backend.targets)
 
 
 def test_public_api():

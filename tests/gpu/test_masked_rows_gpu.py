@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from torchtrt_plugins.ops import masked_rows
+from torchtrt_plugins.testing.fixtures import GraphRecorder
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64]
 # Rows of 1 byte-ish to 1 MB; counts around tile and warp-load boundaries; zero-size rows and inputs.
@@ -133,13 +134,7 @@ def capture_dynamic_output_shapes(monkeypatch):
 
 
 def test_compile_fullgraph_with_data_dependent_output(capture_dynamic_output_shapes):
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
-        from torch._inductor.compile_fx import compile_fx
-
-        return compile_fx(gm, example_inputs)
+    backend = GraphRecorder(inductor=True)
 
     def fn(x, mask):
         y = torch.ops.torchtrt.masked_rows(x * 2, mask)
@@ -151,7 +146,7 @@ def test_compile_fullgraph_with_data_dependent_output(capture_dynamic_output_sha
         torch._dynamo.mark_dynamic(x, 0)
         torch._dynamo.mark_dynamic(mask, 0)
         torch.testing.assert_close(compiled(x, mask), fn(x, mask), atol=2e-2, rtol=2e-2)
-    assert any("torchtrt.masked_rows" in s for s in seen)
+    assert any("torchtrt.masked_rows" in s for s in backend.targets)
 
 
 def test_compile_mask_from_data(capture_dynamic_output_shapes):

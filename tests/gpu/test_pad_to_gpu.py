@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from torchtrt_plugins.ops import pad_to
+from torchtrt_plugins.testing.fixtures import GraphRecorder
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8]
 # (B, C, H, W) -> (height, width): pad, crop, both, odd widths (scalar and narrower vector paths), empty sizes,
@@ -108,13 +109,7 @@ def test_error_for_wrong_rank_and_int8_value():
 
 def test_compile_fullgraph_with_sizes_from_another_tensor():
     """pad_to(x, *ref.shape[-2:]) with every size dynamic: one graph, the op fed by SymInts."""
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
-        from torch._inductor.compile_fx import compile_fx
-
-        return compile_fx(gm, example_inputs)
+    backend = GraphRecorder(inductor=True)
 
     def fn(x, ref):
         return torch.ops.torchtrt.pad_to(x * 2, *ref.shape[-2:], 3.0) + ref.mean()
@@ -127,7 +122,7 @@ def test_compile_fullgraph_with_sizes_from_another_tensor():
             for dim in range(t.dim()):
                 torch._dynamo.mark_dynamic(t, dim)
         torch.testing.assert_close(compiled(x, ref), fn(x, ref), atol=1e-2, rtol=1e-2)
-    assert any("torchtrt.pad_to" in s for s in seen)
+    assert any("torchtrt.pad_to" in s for s in backend.targets)
 
 
 def test_compile_fullgraph_constant_size_dynamic_batch():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from torchtrt_plugins.ops import rms_norm
-from torchtrt_plugins.testing.fixtures import rms_norm_eager, rms_norm_inputs
+from torchtrt_plugins.testing.fixtures import GraphRecorder, rms_norm_eager, rms_norm_inputs
 
 SPEC = rms_norm.SPEC
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -81,13 +81,7 @@ def test_errors_name_op_and_argument():
 
 
 def test_compile_fullgraph_keeps_op_dynamic():
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
-        from torch._inductor.compile_fx import compile_fx
-
-        return compile_fx(gm, example_inputs)
+    backend = GraphRecorder(inductor=True)
 
     w = torch.randn(256, device="cuda", dtype=torch.bfloat16)
 
@@ -98,4 +92,4 @@ def test_compile_fullgraph_keeps_op_dynamic():
     for rows in (3, 17, 64):
         x = torch.randn(rows, 256, device="cuda", dtype=torch.bfloat16)
         torch.testing.assert_close(compiled(x), fn(x), atol=1.6e-2, rtol=1.6e-2)
-    assert any("torchtrt.rms_norm" in s for s in seen)
+    assert any("torchtrt.rms_norm" in s for s in backend.targets)

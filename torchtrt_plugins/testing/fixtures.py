@@ -43,3 +43,22 @@ def assert_no_fallback(trt_module: torch.nn.Module, op: str) -> None:
     names = [n for n, _ in trt_module.named_children()]
     assert any("_run_on_acc" in n for n in names), f"no TensorRT submodule in {names}"
     assert not any("_run_on_gpu" in n for n in names), f"{op} fell back to PyTorch: {names}"
+
+
+class GraphRecorder:
+    """A ``torch.compile`` backend that keeps every graph it is handed (and the call targets in it, read on arrival)
+    and runs it as it is, or through inductor."""
+
+    def __init__(self, inductor: bool = False):
+        self.inductor = inductor
+        self.graphs: list[torch.fx.GraphModule] = []
+        self.targets: list[str] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs):
+        self.graphs.append(gm)
+        self.targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        if self.inductor:
+            from torch._inductor.compile_fx import compile_fx
+
+            return compile_fx(gm, example_inputs)
+        return gm
