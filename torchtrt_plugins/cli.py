@@ -181,6 +181,12 @@ def _environment_checks() -> list[Check]:
     return checks
 
 
+def _program_check(section: str, name: str, program: str, missing: str, detail: str, fix: str) -> Check:
+    """OK with the path where ``program`` is on PATH, else ``missing`` with its detail and fix."""
+    path = shutil.which(program)
+    return Check(section, name, OK, path) if path else Check(section, name, missing, detail, fix)
+
+
 def _toolchain_checks() -> list[Check]:
     section = "Toolchain (for `torchtrt-plugins build`)"
     nvcc = _build.nvcc_path()
@@ -189,24 +195,20 @@ def _toolchain_checks() -> list[Check]:
         if nvcc
         else Check(section, "nvcc", MISSING, "not found", "install the CUDA toolkit, or set CUDA_HOME to it")
     ]
-    cmake = shutil.which("cmake")
-    checks.append(
-        Check(section, "cmake", OK, cmake)
-        if cmake
-        else Check(section, "cmake", MISSING, "not found", "pip install cmake")
-    )
-    ninja = shutil.which("ninja")
-    checks.append(
-        Check(section, "ninja", OK, ninja)
-        if ninja
-        else Check(section, "ninja", OPTIONAL, "not found (builds use make)", "pip install ninja for faster builds")
-    )
-    cxx = shutil.which(os.environ.get("CXX", "c++"))
-    checks.append(
-        Check(section, "C++ compiler", OK, cxx)
-        if cxx
-        else Check(section, "C++ compiler", MISSING, "not found", "install g++ (apt-get install g++)")
-    )
+    checks += [
+        _program_check(section, "cmake", "cmake", MISSING, "not found", "pip install cmake"),
+        _program_check(
+            section, "ninja", "ninja", OPTIONAL, "not found (builds use make)", "pip install ninja for faster builds"
+        ),
+        _program_check(
+            section,
+            "C++ compiler",
+            os.environ.get("CXX", "c++"),
+            MISSING,
+            "not found",
+            "install g++ (apt-get install g++)",
+        ),
+    ]
     checks.append(Check(section, "CUDA architectures", INFO, f"sm_{_build.cuda_archs()} (TORCHTRT_PLUGINS_CUDA_ARCHS)"))
     return checks
 
