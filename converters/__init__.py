@@ -10,12 +10,23 @@ import importlib
 
 from .. import spec as spec_mod
 from . import _factory
-from ._factory import PluginCall, create_plugin, emit, field_collection, make_converter, plan, plan_node, validate_node
+from ._factory import (
+    PluginCall,
+    create_plugin,
+    emit,
+    entry_for_target,
+    field_collection,
+    make_converter,
+    plan,
+    plan_node,
+    validate_node,
+)
 
 __all__ = [
     "PluginCall",
     "create_plugin",
     "emit",
+    "entry_for_target",
     "field_collection",
     "make_converter",
     "plan",

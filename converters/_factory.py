@@ -131,9 +131,9 @@ def plan(
 
 
 def entry_for_target(target: Any) -> spec_mod.OpEntry | None:
-    """The op entry whose torch op (any overload) is ``target``, or None."""
+    """The op entry whose torch op (an overload, or the packet ``symbolic_trace`` records) is ``target``, or None."""
     name = getattr(target, "name", None)
-    qualname = name() if callable(name) else None
+    qualname = name() if callable(name) else getattr(target, "_qualified_op_name", None)
     if not qualname or not qualname.startswith(f"{spec_mod.NAMESPACE}::"):
         return None
     op_name = qualname.split("::", 1)[1].split(".", 1)[0]

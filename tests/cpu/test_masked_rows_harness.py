@@ -1,6 +1,8 @@
 """The MaskedRows plugin in the conformance harness without a GPU: the size tensor (0-D INT32, opt N/2, upper N),
 output shapes for min/opt/max, the format table (INT32 mask, no BOOL), workspace, serialization."""
 
+import dataclasses
+
 import torch
 
 from torchtrt_plugins import converters
@@ -10,11 +12,16 @@ from torchtrt_plugins.testing import harness as H
 SPEC = masked_rows.SPEC
 
 
-def run(build, rows=100, row_shape=(3, 5), dtype=torch.float32, mask_dtype=torch.int32, max_rows=1000, **kwargs):
+def run(
+    build, rows=100, row_shape=(3, 5), dtype=torch.float32, mask_dtype=torch.int32, max_rows=1000, casts=True, **kwargs
+):
+    """``casts=False`` drops the converter's input casts: the plugin then sees the mask dtype as given."""
     x = H.TensorArg((rows, *row_shape), dtype)
     mask = H.TensorArg((rows,), mask_dtype)
     profile = [((1, *row_shape), (rows, *row_shape), (max_rows, *row_shape)), ((1,), (rows,), (max_rows,))]
     call = converters.plan(SPEC, (x, mask), {})
+    if not casts:
+        call = dataclasses.replace(call, input_casts=[None] * len(call.input_casts))
     return H.run_call(call, x, mask, library=build.library, enqueue=False, profile=profile, **kwargs)
 
 
@@ -49,7 +56,7 @@ def test_format_table_takes_an_int32_mask(build):
 
 
 def test_a_bool_mask_is_refused_with_the_reason(build):
-    result = run(build, mask_dtype=torch.bool)
+    result = run(build, mask_dtype=torch.bool, casts=False)
     assert result.stopped and "getOutputDataTypes" in result.stopped
     assert (
         "input 'mask' must be INT32 (plugins take no BOOL inputs: cast the mask first), got BOOL" in result.log_text()
@@ -68,3 +75,13 @@ def test_mismatched_mask_length_is_an_error(build):
     result = H.run_call(converters.plan(SPEC, (x, mask), {}), x, mask, library=build.library, enqueue=False)
     assert result.stopped or result.errors
     assert "input 'mask' must have shape (10)" in result.log_text()
+
+
+def test_run_call_casts_inputs_like_the_converter(build):
+    """run_call applies the plan's input casts (the converter's cast layer): a torch bool mask reaches the plugin
+    as INT32 (with casts=False the same call stops at getOutputDataTypes, test above)."""
+    assert converters.plan(SPEC, (H.TensorArg((4, 2)), H.TensorArg((4,), torch.bool)), {}).input_casts == [
+        None,
+        torch.int32,
+    ]
+    run(build, mask_dtype=torch.bool).assert_conformant()

@@ -145,3 +145,11 @@ def test_compile_keeps_op_in_graph():
 def test_public_api():
     assert torchtrt_plugins.get("rms_norm").spec is SPEC
     assert "rms_norm" in [e.spec.name for e in torchtrt_plugins.all_ops()]
+
+
+def test_entry_for_target_accepts_overloads_and_packets():
+    from torchtrt_plugins.converters import entry_for_target
+
+    assert entry_for_target(torch.ops.torchtrt.rms_norm.default).spec is SPEC
+    assert entry_for_target(torch.ops.torchtrt.rms_norm).spec is SPEC  # what symbolic_trace records
+    assert entry_for_target(torch.ops.aten.add.Tensor) is None

@@ -360,11 +360,11 @@ def _prepare_inputs(inputs: Sequence[Any], enqueue: bool | None) -> tuple[list[A
     return prepared, True, device
 
 
-def _tensor(buffers: list[torch.Tensor], out: dict) -> torch.Tensor:
+def _tensor(buffers: list[torch.Tensor], out: dict, device: torch.device | None) -> torch.Tensor:
     dims = [int(d) for d in out["dims"]]
     dtype = _DTYPES.get(out["dtype"])
     index = out.get("buffer", -1)
-    device = buffers[0].device if buffers else "cpu"
+    device = device or (buffers[0].device if buffers else "cpu")  # empty outputs stay on the inputs' device
     if dtype is None:
         raise HarnessError(f"output dtype {out['dtype']} has no torch dtype")
     count = math.prod(dims)
@@ -379,12 +379,12 @@ def _combination(rows: Any) -> tuple[tuple[str, str], ...]:
     return tuple((str(t), str(f)) for t, f in rows)
 
 
-def _result(reply: dict, plugin: str, buffers: list[torch.Tensor]) -> HarnessResult:
+def _result(reply: dict, plugin: str, buffers: list[torch.Tensor], device: torch.device | None = None) -> HarnessResult:
     if "fatal" in reply:
         raise HarnessError(f"harness: {reply['fatal']}")
     runs = []
     for r in reply.get("runs", []):
-        outputs = [_tensor(buffers, out) for out in r.get("outputs", [])] if r.get("status") == "ok" else []
+        outputs = [_tensor(buffers, out, device) for out in r.get("outputs", [])] if r.get("status") == "ok" else []
         runs.append(
             RunRecord(
                 phase=r["phase"],
@@ -514,7 +514,7 @@ def run_plugin(
     else:
         raw = lib.ttp_harness_run(json.dumps(request).encode(), callback, None)
     reply = _decode(lib, raw)
-    return _result(reply, f"{namespace}::{name} v{version}", buffers)
+    return _result(reply, f"{namespace}::{name} v{version}", buffers, device)
 
 
 def _decode(lib: ctypes.CDLL, raw: int | None) -> dict:
@@ -530,12 +530,18 @@ def _call_inputs(call: Any, inputs: Sequence[Any]) -> list[Any]:
     chosen = list(inputs) if inputs else list(call.tensor_inputs)
     if len(chosen) != len(call.tensor_inputs):
         raise HarnessError(f"{call.op}: the plugin takes {len(call.tensor_inputs)} tensor inputs, got {len(chosen)}")
+    casts = list(getattr(call, "input_casts", None) or [None] * len(chosen))
     for i, value in enumerate(chosen):
         if isinstance(value, torch.fx.Node):
             meta = value.meta.get("val")
             if not isinstance(meta, torch.Tensor):
                 raise HarnessError(f"{call.op}: input {i} is an FX node without a tensor value; pass the tensors")
-            chosen[i] = TensorArg(tuple(int(d) for d in meta.shape), meta.dtype)
+            value = chosen[i] = TensorArg(tuple(int(d) for d in meta.shape), meta.dtype)
+        # What the converter's cast layer does in front of the plugin (e.g. a bool mask taken as INT32).
+        if casts[i] is not None and isinstance(value, torch.Tensor):
+            chosen[i] = value.to(casts[i])
+        elif casts[i] is not None and isinstance(value, TensorArg):
+            chosen[i] = TensorArg(value.shape, casts[i])
     return chosen
 
 
