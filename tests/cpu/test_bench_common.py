@@ -247,15 +247,7 @@ def test_rms_norm_providers_say_why_they_cannot_run_on_cpu():
 
 
 def test_harness_provider_calls_the_hook_with_op_inputs_fields_tactic(monkeypatch):
-    calls = []
-
-    def bench_enqueue(op, inputs, tactic=0, iters=100, fields=None):
-        calls.append((op, inputs, fields, tactic))
-        return [3.0, 1.0, 2.0, 4.0, 5.0]
-
-    testing = types.ModuleType("torchtrt_plugins.testing")
-    testing.bench_enqueue = bench_enqueue
-    monkeypatch.setitem(sys.modules, "torchtrt_plugins.testing", testing)
+    calls = _fake_harness(monkeypatch)
     entry = torchtrt_plugins.get("rms_norm")
     providers = common.plugin_enqueue_providers(entry)
     assert [p.name for p in providers] == ["plugin_enqueue"] + [f"plugin_enqueue[{t.name}]" for t in entry.spec.tactics]
