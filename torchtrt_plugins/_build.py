@@ -144,6 +144,11 @@ _NATIVE_PATTERNS = (
 )
 
 
+def plugin_build_dir(root: Path, include: Path, nvcc: str, archs: str) -> Path:
+    """The cache entry of the plugin library for these sources, headers, compiler and architectures."""
+    return cache_dir() / f"plugins-{_hash_sources(root, _NATIVE_PATTERNS, f'{include}|{archs}|{nvcc}')}"
+
+
 def build_plugin_library(force: bool = False, quiet: bool = False) -> PluginBuild:
     """Build (or find in the cache) the plugin library and the harness. Raises BuildError with the reason."""
     root = source_dir()
@@ -160,8 +165,7 @@ def build_plugin_library(force: bool = False, quiet: bool = False) -> PluginBuil
     if cmake is None:
         raise BuildError("cmake not found: pip install cmake")
     archs = cuda_archs()
-    key = _hash_sources(root, _NATIVE_PATTERNS, f"{include}|{archs}|{nvcc}")
-    build_dir = cache_dir() / f"plugins-{key}"
+    build_dir = plugin_build_dir(root, include, nvcc, archs)
     library = build_dir / PLUGIN_LIBRARY_NAME
     harness = build_dir / HARNESS_LIBRARY_NAME if (root / "csrc" / "harness").is_dir() else None
     broken = build_dir / BROKEN_PLUGINS_LIBRARY_NAME if harness is not None else None

@@ -118,10 +118,9 @@ def cached_plugin_library() -> tuple[Path | None, str]:
     include, nvcc = _build.tensorrt_include_dir(), _build.nvcc_path()
     if include is None or nvcc is None:
         return None, "cannot be built here (see the toolchain and TensorRT headers above)"
-    try:  # the cache key of _build.build_plugin_library, computed without building
-        key = _build._hash_sources(root, _build._NATIVE_PATTERNS, f"{include}|{_build.cuda_archs()}|{nvcc}")
-        library = _build.cache_dir() / f"plugins-{key}" / _build.PLUGIN_LIBRARY_NAME
-    except (AttributeError, OSError) as err:
+    try:  # where _build.build_plugin_library would put it, found without building
+        library = _build.plugin_build_dir(root, include, nvcc, _build.cuda_archs()) / _build.PLUGIN_LIBRARY_NAME
+    except OSError as err:
         return None, f"cannot tell ({type(err).__name__}: {err})"
     if library.is_file():
         return library, str(library)
