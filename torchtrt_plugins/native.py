@@ -12,7 +12,6 @@ from . import spec as spec_mod
 
 _lock = threading.RLock()
 _torch_ops_status: str | None = None
-_loaded_registries: set[int] = set()
 
 
 def load_torch_ops() -> str:
@@ -92,8 +91,6 @@ def load_plugins(registry: Any = None) -> Path:
         registry = _compat.require_tensorrt().get_plugin_registry()
     path = plugin_library_path()
     with _lock:
-        if id(registry) in _loaded_registries and all(_creators_present(registry)):
-            return path
         if not all(_creators_present(registry)):
             handle = registry.load_library(str(path))
             # A registry that already holds this library (loaded by a deserialized plan, or by another
@@ -108,5 +105,4 @@ def load_plugins(registry: Any = None) -> Path:
                     f"torchtrt_plugins: loading {path} (handle {handle!r}) did not register the creators "
                     f"{missing}; see the TensorRT log for the reason"
                 )
-        _loaded_registries.add(id(registry))
     return path
