@@ -31,24 +31,6 @@ FIELD_NUMPY_DTYPES = {
     "CHAR": "int8",
 }
 
-#: PluginFieldType enum values (NvInferRuntimePlugin.h), for checks against the C++ side.
-FIELD_TYPE_CODES = {
-    "FLOAT16": 0,
-    "FLOAT32": 1,
-    "FLOAT64": 2,
-    "INT8": 3,
-    "INT16": 4,
-    "INT32": 5,
-    "CHAR": 6,
-    "DIMS": 7,
-    "UNKNOWN": 8,
-    "BF16": 9,
-    "INT64": 10,
-    "FP8": 11,
-    "INT4": 12,
-    "FP4": 13,
-}
-
 
 class SpecError(ValueError):
     """A user-supplied value that the op cannot take. The message names op, argument and expectation."""
