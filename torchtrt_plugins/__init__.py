@@ -31,24 +31,6 @@ __all__ = [
 ]
 
 
-def _ensure_converters_package() -> None:
-    """``converters/`` sits beside this package; installs map it to ``torchtrt_plugins.converters``.
-    When the package is used straight from a checkout (PYTHONPATH, no install), map it here."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    name = f"{__name__}.converters"
-    if name in sys.modules or importlib.util.find_spec(name) is not None:
-        return
-    init = Path(__file__).resolve().parent.parent / "converters" / "__init__.py"
-    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    globals()["converters"] = module
-
-
 def _load_cuda_ops() -> None:
     import torch
 
@@ -76,6 +58,5 @@ def _register_with_torch_tensorrt() -> None:
         warnings.warn(f"torchtrt_plugins: plugin library not loaded into TensorRT: {err}", stacklevel=2)
 
 
-_ensure_converters_package()
 _load_cuda_ops()
 _register_with_torch_tensorrt()

@@ -354,16 +354,6 @@ def _op_checks() -> list[Check]:
 
 def _benchmark_checks() -> list[Check]:
     path = benchmarks_dir()
-    if path is None:
-        return [
-            Check(
-                "Benchmarks",
-                "scripts",
-                OPTIONAL,
-                "benchmarks/ not found next to the package",
-                "run from a source checkout (pip install -e .)",
-            )
-        ]
     return [Check("Benchmarks", "scripts", OK, f"{path} ({', '.join(p.stem for p in _bench_files(path))})")]
 
 
@@ -482,15 +472,12 @@ def cmd_build(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------ bench
 
 
-def source_root() -> Path:
-    override = os.environ.get("TORCHTRT_PLUGINS_SOURCE_DIR")
-    return Path(override) if override else Path(__file__).resolve().parent.parent
+BENCHMARKS_PACKAGE = "torchtrt_plugins.benchmarks"
 
 
-def benchmarks_dir() -> Path | None:
-    """``benchmarks/`` of the source checkout (the scripts are not part of the installed package)."""
-    path = source_root() / "benchmarks"
-    return path if (path / "common.py").is_file() else None
+def benchmarks_dir() -> Path:
+    """The installed ``torchtrt_plugins/benchmarks`` package (one ``bench_<op>.py`` per op)."""
+    return Path(importlib.import_module(BENCHMARKS_PACKAGE).__file__).resolve().parent
 
 
 def _bench_files(path: Path) -> list[Path]:
@@ -498,26 +485,17 @@ def _bench_files(path: Path) -> list[Path]:
     return sorted(path.glob("bench_*.py"), key=lambda p: (p.stem == "bench_model", p.stem))
 
 
-def import_benchmarks(path: Path | None = None):
-    """Make the checkout's ``benchmarks/`` importable as ``benchmarks``; returns ``benchmarks.common``."""
-    path = path or benchmarks_dir()
-    if path is None:
-        raise ImportError(f"no benchmarks/ under {source_root()}; run from a source checkout (pip install -e .)")
-    parent = str(path.parent)
-    if parent not in sys.path:
-        sys.path.insert(0, parent)
-    common = importlib.import_module("benchmarks.common")
-    if Path(common.__file__).resolve().parent != path.resolve():
-        raise ImportError(f"`benchmarks` resolves to {Path(common.__file__).parent}, not {path}")
-    return common
+def import_benchmarks():
+    """``torchtrt_plugins.benchmarks.common``, the shared benchmark machinery."""
+    return importlib.import_module(f"{BENCHMARKS_PACKAGE}.common")
 
 
-def load_benchmarks(path: Path) -> tuple[list[Any], list[str]]:
-    """Every ``BENCHMARK`` of ``benchmarks/bench_*.py``, and the scripts that failed to import (with why)."""
+def load_benchmarks(path: Path | None = None) -> tuple[list[Any], list[str]]:
+    """Every ``BENCHMARK`` of ``bench_*.py``, and the scripts that failed to import (with why)."""
     found, failures = [], []
-    for file in _bench_files(path):
+    for file in _bench_files(path or benchmarks_dir()):
         try:
-            module = importlib.import_module(f"benchmarks.{file.stem}")
+            module = importlib.import_module(f"{BENCHMARKS_PACKAGE}.{file.stem}")
         except Exception as err:  # noqa: BLE001 - one broken script must not stop the others
             failures.append(f"{file.name}: {type(err).__name__}: {err}")
             continue
@@ -534,16 +512,8 @@ def _split(text: str | None) -> list[str]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    path = benchmarks_dir()
-    if path is None:
-        _say(f"bench: no benchmarks/ under {source_root()}; run from a source checkout (pip install -e .)")
-        return 1
-    try:
-        common = import_benchmarks(path)
-    except ImportError as err:
-        _say(f"bench: {err}")
-        return 1
-    benchmarks, failures = load_benchmarks(path)
+    common = import_benchmarks()
+    benchmarks, failures = load_benchmarks()
     wanted = _split(args.ops)
     if wanted:
         names = [b.name for b in benchmarks]
@@ -595,7 +565,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _plots(csv_path: Path, out: Path) -> str:
     try:
-        plot = importlib.import_module("benchmarks.plot")
+        plot = importlib.import_module(f"{BENCHMARKS_PACKAGE}.plot")
         paths = plot.plot(csv_path, out)
     except ImportError as err:
         return f"plots: {err}"

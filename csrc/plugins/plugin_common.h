@@ -269,6 +269,12 @@ public:
 
     int32_t getValidTactics(int32_t* tactics, int32_t nbTactics) noexcept override
     {
+        // NVIDIA's builder calls getValidTactics(nullptr, 0) after getNbTactics() returned 0: that is a valid
+        // query with nothing to write, not an error.
+        if (nbTactics == 0 && Derived::kTACTICS.empty())
+        {
+            return 0;
+        }
         if (tactics == nullptr || nbTactics != static_cast<int32_t>(Derived::kTACTICS.size()))
         {
             log(Severity::kERROR, concat(kNAMESPACE, "::", Derived::kNAME, " getValidTactics: expected room for ",

@@ -1,4 +1,4 @@
-"""benchmarks/common.py: statistics, bandwidth math, CSV format, provider skips and errors, plots."""
+"""torchtrt_plugins/benchmarks/common.py: statistics, bandwidth math, CSV format, provider skips and errors, plots."""
 
 import csv
 import importlib
@@ -231,7 +231,7 @@ def test_provider_filter_uses_globs():
 
 
 def test_rms_norm_providers_say_why_they_cannot_run_on_cpu():
-    bench = importlib.import_module("benchmarks.bench_rms_norm")
+    bench = importlib.import_module("torchtrt_plugins.benchmarks.bench_rms_norm")
     ctx = common.RunContext(torch.device("cpu"), quick=True)
     reasons = {p.name: common.unmet(p.requires, ctx) for p in bench.BENCHMARK.providers}
     assert reasons["eager_composite"] is None and reasons["F.rms_norm"] is None and reasons["torchtrt"] is None
@@ -269,7 +269,7 @@ def test_plugin_fields_default_from_the_spec():
 
 @pytest.mark.parametrize("op", ["pad_to", "masked_rows"])
 def test_new_op_providers_say_why_they_cannot_run_on_cpu(op):
-    bench = importlib.import_module(f"benchmarks.bench_{op}")
+    bench = importlib.import_module(f"torchtrt_plugins.benchmarks.bench_{op}")
     natural = {"pad_to": "F.pad", "masked_rows": "x[mask]"}[op]
     ctx = common.RunContext(torch.device("cpu"), quick=True)
     reasons = {p.name: common.unmet(p.requires, ctx) for p in bench.BENCHMARK.providers}
@@ -294,7 +294,7 @@ def test_new_op_providers_say_why_they_cannot_run_on_cpu(op):
 
 
 def test_pad_to_bytes_moved_read_the_kept_region_and_write_the_output():
-    bench = importlib.import_module("benchmarks.bench_pad_to")
+    bench = importlib.import_module("torchtrt_plugins.benchmarks.bench_pad_to")
     # x (2, 3, 4, 5) -> (6, 3): pad H (4 -> 6), crop W (5 -> 3). Read 2*3*4*3 = 72 elements, write 2*3*6*3 = 108.
     case = bench.make_case((2, 3, 4, 5, 6, 3), torch.float32, torch.device("cpu"))
     assert case.nbytes == (72 + 108) * 4 == 720
@@ -308,7 +308,7 @@ def test_pad_to_bytes_moved_read_the_kept_region_and_write_the_output():
 
 
 def test_masked_rows_bytes_moved_read_mask_and_kept_rows_and_write_them():
-    bench = importlib.import_module("benchmarks.bench_masked_rows")
+    bench = importlib.import_module("torchtrt_plugins.benchmarks.bench_masked_rows")
     cpu = torch.device("cpu")
     # 10 rows of 3 fp32: the bool mask is 10 bytes; all kept: read and write 10*3*4 = 120 bytes each.
     every = bench.make_case((10, 3, 100), torch.float32, cpu)
@@ -326,7 +326,7 @@ def test_masked_rows_bytes_moved_read_mask_and_kept_rows_and_write_them():
 
 @pytest.mark.parametrize("op", ["pad_to", "masked_rows"])
 def test_new_op_providers_agree_with_the_reference_on_cpu(op):
-    bench = importlib.import_module(f"benchmarks.bench_{op}")
+    bench = importlib.import_module(f"torchtrt_plugins.benchmarks.bench_{op}")
     ctx = common.RunContext(torch.device("cpu"), quick=True)
     results = common.run(bench.BENCHMARK, ctx, providers=["eager*", "F.pad", "x?mask?", "torchtrt"])
     assert {r.status for r in results} == {"ok"}, [(r.provider, r.status, r.reason) for r in results]
@@ -339,7 +339,7 @@ def test_new_op_providers_agree_with_the_reference_on_cpu(op):
 
 
 def test_pad_to_f_pad_crops_with_negative_pads_for_every_dtype():
-    bench = importlib.import_module("benchmarks.bench_pad_to")
+    bench = importlib.import_module("torchtrt_plugins.benchmarks.bench_pad_to")
     for dtype in bench.ENTRY.spec.inputs[0].dtypes:
         for shape in ((2, 3, 5, 7, 4, 9), (1, 2, 6, 6, 8, 3), (1, 1, 4, 4, 2, 2)):
             case = bench.make_case(shape, dtype, torch.device("cpu"))
@@ -361,7 +361,7 @@ def _fake_harness(monkeypatch):
 
 def test_pad_to_plugin_provider_passes_height_width_value_fields(monkeypatch):
     calls = _fake_harness(monkeypatch)
-    bench = importlib.import_module("benchmarks.bench_pad_to")
+    bench = importlib.import_module("torchtrt_plugins.benchmarks.bench_pad_to")
     case = bench.make_case((1, 2, 3, 4, 5, 6), torch.float32, torch.device("cpu"))
     (provider,) = [p for p in bench.BENCHMARK.providers if p.name.startswith("plugin_enqueue")]
     assert provider.measure(case).median_ms == 3.0
@@ -372,7 +372,7 @@ def test_pad_to_plugin_provider_passes_height_width_value_fields(monkeypatch):
 
 def test_masked_rows_plugin_provider_casts_the_mask_to_int32(monkeypatch):
     calls = _fake_harness(monkeypatch)
-    bench = importlib.import_module("benchmarks.bench_masked_rows")
+    bench = importlib.import_module("torchtrt_plugins.benchmarks.bench_masked_rows")
     case = bench.make_case((100, 4, 50), torch.float32, torch.device("cpu"))
     (provider,) = [p for p in bench.BENCHMARK.providers if p.name.startswith("plugin_enqueue")]
     assert provider.measure(case).median_ms == 3.0
@@ -397,7 +397,7 @@ def test_plugin_inputs_cast_only_inputs_with_a_plugin_dtype():
 
 
 def test_plot_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):
-    plot = importlib.import_module("benchmarks.plot")
+    plot = importlib.import_module("torchtrt_plugins.benchmarks.plot")
     path = common.write_results(_results(), _env(), tmp_path / "results.csv")
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ImportError, match="pip install matplotlib"):
@@ -407,7 +407,7 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):
 
 def test_plot_draws_time_and_pct_of_copy(tmp_path):
     pytest.importorskip("matplotlib")
-    plot = importlib.import_module("benchmarks.plot")
+    plot = importlib.import_module("torchtrt_plugins.benchmarks.plot")
     path = common.write_results(_results(), _env(), tmp_path / "results.csv")
     common.write_results(_results()[1:2], _env("2026-02-01T00:00:00+00:00"), path)  # a later run of one row
     assert len(plot.latest(common.read_results(path))) == 4

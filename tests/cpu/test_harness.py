@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
-from torchtrt_plugins.converters import plan, plan_node
 
 import torchtrt_plugins
+from torchtrt_plugins.converters import plan, plan_node
 from torchtrt_plugins.testing import harness as H
 from torchtrt_plugins.testing.runner import run_graph
 

@@ -3,10 +3,10 @@
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torchtrt_plugins.converters import plan, plan_node, validate_node
 
 import torchtrt_plugins
 from torchtrt_plugins import SpecError
+from torchtrt_plugins.converters import plan, plan_node, validate_node
 from torchtrt_plugins.ops import rms_norm
 from torchtrt_plugins.testing.fixtures import GraphRecorder
 

@@ -4,9 +4,9 @@ every deliberately broken test plugin whose fault needs a device, the graph runn
 
 import pytest
 import torch
-from torchtrt_plugins.converters import plan
 
 import torchtrt_plugins
+from torchtrt_plugins.converters import plan
 from torchtrt_plugins.ops import rms_norm
 from torchtrt_plugins.testing import bench_enqueue
 from torchtrt_plugins.testing import harness as H

@@ -78,6 +78,7 @@ def test_engine_saved_and_loaded_in_fresh_process(tmp_path):
 def _build_plan(path, serialize_library: bool):
     """A plain TensorRT plan holding one RMSNorm plugin layer (dynamic rows, hidden 256, fp16)."""
     import tensorrt as trt
+
     from torchtrt_plugins.converters import create_plugin, plan
 
     logger = trt.Logger(trt.Logger.WARNING)

@@ -1,7 +1,7 @@
 """Plots from a results CSV: time vs size per provider, and % of copy bandwidth per provider, one
 figure pair per (op, dtype, device). Where a row was measured more than once, the latest wins.
 
-    python benchmarks/plot.py [bench_results/results.csv] [--out bench_results/]
+    python -m torchtrt_plugins.benchmarks.plot [bench_results/results.csv] [--out bench_results/]
 
 Needs matplotlib (pip install matplotlib, or pip install -e '.[bench]').
 """
@@ -15,10 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a file: make `benchmarks` importable from the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.common import COPY_PROVIDER, DEFAULT_CSV, parse_shape, read_results  # noqa: E402
+from torchtrt_plugins.benchmarks.common import COPY_PROVIDER, DEFAULT_CSV, parse_shape, read_results
 
 MISSING_MATPLOTLIB = "matplotlib is not installed, so no plots were drawn (pip install matplotlib)"
 #: The target for memory-bound ops (DESIGN.md): within 5% of the copy rate.

@@ -15,22 +15,26 @@ sizes the output from the plugin's size tensor), and the harness times the enque
 mask as int32 (TensorRT plugins take no bool I/O; an engine casts it first): ``plugin_enqueue`` casts it before
 the timing starts, so the cast is not timed there, while the ``tensorrt[*]`` engines time their cast layer.
 
-    python benchmarks/bench_masked_rows.py [--quick] [--dtypes fp32,bf16] [--csv bench_results/results.csv]
+    python -m torchtrt_plugins.benchmarks.bench_masked_rows [--quick] [--dtypes fp32,bf16] [--csv PATH]
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):  # run as a file: make `benchmarks` importable from the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import torchtrt_plugins  # noqa: E402
-from benchmarks import common  # noqa: E402
-from benchmarks.common import Case, Plan, Provider, needs_cuda, needs_cuda_ops, needs_inductor, needs_tensorrt  # noqa: E402
+import torchtrt_plugins
+from torchtrt_plugins.benchmarks import common
+from torchtrt_plugins.benchmarks.common import (
+    Case,
+    Plan,
+    Provider,
+    needs_cuda,
+    needs_cuda_ops,
+    needs_inductor,
+    needs_tensorrt,
+)
 
 ENTRY = torchtrt_plugins.get("masked_rows")
 SEED = 0

@@ -1,23 +1,27 @@
 """rms_norm: eager composite vs F.rms_norm vs torch.compile vs our CUDA op (each tactic) vs the plugin's
 enqueue through the harness vs TensorRT engines. Bytes moved = read x + write y + read weight.
 
-    python benchmarks/bench_rms_norm.py [--quick] [--dtypes bf16,fp16,fp32] [--csv bench_results/results.csv]
+    python -m torchtrt_plugins.benchmarks.bench_rms_norm [--quick] [--dtypes bf16,fp16,fp32] [--csv PATH]
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-if __package__ in (None, ""):  # run as a file: make `benchmarks` importable from the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import torchtrt_plugins  # noqa: E402
-from benchmarks import common  # noqa: E402
-from benchmarks.common import Case, Plan, Provider, needs_cuda, needs_cuda_ops, needs_inductor, needs_tensorrt  # noqa: E402
+import torchtrt_plugins
+from torchtrt_plugins.benchmarks import common
+from torchtrt_plugins.benchmarks.common import (
+    Case,
+    Plan,
+    Provider,
+    needs_cuda,
+    needs_cuda_ops,
+    needs_inductor,
+    needs_tensorrt,
+)
 
 ENTRY = torchtrt_plugins.get("rms_norm")
 EPS = 1e-6

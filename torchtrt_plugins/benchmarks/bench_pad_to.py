@@ -9,23 +9,27 @@ Bytes moved = read the part of x that is kept + write y
 (the cropped-away part of x is never read; the padding is written, not read). % of copy compares with a
 device-to-device copy of that many bytes.
 
-    python benchmarks/bench_pad_to.py [--quick] [--dtypes fp32,bf16,int8] [--csv bench_results/results.csv]
+    python -m torchtrt_plugins.benchmarks.bench_pad_to [--quick] [--dtypes fp32,bf16,int8] [--csv PATH]
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-if __package__ in (None, ""):  # run as a file: make `benchmarks` importable from the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import torchtrt_plugins  # noqa: E402
-from benchmarks import common  # noqa: E402
-from benchmarks.common import Case, Plan, Provider, needs_cuda, needs_cuda_ops, needs_inductor, needs_tensorrt  # noqa: E402
+import torchtrt_plugins
+from torchtrt_plugins.benchmarks import common
+from torchtrt_plugins.benchmarks.common import (
+    Case,
+    Plan,
+    Provider,
+    needs_cuda,
+    needs_cuda_ops,
+    needs_inductor,
+    needs_tensorrt,
+)
 
 ENTRY = torchtrt_plugins.get("pad_to")
 VALUE = 0.0

@@ -911,7 +911,7 @@ def run_suite(
 
 
 def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
-    """``python benchmarks/bench_<op>.py [--quick] [--dtypes bf16,fp32] [--device cuda] [--csv PATH]``."""
+    """``python -m torchtrt_plugins.benchmarks.bench_<op> [--quick] [--dtypes bf16,fp32] [--csv PATH]``."""
     import argparse
 
     parser = argparse.ArgumentParser(description=f"Benchmark {benchmark.name}: providers side by side.")

@@ -6,7 +6,7 @@ minimal definition below. "With our ops" means ``torchtrt_plugins.lowering`` rew
 into ``torch.ops.torchtrt.rms_norm``; when lowering is missing or matches nothing, the RMSNorm
 modules are replaced by hand (the report says which).
 
-    python benchmarks/bench_model.py [--quick] [--dtypes bf16] [--csv bench_results/results.csv]
+    python -m torchtrt_plugins.benchmarks.bench_model [--quick] [--dtypes bf16] [--csv PATH]
 """
 
 from __future__ import annotations
@@ -15,18 +15,23 @@ import copy
 import importlib
 import inspect
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-if __package__ in (None, ""):  # run as a file: make `benchmarks` importable from the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import torchtrt_plugins  # noqa: E402, F401  (defines torch.ops.torchtrt.*)
-from benchmarks import common  # noqa: E402
-from benchmarks.common import Case, Plan, Provider, Skip, needs_cuda, needs_cuda_ops, needs_inductor, needs_tensorrt  # noqa: E402
+import torchtrt_plugins  # noqa: F401  (defines torch.ops.torchtrt.*)
+from torchtrt_plugins.benchmarks import common
+from torchtrt_plugins.benchmarks.common import (
+    Case,
+    Plan,
+    Provider,
+    Skip,
+    needs_cuda,
+    needs_cuda_ops,
+    needs_inductor,
+    needs_tensorrt,
+)
 
 OP = "decoder_block"
 HEAD_DIM = 64
@@ -131,7 +136,7 @@ def build_block(hidden: int) -> nn.Module:
     heads, intermediate = dims(hidden)
     block, origin = _testing_block(hidden, heads, intermediate)
     if block is None:
-        common.note(f"decoder_block: the block defined in benchmarks/bench_model.py ({origin})")
+        common.note(f"decoder_block: the block defined in torchtrt_plugins/benchmarks/bench_model.py ({origin})")
         block = DecoderBlock(hidden, heads, intermediate)
     else:
         common.note(f"decoder_block: {origin}")
