@@ -1,0 +1,336 @@
+"""ONNX export of models that use our ops, as plugin nodes that TensorRT's ONNX parser imports.
+
+Every declared op exports through the same code, driven by its spec and the converter's planner
+(``converters._factory.plan``): a model exported here parses with ``trtexec --onnx=model.onnx
+--dynamicPlugins=<plugin library>``, or with ``OnnxParser`` once ``load_plugins`` has run.
+
+One call::
+
+    torchtrt_plugins.onnx.export(model, args, "model.onnx", dynamic_shapes=...)
+
+or, with ``torch.onnx.export`` itself::
+
+    torch.onnx.export(model, args, "model.onnx", custom_translation_table=torchtrt_plugins.onnx.translation_table())
+    torchtrt_plugins.onnx.register_torchscript_symbolics()  # once, before torch.onnx.export(..., dynamo=False)
+
+What the parser does with a node (onnx-tensorrt ``FallbackPluginImporter``, shipped in TensorRT 10 and
+TensorRT-RTX 1.7): it dispatches on ``op_type`` alone (the domain is not read; an ``op_type`` that names a
+built-in ONNX op goes to that op's importer instead), looks the creator up by ``op_type`` and the string
+attributes ``plugin_version`` (default "1") and ``plugin_namespace`` (default ""), turns each attribute named
+like a creator field into a ``PluginField`` (``loadFields``, see ``_ATTRIBUTE_FOR_FIELD``), creates the plugin
+in the BUILD phase, passes the node inputs whose indices the INTS attribute
+``tensorrt_plugin_shape_input_indices`` lists as shape inputs and the others as tensor inputs, and requires the
+node to name exactly as many outputs as the plugin has.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import spec as spec_mod
+from .converters import _factory
+
+#: ONNX domain of our plugin nodes; the parser ignores it, other ONNX tools key custom ops on it.
+DOMAIN_PREFIX = "trt.plugins"
+DOMAIN_VERSION = 1
+
+#: The attribute listing which node inputs the parser passes to the plugin as shape inputs.
+SHAPE_INPUT_INDICES = "tensorrt_plugin_shape_input_indices"
+
+_INT32 = np.iinfo(np.int32)
+
+
+@dataclass(frozen=True)
+class FieldAttribute:
+    """How one PluginFieldType travels as an ONNX attribute.
+
+    ``kind`` is the ONNX attribute type the exporter writes ("FLOAT", "INT", "STRING" or "TENSOR" of
+    ``tensor_dtype``); ``parsed_as`` is the PluginFieldType the parser's ``loadFields`` makes of it.
+    """
+
+    kind: str
+    parsed_as: str
+    tensor_dtype: str | None = None
+
+
+#: PluginFieldType -> ONNX attribute, from onnx-tensorrt's ``loadFields`` (onnxOpImporters.cpp, formerly
+#: builtin_op_importers.cpp), which maps attribute types to field types:
+#:   FLOAT / FLOATS      -> kFLOAT32 (1 or n values)
+#:   INT / INTS          -> kINT32, read with get<int32_t> (no attribute type becomes kINT64)
+#:   STRING / STRINGS    -> kCHAR, NUL-terminated, length including the NUL
+#:   TENSOR              -> by element type: FLOAT kFLOAT32, DOUBLE kFLOAT64, FLOAT16 kFLOAT16, BFLOAT16 kBF16,
+#:                          INT8 kINT8, INT16 kINT16, INT32 kINT32, STRING kCHAR; INT64, UINT*, BOOL and
+#:                          complex are rejected ("is unsupported in plugin fields")
+#: So INT64 fields go as INT and arrive as kINT32: the value must fit in 32 bits, and the plugin must read any
+#: integer field type (ours do: FieldReader::number). Everything else arrives with its own type.
+_ATTRIBUTE_FOR_FIELD: dict[str, FieldAttribute] = {
+    "FLOAT32": FieldAttribute("FLOAT", "FLOAT32"),
+    "FLOAT64": FieldAttribute("TENSOR", "FLOAT64", "float64"),
+    "FLOAT16": FieldAttribute("TENSOR", "FLOAT16", "float16"),
+    "INT8": FieldAttribute("TENSOR", "INT8", "int8"),
+    "INT16": FieldAttribute("TENSOR", "INT16", "int16"),
+    "INT32": FieldAttribute("INT", "INT32"),
+    "INT64": FieldAttribute("INT", "INT32"),
+    "CHAR": FieldAttribute("STRING", "CHAR"),
+}
+
+
+class OnnxExportError(spec_mod.SpecError):
+    """A call of one of our ops that has no faithful ONNX form for TensorRT's parser."""
+
+
+def domain(spec: spec_mod.OpSpec) -> str:
+    return f"{DOMAIN_PREFIX}.{spec.plugin_namespace}" if spec.plugin_namespace else DOMAIN_PREFIX
+
+
+def field_attribute(field_type: str) -> FieldAttribute:
+    return _ATTRIBUTE_FOR_FIELD[field_type]
+
+
+def attribute_values(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[str, Any]:
+    """The node's attributes for a planned call: Python values whose type picks the ONNX attribute type
+    (float FLOAT, int INT, str STRING, list FLOATS/INTS, numpy array TENSOR)."""
+    if call.plugin_name in _builtin_onnx_ops():
+        raise OnnxExportError(
+            f"{spec.qualname}: plugin name '{call.plugin_name}' is also a standard ONNX op, which TensorRT's "
+            "parser would import as that op instead of the plugin; give the plugin another name"
+        )
+    attributes: dict[str, Any] = {"plugin_version": call.plugin_version, "plugin_namespace": call.plugin_namespace}
+    for value in call.fields:
+        encoding = field_attribute(value.type)
+        array = value.numpy()
+        where = f"{spec.qualname}: field '{value.name}'"
+        if encoding.kind == "TENSOR":
+            attributes[value.name] = array.astype(encoding.tensor_dtype)
+        elif encoding.kind == "STRING":
+            attributes[value.name] = value.value if isinstance(value.value, str) else bytes(array).decode()
+        elif encoding.kind == "FLOAT":
+            floats = [float(v) for v in array]
+            attributes[value.name] = floats[0] if len(floats) == 1 else floats
+        else:
+            ints = [int(v) for v in array]
+            if any(not _INT32.min <= v <= _INT32.max for v in ints):
+                raise OnnxExportError(
+                    f"{where} = {value.value!r} does not fit in 32 bits: TensorRT's ONNX parser reads integer "
+                    "attributes as kINT32 and has no attribute type for kINT64"
+                )
+            attributes[value.name] = ints[0] if len(ints) == 1 else ints
+    return attributes
+
+
+@functools.cache
+def _builtin_onnx_ops() -> frozenset[str]:
+    import onnx
+
+    return frozenset(schema.name for schema in onnx.defs.get_all_schemas() if schema.domain == "")
+
+
+def _python_signature(spec: spec_mod.OpSpec) -> inspect.Signature:
+    """The op's schema as a Python signature, so the exporters bind FX arguments by name."""
+    schema = torch._C.parse_schema(f"{spec.qualname}{spec.schema}")
+    params = [
+        inspect.Parameter(
+            a.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=a.default_value if a.has_default_value() else inspect.Parameter.empty,
+        )
+        for a in schema.arguments
+    ]
+    return inspect.Signature(params)
+
+
+def torch_op(spec: spec_mod.OpSpec) -> torch._ops.OpOverloadPacket:
+    namespace, name = spec.qualname.split("::", 1)
+    return getattr(getattr(torch.ops, namespace), name)
+
+
+def _entries(entries: Sequence[spec_mod.OpEntry] | None) -> list[spec_mod.OpEntry]:
+    return list(spec_mod.all_ops() if entries is None else entries)
+
+
+# ------------------------------------------------------------------------- dynamo exporter (onnxscript)
+
+
+#: Plugin input dtypes (``TensorSpec.plugin_dtype``) -> ONNX element type names (``TensorProto``, ``ir.DataType``).
+_ONNX_DTYPES = {torch.int32: "INT32", torch.int64: "INT64", torch.float32: "FLOAT"}
+
+
+def _onnxscript_op(spec: spec_mod.OpSpec, num_inputs: int, attributes: dict[str, Any]):
+    """An onnxscript Op for the plugin node, with an OpSchema (inputs, outputs, attributes and their types) so
+    that any onnxscript evaluator records it; evaluators drop keyword arguments the schema does not declare."""
+    from onnxscript import ir
+
+    attribute_types = tuple(
+        (name, ir.convenience.convert_attribute(name, value).type.name) for name, value in attributes.items()
+    )
+    return _onnxscript_op_for(
+        spec.plugin_name,
+        domain(spec),
+        f"TensorRT plugin {'/'.join(spec.creator_key)} ({spec.qualname})",
+        num_inputs,
+        spec.num_plugin_outputs,
+        attribute_types,
+    )
+
+
+#: Element types a plugin node's inputs and outputs may have (TensorRT's, in ONNX spelling).
+_TENSOR_TYPES = ("float", "float16", "bfloat16", "double", "int8", "uint8", "int32", "int64", "bool", "float8e4m3fn")
+
+
+@functools.cache
+def _onnxscript_op_for(
+    name: str, op_domain: str, doc: str, num_inputs: int, num_outputs: int, attribute_types: tuple[tuple[str, str], ...]
+):
+    from onnx.defs import OpSchema
+    from onnxscript.values import Op, Opset
+
+    tensor_types = [f"tensor({t})" for t in _TENSOR_TYPES]
+    schema = OpSchema(
+        name,
+        op_domain,
+        DOMAIN_VERSION,
+        doc,
+        inputs=[OpSchema.FormalParameter(f"input_{i}", f"T{i}") for i in range(num_inputs)],
+        outputs=[OpSchema.FormalParameter(f"output_{i}", f"U{i}") for i in range(num_outputs)],
+        type_constraints=[(f"T{i}", tensor_types, "") for i in range(num_inputs)]
+        + [(f"U{i}", tensor_types, "") for i in range(num_outputs)],
+        attributes=[
+            OpSchema.Attribute(attr, getattr(OpSchema.AttrType, kind), "", required=True)
+            for attr, kind in attribute_types
+        ],
+    )
+    return Op(Opset(op_domain, DOMAIN_VERSION), name, schema)
+
+
+def _translation(entry: spec_mod.OpEntry) -> Callable:
+    spec = entry.spec
+
+    def translate(*args: Any, **kwargs: Any):
+        from onnxscript import ir
+        from onnxscript.onnx_opset import opset18 as op
+
+        call = _factory.plan(spec, args, kwargs, is_symbolic=lambda value: isinstance(value, ir.Value))
+        inputs = list(call.tensor_inputs)
+        for i, dtype in enumerate(call.input_casts):
+            if dtype is not None:
+                inputs[i] = op.Cast(inputs[i], to=getattr(ir.DataType, _ONNX_DTYPES[dtype]))
+        attributes = attribute_values(spec, call)
+        if call.shape_inputs:
+            attributes[SHAPE_INPUT_INDICES] = list(range(len(inputs), len(inputs) + len(call.shape_inputs)))
+            ones = op.Constant(value_ints=[1])
+            inputs += [op.Reshape(op.Cast(s, to=ir.DataType.INT64), ones) for s in call.shape_inputs]
+        attributes = {k: ir.tensor(v) if isinstance(v, np.ndarray) else v for k, v in attributes.items()}
+        outputs = _onnxscript_op(spec, len(inputs), attributes)(*inputs, **attributes)
+        outputs = list(outputs) if isinstance(outputs, Sequence) else [outputs]
+        visible = outputs[: call.num_op_outputs]
+        return visible[0] if len(visible) == 1 else tuple(visible)
+
+    translate.__signature__ = _python_signature(spec)
+    translate.__name__ = translate.__qualname__ = f"{spec.name}_to_{spec.plugin_name}"
+    return translate
+
+
+def translation_table(entries: Sequence[spec_mod.OpEntry] | None = None) -> dict[Any, Callable]:
+    """``custom_translation_table`` for ``torch.onnx.export(..., dynamo=True)``: every overload of every op."""
+    table: dict[Any, Callable] = {}
+    for entry in _entries(entries):
+        packet = torch_op(entry.spec)
+        translate = _translation(entry)
+        for overload in packet.overloads():
+            table[getattr(packet, overload)] = translate
+    return table
+
+
+# ------------------------------------------------------------------------------ TorchScript exporter
+
+
+_TORCHSCRIPT_MIN_OPSET = 7
+#: Schema scalar types -> symbolic_helper constant kinds.
+_SCALAR_KINDS = {"float": "f", "int": "i", "SymInt": "i", "bool": "b", "str": "s"}
+
+
+def _torchscript_symbolic(entry: spec_mod.OpEntry) -> Callable:
+    spec = entry.spec
+    signature = _python_signature(spec)
+    schema = torch._C.parse_schema(f"{spec.qualname}{spec.schema}")
+    kinds = {a.name: _SCALAR_KINDS.get(str(a.type)) for a in schema.arguments}
+
+    def symbolic(g: Any, *args: Any):
+        from torch.onnx import symbolic_helper
+
+        bound = signature.bind(*args)
+        values = {}
+        for name, value in bound.arguments.items():
+            kind = kinds[name]
+            if kind is not None and isinstance(value, torch._C.Value) and symbolic_helper._is_constant(value):
+                value = symbolic_helper._maybe_get_const(value, kind)
+            values[name] = value
+        call = _factory.plan(spec, (), values, is_symbolic=lambda value: isinstance(value, torch._C.Value))
+        inputs = list(call.tensor_inputs)
+        for i, dtype in enumerate(call.input_casts):
+            if dtype is not None:
+                inputs[i] = g.op("Cast", inputs[i], to_i=_onnx_dtype(dtype))
+        attributes = attribute_values(spec, call)
+        if call.shape_inputs:
+            attributes[SHAPE_INPUT_INDICES] = list(range(len(inputs), len(inputs) + len(call.shape_inputs)))
+            ones = g.op("Constant", value_t=torch.tensor([1], dtype=torch.int64))
+            for s in call.shape_inputs:
+                inputs.append(g.op("Reshape", g.op("Cast", s, to_i=_onnx_dtype(torch.int64)), ones))
+        suffixed = {f"{k}_{_torchscript_suffix(v)}": _torchscript_value(v) for k, v in attributes.items()}
+        outputs = g.op(f"{domain(spec)}::{spec.plugin_name}", *inputs, outputs=spec.num_plugin_outputs, **suffixed)
+        outputs = list(outputs) if isinstance(outputs, Sequence) else [outputs]
+        visible = outputs[: call.num_op_outputs]
+        return visible[0] if len(visible) == 1 else tuple(visible)
+
+    return symbolic
+
+
+def _onnx_dtype(dtype: torch.dtype) -> int:
+    import onnx
+
+    return getattr(onnx.TensorProto, _ONNX_DTYPES[dtype])
+
+
+def _torchscript_suffix(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return "t"
+    if isinstance(value, list):
+        return "fs" if isinstance(value[0], float) else "is"
+    return {float: "f", int: "i", str: "s"}[type(value)]
+
+
+def _torchscript_value(value: Any) -> Any:
+    return torch.from_numpy(np.ascontiguousarray(value)) if isinstance(value, np.ndarray) else value
+
+
+def register_torchscript_symbolics(entries: Sequence[spec_mod.OpEntry] | None = None) -> None:
+    """Register the symbolic functions of every op for ``torch.onnx.export(..., dynamo=False)``. Idempotent.
+
+    Registered at the exporter's lowest opset, so they serve every opset (it dispatches to the newest
+    registration at or below the target). ONNX shape inference does not know the plugin nodes, so that exporter
+    gives all their output dims symbolic names.
+    """
+    for entry in _entries(entries):
+        torch.onnx.register_custom_op_symbolic(
+            entry.spec.qualname, _torchscript_symbolic(entry), _TORCHSCRIPT_MIN_OPSET
+        )
+
+
+# ------------------------------------------------------------------------------------- one call
+
+
+def export(model: Any, args: tuple = (), f: Any = None, *, dynamo: bool = True, **kwargs: Any):
+    """``torch.onnx.export`` with our ops as TensorRT plugin nodes (either exporter). Returns what it returns."""
+    if dynamo:
+        table = translation_table()
+        table.update(kwargs.pop("custom_translation_table", None) or {})
+        return torch.onnx.export(model, args, f, dynamo=True, custom_translation_table=table, **kwargs)
+    register_torchscript_symbolics()
+    return torch.onnx.export(model, args, f, dynamo=False, **kwargs)
