@@ -1,0 +1,294 @@
+"""ONNX export of every op as a TensorRT plugin node: the structure TensorRT's ONNX parser needs.
+
+The cases come from ``torchtrt_plugins.testing.export_cases`` (every registered op has some); each is exported
+with the dynamo exporter and, where the case allows, the TorchScript one. What the node must look like is
+restated here from the parser's own rules (onnx-tensorrt ``FallbackPluginImporter``/``loadFields``), not read
+from the module under test: op_type = plugin name, string attributes plugin_version/plugin_namespace, one
+attribute per field of the type the parser turns into the field's PluginFieldType, tensor inputs in plugin order
+(then shape inputs, listed in ``tensorrt_plugin_shape_input_indices``), one output per plugin output.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+onnx = pytest.importorskip("onnx", reason="cpu tier ONNX export tests need onnx (pip install -e '.[test]')")
+pytest.importorskip("onnxscript", reason="the dynamo ONNX exporter needs onnxscript (pip install -e '.[test]')")
+
+import torchtrt_plugins  # noqa: E402
+from torchtrt_plugins import onnx as tonnx  # noqa: E402
+from torchtrt_plugins import spec as spec_mod  # noqa: E402
+from torchtrt_plugins.converters import _factory  # noqa: E402
+from torchtrt_plugins.testing import export_cases  # noqa: E402
+
+A = onnx.AttributeProto
+#: PluginFieldType -> (ONNX attribute type, tensor element type) that the parser's loadFields turns back into it
+#: (an INT attribute becomes kINT32: the parser has no kINT64 path, our plugins read any integer type).
+PARSER_ATTRIBUTE = {
+    "FLOAT32": (A.FLOAT, None),
+    "FLOAT64": (A.TENSOR, onnx.TensorProto.DOUBLE),
+    "FLOAT16": (A.TENSOR, onnx.TensorProto.FLOAT16),
+    "INT8": (A.TENSOR, onnx.TensorProto.INT8),
+    "INT16": (A.TENSOR, onnx.TensorProto.INT16),
+    "INT32": (A.INT, None),
+    "INT64": (A.INT, None),
+    "CHAR": (A.STRING, None),
+}
+ONNX_DTYPE = {
+    torch.float32: onnx.TensorProto.FLOAT,
+    torch.float16: onnx.TensorProto.FLOAT16,
+    torch.bfloat16: onnx.TensorProto.BFLOAT16,
+    torch.int8: onnx.TensorProto.INT8,
+    torch.int32: onnx.TensorProto.INT32,
+    torch.int64: onnx.TensorProto.INT64,
+    torch.bool: onnx.TensorProto.BOOL,
+}
+
+CASES = export_cases.cases()
+EXPORTS = [(c, "dynamo") for c in CASES] + [(c, "torchscript") for c in CASES if c.torchscript]
+
+
+def export(case: export_cases.ExportCase, exporter: str) -> onnx.ModelProto:
+    """Plain ``torch.onnx.export``, with the one call each exporter needs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "dynamo":
+            program = torch.onnx.export(
+                case.module,
+                case.args,
+                dynamo=True,
+                custom_translation_table=tonnx.translation_table(),
+                dynamic_shapes=case.dynamic_shapes(),
+            )
+            return program.model_proto
+        tonnx.register_torchscript_symbolics()
+        buffer = io.BytesIO()
+        torch.onnx.export(
+            case.module,
+            case.args,
+            buffer,
+            dynamo=False,
+            input_names=case.input_names,
+            dynamic_axes=case.dynamic,
+        )
+        return onnx.load_from_string(buffer.getvalue())
+
+
+_exported: dict[str, onnx.ModelProto] = {}
+
+
+@pytest.fixture(params=EXPORTS, ids=[f"{c.id}-{e}" for c, e in EXPORTS])
+def exported(request) -> tuple[export_cases.ExportCase, str, onnx.ModelProto]:
+    case, exporter = request.param
+    key = f"{case.id}-{exporter}"
+    if key not in _exported:
+        _exported[key] = export(case, exporter)
+    return case, exporter, _exported[key]
+
+
+def planned_call(case: export_cases.ExportCase) -> tuple[spec_mod.OpEntry, _factory.PluginCall, torch.fx.Node]:
+    """The converter's plan of the op's node in torch.export's graph: the expected fields and inputs."""
+    program = torch.export.export(case.module, case.args, dynamic_shapes=case.dynamic_shapes())
+    nodes = [n for n in program.graph.nodes if _factory.entry_for_target(n.target) is not None]
+    assert len(nodes) == 1, nodes
+    entry = _factory.entry_for_target(nodes[0].target)
+    return entry, _factory.plan(entry.spec, nodes[0].args, nodes[0].kwargs), nodes[0]
+
+
+def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto.Tensor]:
+    inferred = onnx.shape_inference.infer_shapes(model)
+    graph = inferred.graph
+    types = {v.name: v.type.tensor_type for v in [*graph.input, *graph.value_info, *graph.output]}
+    for init in graph.initializer:
+        types[init.name] = onnx.helper.make_tensor_type_proto(init.data_type, list(init.dims)).tensor_type
+    return types
+
+
+def plugin_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.domain.startswith(tonnx.DOMAIN_PREFIX)]
+
+
+def test_every_op_has_a_case():
+    assert {c.op for c in CASES} == {e.spec.name for e in spec_mod.all_ops()}
+
+
+def test_plugin_node(exported):
+    case, exporter, model = exported
+    entry, call, _ = planned_call(case)
+    spec = entry.spec
+    onnx.checker.check_model(model)
+    (node,) = plugin_nodes(model)
+    assert node.op_type == spec.plugin_name
+    assert node.domain == tonnx.domain(spec) and node.domain != ""
+    assert {o.domain: o.version for o in model.opset_import}[node.domain] == tonnx.DOMAIN_VERSION
+    # The parser dispatches on op_type alone: it must not name a standard op.
+    assert not onnx.defs.has(node.op_type)
+
+    attrs = {a.name: a for a in node.attribute}
+    assert attrs["plugin_version"].type == A.STRING and attrs["plugin_version"].s.decode() == spec.plugin_version
+    assert attrs["plugin_namespace"].type == A.STRING and attrs["plugin_namespace"].s.decode() == spec.plugin_namespace
+    symbolic = set(case.symbolic_args)
+    for fspec, value in zip(spec.fields, call.fields, strict=True):
+        attr = attrs[fspec.name]
+        kind, element = PARSER_ATTRIBUTE[fspec.type]
+        assert attr.type == kind, (fspec.name, attr)
+        got = onnx.helper.get_attribute_value(attr)
+        if element is not None:
+            assert attr.t.data_type == element
+            got = onnx.numpy_helper.to_array(attr.t).reshape(-1).tolist()
+            got = got[0] if len(got) == 1 else got
+        expected = fspec.shape_input_sentinel if fspec.arg in symbolic else value.value
+        assert got == pytest.approx(expected, rel=1e-6), fspec.name
+    fields = {f.name for f in spec.fields}
+    extra = set(attrs) - fields - {"plugin_version", "plugin_namespace", tonnx.SHAPE_INPUT_INDICES}
+    assert not extra
+
+    # Tensor inputs in plugin order (dtype the plugin takes, rank), then shape inputs: 1-element int64 tensors.
+    n_tensor = len(spec.inputs)
+    assert len(node.input) == n_tensor + len(symbolic)
+    types = value_types(model)
+    producers = {o: n for n in model.graph.node for o in n.output}
+    for tspec, name, planned in zip(spec.inputs, node.input, call.tensor_inputs, strict=False):
+        fake = planned.meta["val"]
+        want = tspec.plugin_dtype or fake.dtype
+        assert types[name].elem_type == ONNX_DTYPE[want], (tspec.name, types[name])
+        assert len(types[name].shape.dim) == fake.dim(), tspec.name
+        if tspec.plugin_dtype is not None:
+            cast = producers[name]
+            assert cast.op_type == "Cast" and cast.attribute[0].i == ONNX_DTYPE[tspec.plugin_dtype]
+    if symbolic:
+        assert list(attrs[tonnx.SHAPE_INPUT_INDICES].ints) == list(range(n_tensor, n_tensor + len(symbolic)))
+        for name in node.input[n_tensor:]:
+            assert types[name].elem_type == onnx.TensorProto.INT64
+            assert [d.dim_value for d in types[name].shape.dim] == [1]
+    else:
+        assert tonnx.SHAPE_INPUT_INDICES not in attrs
+
+    # Every plugin output is named (the parser requires as many as the plugin has); the op's own outputs follow
+    # the fake kernel, a data-dependent size as a symbolic dim of its own.
+    assert len(node.output) == spec.num_plugin_outputs and all(node.output)
+    y = types[node.output[0]]
+    input_dims = {d.dim_param for v in model.graph.input for d in v.type.tensor_type.shape.dim if d.dim_param}
+    if spec.requires_output_allocator:
+        assert y.shape.dim[0].dim_param and y.shape.dim[0].dim_param not in input_dims, y
+    if exporter == "dynamo":
+        _, _, fx_node = planned_call(case)
+        for dim, size in zip(y.shape.dim, fx_node.meta["val"].shape, strict=True):
+            if isinstance(size, int):
+                assert dim.dim_value == size
+            else:
+                assert dim.dim_param, y
+
+
+def test_one_call_export_helper(tmp_path):
+    case = CASES[0]
+    path = tmp_path / "model.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tonnx.export(case.module, case.args, path)
+        tonnx.export(case.module, case.args, tmp_path / "ts.onnx", dynamo=False, input_names=case.input_names)
+    for file in (path, tmp_path / "ts.onnx"):
+        model = onnx.load(file)
+        assert [n.op_type for n in plugin_nodes(model)] == [torchtrt_plugins.get(case.op).spec.plugin_name]
+
+
+def test_translation_table_covers_every_overload():
+    table = tonnx.translation_table()
+    for entry in spec_mod.all_ops():
+        packet = tonnx.torch_op(entry.spec)
+        assert {getattr(packet, o) for o in packet.overloads()} <= set(table)
+
+
+# ---------------------------------------------------------------------------- a user-declared op
+
+
+@pytest.fixture(scope="module")
+def user_op():
+    """An op declared only through a spec (not registered with our catalogue), with a field of every type."""
+    lib = torch.library.Library(spec_mod.NAMESPACE, "FRAGMENT")
+    name = "onnx_export_test_scale"
+    schema = "(Tensor x, float f32, float f64, float f16, int i8, int i16, int i32, int i64) -> Tensor"
+    lib.define(f"{name}{schema}")
+    lib.impl(name, lambda x, *args: x.clone(), "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{spec_mod.NAMESPACE}::{name}", lambda x, *args: torch.empty_like(x), lib=lib)
+    types = {"f32": "FLOAT32", "f64": "FLOAT64", "f16": "FLOAT16", "i8": "INT8", "i16": "INT16", "i32": "INT32"}
+    types["i64"] = "INT64"
+    spec = spec_mod.OpSpec(
+        name=name,
+        schema=schema,
+        plugin_name="OnnxExportTestScale",
+        inputs=(spec_mod.TensorSpec("x", (torch.float32,)),),
+        outputs=(spec_mod.TensorSpec("y", (torch.float32,)),),
+        fields=tuple(spec_mod.FieldSpec(arg, t, arg=arg) for arg, t in types.items()),
+        plugin_namespace="user_ns",
+    )
+    entry = spec_mod.OpEntry(spec, reference=lambda x, *a: x, fake=lambda x, *a: torch.empty_like(x))
+    yield entry
+    lib._destroy()
+
+
+class UserOpModel(torch.nn.Module):
+    def __init__(self, i64: int = 2**31 - 1):
+        super().__init__()
+        self.i64 = i64
+
+    def forward(self, x):
+        return torch.ops.torchtrt.onnx_export_test_scale(x, 0.5, 0.25, 1.5, -3, 300, -70000, self.i64)
+
+
+def test_user_op_exports_every_field_type(user_op):
+    program = torch.onnx.export(
+        UserOpModel(), (torch.randn(2, 3),), dynamo=True, custom_translation_table=tonnx.translation_table([user_op])
+    )
+    (node,) = plugin_nodes(program.model_proto)
+    assert node.op_type == "OnnxExportTestScale" and node.domain == f"{tonnx.DOMAIN_PREFIX}.user_ns"
+    attrs = {a.name: a for a in node.attribute}
+    assert attrs["plugin_namespace"].s == b"user_ns"
+    expected = {"f32": 0.5, "f64": 0.25, "f16": 1.5, "i8": -3, "i16": 300, "i32": -70000, "i64": 2**31 - 1}
+    for fspec in user_op.spec.fields:
+        kind, element = PARSER_ATTRIBUTE[fspec.type]
+        attr = attrs[fspec.name]
+        assert attr.type == kind, fspec.name
+        if element is None:
+            assert onnx.helper.get_attribute_value(attr) == expected[fspec.name]
+        else:
+            assert attr.t.data_type == element
+            assert onnx.numpy_helper.to_array(attr.t).tolist() == [expected[fspec.name]]
+
+
+def test_int64_field_beyond_32_bits_is_an_export_error(user_op):
+    with pytest.raises(Exception) as info:
+        torch.onnx.export(
+            UserOpModel(i64=2**31),
+            (torch.randn(2, 3),),
+            dynamo=True,
+            custom_translation_table=tonnx.translation_table([user_op]),
+        )
+    chain = []
+    err = info.value
+    while err is not None:
+        chain.append(err)
+        err = err.__cause__
+    (ours,) = [e for e in chain if isinstance(e, tonnx.OnnxExportError)]
+    message = str(ours)
+    assert "onnx_export_test_scale" in message and "'i64'" in message and "32 bits" in message
+
+
+def test_plugin_named_like_a_standard_op_is_an_export_error():
+    spec = torchtrt_plugins.get("rms_norm").spec
+    call = _factory.PluginCall("rms_norm", "Pad", "1", spec_mod.NAMESPACE, [], [])
+    with pytest.raises(tonnx.OnnxExportError, match=r"torchtrt::rms_norm: plugin name 'Pad' is also a standard ONNX"):
+        tonnx.attribute_values(spec, call)
+
+
+def test_field_attribute_table_matches_the_parser():
+    for field_type, (kind, element) in PARSER_ATTRIBUTE.items():
+        encoding = tonnx.field_attribute(field_type)
+        assert getattr(A, encoding.kind) == kind
+        if element is not None:
+            assert onnx.helper.np_dtype_to_tensor_dtype(np.dtype(encoding.tensor_dtype)) == element

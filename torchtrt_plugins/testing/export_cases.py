@@ -1,0 +1,151 @@
+"""Example models calling each op, for the ONNX export tests (structure on cpu, NVIDIA's parser and builder on rtx).
+
+Every registered op must have at least one case here (``cases`` raises for one that has none), with its dynamic
+dims named the same way for both exporters; the rtx tier builds optimization profiles over those dims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .. import spec as spec_mod
+
+
+@dataclass
+class ExportCase:
+    op: str
+    variant: str
+    module: nn.Module
+    args: tuple[torch.Tensor, ...]
+    #: Graph input name (the forward argument) -> {dim index: dim name}.
+    dynamic: dict[str, dict[int, str]] = field(default_factory=dict)
+    #: Op arguments the model passes as symbolic sizes (they become shape inputs).
+    symbolic_args: tuple[str, ...] = ()
+    #: The TorchScript tracer records sizes read from tensors as constants, so cases with symbolic sizes
+    #: are for the dynamo exporter only.
+    torchscript: bool = True
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.variant}"
+
+    @property
+    def input_names(self) -> list[str]:
+        import inspect
+
+        return list(inspect.signature(self.module.forward).parameters)
+
+    def dynamic_shapes(self) -> dict[str, dict[int, torch.export.Dim]] | None:
+        """The ``dynamic_shapes`` argument of ``torch.onnx.export(..., dynamo=True)``."""
+        if not self.dynamic:
+            return None
+        dims: dict[str, torch.export.Dim] = {}
+        return {
+            name: {i: dims.setdefault(d, torch.export.Dim(d)) for i, d in self.dynamic.get(name, {}).items()}
+            for name in self.input_names
+        }
+
+    def profile(self) -> dict[str, list[list[int]]]:
+        """min/opt/max per graph input: each dynamic dim from 1 to twice its example size."""
+        shapes = {}
+        for name, arg in zip(self.input_names, self.args):
+            dims = self.dynamic.get(name, {})
+            opt = list(arg.shape)
+            shapes[name] = [
+                [1 if i in dims else s for i, s in enumerate(opt)],
+                opt,
+                [2 * s if i in dims else s for i, s in enumerate(opt)],
+            ]
+        return shapes
+
+
+class RmsNormCall(nn.Module):
+    def __init__(self, hidden: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(1 + 0.1 * torch.randn(hidden))
+        self.eps = eps
+
+    def forward(self, x):
+        return torch.ops.torchtrt.rms_norm(x * 2, self.weight, self.eps) + 1
+
+
+class MaskedRowsCall(nn.Module):
+    def forward(self, x, mask):
+        return torch.ops.torchtrt.masked_rows(x, mask) * 2
+
+
+class PadToCall(nn.Module):
+    def __init__(self, height: int, width: int, value: float):
+        super().__init__()
+        self.height, self.width, self.value = height, width, value
+
+    def forward(self, x):
+        return torch.ops.torchtrt.pad_to(x + 1, self.height, self.width, self.value)
+
+
+class PadToLike(nn.Module):
+    """pad_to with the size of another input: symbolic sizes, shape inputs of the plugin."""
+
+    def forward(self, x, like):
+        return torch.ops.torchtrt.pad_to(x, like.shape[-2], like.shape[-1])
+
+
+def _rms_norm() -> list[ExportCase]:
+    return [
+        ExportCase("rms_norm", "static", RmsNormCall(8, 1e-5), (torch.randn(3, 8),)),
+        ExportCase(
+            "rms_norm", "dynamic", RmsNormCall(16, 1e-6), (torch.randn(2, 5, 16),), {"x": {0: "batch", 1: "seq"}}
+        ),
+    ]
+
+
+def _masked_rows() -> list[ExportCase]:
+    mask = torch.tensor([True, False, True, True, False, True])
+    return [
+        ExportCase(
+            "masked_rows",
+            "dynamic",
+            MaskedRowsCall(),
+            (torch.randn(6, 4), mask),
+            {"x": {0: "rows"}, "mask": {0: "rows"}},
+        ),
+        ExportCase("masked_rows", "int32", MaskedRowsCall(), (torch.arange(18, dtype=torch.int32).reshape(6, 3), mask)),
+    ]
+
+
+def _pad_to() -> list[ExportCase]:
+    return [
+        ExportCase("pad_to", "pad", PadToCall(7, 9, 1.5), (torch.randn(2, 3, 5, 6),), {"x": {0: "batch"}}),
+        ExportCase("pad_to", "crop", PadToCall(3, 4, 0.0), (torch.randn(2, 3, 5, 6),)),
+        ExportCase(
+            "pad_to",
+            "shape_inputs",
+            PadToLike(),
+            (torch.randn(2, 3, 5, 6), torch.randn(1, 1, 7, 9)),
+            {"x": {0: "batch"}, "like": {2: "height", 3: "width"}},
+            symbolic_args=("height", "width"),
+            torchscript=False,
+        ),
+    ]
+
+
+#: op name -> the cases for it.
+CASES: dict[str, Callable[[], list[ExportCase]]] = {
+    "rms_norm": _rms_norm,
+    "masked_rows": _masked_rows,
+    "pad_to": _pad_to,
+}
+
+
+def cases() -> list[ExportCase]:
+    missing = [e.spec.name for e in spec_mod.all_ops() if e.spec.name not in CASES]
+    if missing:
+        raise LookupError(
+            f"no ONNX export case for ops {missing}; add them to torchtrt_plugins/testing/export_cases.py"
+        )
+    torch.manual_seed(0)
+    return [case for entry in spec_mod.all_ops() for case in CASES[entry.spec.name]()]
