@@ -149,3 +149,24 @@ def cases() -> list[ExportCase]:
         )
     torch.manual_seed(0)
     return [case for entry in spec_mod.all_ops() for case in CASES[entry.spec.name]()]
+
+
+def end_to_end_cases() -> list[ExportCase]:
+    """The decoder block (two RMSNorms among matmuls, softmax and SwiGLU) after ``torchtrt_plugins.lower``, in
+    each float dtype: the plugin nodes must parse and build alongside ordinary ONNX layers."""
+    from ..lowering import lower
+    from .models import LlamaDecoderBlock
+
+    cases = []
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        torch.manual_seed(0)
+        block = LlamaDecoderBlock(hidden_size=32, num_heads=2, intermediate_size=64).to(dtype).eval()
+        x = torch.randn(2, 5, 32, dtype=dtype)
+        case = ExportCase(
+            "decoder_block", str(dtype).removeprefix("torch."), block, (x,), {"x": {0: "batch", 1: "seq"}}
+        )
+        lowered = lower(torch.export.export(block, (x,), dynamic_shapes=case.dynamic_shapes()).module())
+        case.module = lowered
+        case.torchscript = False  # an exported program's module: the dynamo exporter's input
+        cases.append(case)
+    return cases

@@ -1,0 +1,75 @@
+"""Run by test_onnx_parser.py in a fresh process: TensorRT-RTX's OnnxParser and builder on exported models.
+
+Usage: python onnx_parser_worker.py JOB.json. JOB: {"library": plugin library, "models": [{"id", "path", "profile":
+{input: [min, opt, max]}, "fp16": bool}]}. Prints one JSON object: per model id, whether it parsed (and the
+parser's errors), the plugin layers and their tensors, whether a plan was built (and its size), and what
+TensorRT logged as errors. The process must start with a folder holding ``libtensorrt_rtx.so`` on
+LD_LIBRARY_PATH: the parser dlopens that unversioned name when it meets a plugin node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def main(job: dict) -> dict:
+    os.environ["TORCHTRT_PLUGINS_TENSORRT"] = "tensorrt_rtx"
+    os.environ["TORCHTRT_PLUGINS_LIBRARY"] = job["library"]
+    import tensorrt_rtx as trt
+
+    import torchtrt_plugins
+
+    records: list[list[str]] = []
+
+    class RecordingLogger(trt.ILogger):
+        def __init__(self) -> None:
+            trt.ILogger.__init__(self)
+
+        def log(self, severity, msg) -> None:
+            records.append([severity.name, msg])
+
+    logger = RecordingLogger()
+    builder = trt.Builder(logger)  # the first logger becomes the registry's and our plugins'
+    torchtrt_plugins.load_plugins(trt.get_plugin_registry())
+    report: dict = {"tensorrt_rtx": trt.__version__, "models": {}}
+    for model in job["models"]:
+        start = len(records)
+        result: dict = {}
+        report["models"][model["id"]] = result
+        network = builder.create_network(0)
+        parser = trt.OnnxParser(network, logger)
+        result["parsed"] = bool(parser.parse_from_file(model["path"]))
+        result["parser_errors"] = [str(parser.get_error(i).desc()) for i in range(parser.num_errors)]
+        result["plugin_layers"] = [
+            {
+                "name": layer.name,
+                "inputs": [_tensor(layer.get_input(i)) for i in range(layer.num_inputs)],
+                "outputs": [_tensor(layer.get_output(i)) for i in range(layer.num_outputs)],
+            }
+            for layer in (network.get_layer(i) for i in range(network.num_layers))
+            if layer.type == trt.LayerType.PLUGIN_V3
+        ]
+        if result["parsed"]:
+            config = builder.create_builder_config()
+            profile = builder.create_optimization_profile()
+            for i in range(network.num_inputs):
+                tensor = network.get_input(i)
+                profile.set_shape(tensor.name, *model["profile"][tensor.name])
+            config.add_optimization_profile(profile)
+            plan = builder.build_serialized_network(network, config)
+            result["plan_bytes"] = 0 if plan is None else plan.nbytes
+        result["errors"] = [m for s, m in records[start:] if s in ("ERROR", "INTERNAL_ERROR")]
+    return report
+
+
+def _tensor(tensor) -> dict | None:
+    if tensor is None:
+        return None
+    return {"name": tensor.name, "shape": list(tensor.shape), "dtype": tensor.dtype.name}
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        print(json.dumps(main(json.load(f))))

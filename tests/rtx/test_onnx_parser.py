@@ -1,0 +1,141 @@
+"""NVIDIA's ONNX parser imports our exported plugin nodes, and its builder builds a plan (TensorRT-RTX, on CPU).
+
+Every export case (each op, dynamic dims included, with both exporters where the case allows) and the lowered
+decoder block in fp32/fp16/bf16 are exported here, then parsed and built in one fresh process
+(``onnx_parser_worker.py``): the 1.7.1 wheel lacks the unversioned ``libtensorrt_rtx.so`` that the parser
+dlopens on meeting a plugin node (the process aborts without it), so that process starts with a folder
+holding ``libtensorrt_rtx.so -> libtensorrt_rtx.so.1`` on LD_LIBRARY_PATH. The parser adds the plugins
+itself (``FallbackPluginImporter``); nothing of ours builds the layers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+onnx = pytest.importorskip("onnx", reason="ONNX export needs onnx (pip install -e '.[test]')")
+pytest.importorskip("onnxscript", reason="the dynamo ONNX exporter needs onnxscript (pip install -e '.[test]')")
+
+from torchtrt_plugins import onnx as tonnx  # noqa: E402
+from torchtrt_plugins import spec as spec_mod  # noqa: E402
+from torchtrt_plugins.testing import export_cases  # noqa: E402
+
+#: The first TensorRT-RTX whose ONNX parser imports plugin nodes (1.5 and 1.6 reject them).
+MIN_PARSER_VERSION = (1, 7, 1)
+
+CASES = export_cases.cases()
+OP_EXPORTS = [(c, "dynamo") for c in CASES] + [(c, "torchscript") for c in CASES if c.torchscript]
+E2E_EXPORTS = [(c, "dynamo") for c in export_cases.end_to_end_cases()]
+
+
+def _id(case: export_cases.ExportCase, exporter: str) -> str:
+    return f"{case.id}-{exporter}"
+
+
+def _export(case: export_cases.ExportCase, exporter: str, path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "dynamo":
+            program = torch.onnx.export(
+                case.module,
+                case.args,
+                dynamo=True,
+                custom_translation_table=tonnx.translation_table(),
+                dynamic_shapes=case.dynamic_shapes(),
+            )
+            onnx.save(program.model_proto, path)
+            return
+        tonnx.register_torchscript_symbolics()
+        buffer = io.BytesIO()
+        torch.onnx.export(
+            case.module, case.args, buffer, dynamo=False, input_names=case.input_names, dynamic_axes=case.dynamic
+        )
+        path.write_bytes(buffer.getvalue())
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".")[:3])
+
+
+def _rtx_libs_dir(trt: Any) -> Path:
+    """The folder of ``libtensorrt_rtx.so.1``: the ``tensorrt_rtx_libs`` wheel, else next to the bindings."""
+    spec = importlib.util.find_spec("tensorrt_rtx_libs")
+    candidates = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    candidates.append(Path(trt.__file__).parent)
+    for folder in candidates:
+        if any(folder.glob("libtensorrt_rtx.so*")):
+            return folder
+    pytest.fail(f"libtensorrt_rtx.so* not found in {candidates}")
+
+
+@pytest.fixture(scope="session")
+def parser_reports(trt: Any, plugin_library: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Export every case, parse and build them all in one fresh process; {case id: report}."""
+    if _version(trt.__version__) < MIN_PARSER_VERSION:
+        pytest.skip(
+            f"tensorrt_rtx {trt.__version__}: its ONNX parser rejects plugin nodes; 1.7.1 or later imports them"
+        )
+    folder = tmp_path_factory.mktemp("onnx_parser")
+    libs = _rtx_libs_dir(trt)
+    shim = folder / "lib"
+    shim.mkdir()
+    if not (libs / "libtensorrt_rtx.so").exists():
+        (shim / "libtensorrt_rtx.so").symlink_to(sorted(libs.glob("libtensorrt_rtx.so.*"))[0])
+    models = []
+    for case, exporter in OP_EXPORTS + E2E_EXPORTS:
+        path = folder / f"{_id(case, exporter)}.onnx"
+        _export(case, exporter, path)
+        models.append({"id": _id(case, exporter), "path": str(path), "profile": case.profile()})
+    job = folder / "job.json"
+    job.write_text(json.dumps({"library": str(plugin_library), "models": models}))
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(shim), str(libs), env.get("LD_LIBRARY_PATH")) if p)
+    script = Path(__file__).with_name("onnx_parser_worker.py")
+    result = subprocess.run(
+        [sys.executable, str(script), str(job)], capture_output=True, text=True, env=env, timeout=900
+    )
+    assert result.returncode == 0, f"onnx_parser_worker.py failed ({result.returncode}):\n{result.stderr[-4000:]}"
+    return json.loads(result.stdout.strip().splitlines()[-1])["models"]
+
+
+@pytest.mark.parametrize(("case", "exporter"), OP_EXPORTS, ids=[_id(c, e) for c, e in OP_EXPORTS])
+def test_parser_imports_and_builder_builds(parser_reports: dict, case: export_cases.ExportCase, exporter: str):
+    report = parser_reports[_id(case, exporter)]
+    spec = spec_mod.get(case.op).spec
+    assert report["parsed"], report["parser_errors"]
+    assert report["parser_errors"] == []
+    (layer,) = report["plugin_layers"]
+    # Tensor inputs, then the shape inputs the node listed in tensorrt_plugin_shape_input_indices.
+    assert len(layer["inputs"]) == len(spec.inputs) + len(case.symbolic_args)
+    for tspec, tensor in zip(spec.inputs, layer["inputs"], strict=False):
+        if tspec.plugin_dtype is not None:
+            assert tensor["dtype"] == str(tspec.plugin_dtype).removeprefix("torch.").upper()
+    assert len(layer["outputs"]) == spec.num_plugin_outputs
+    if spec.requires_output_allocator:
+        assert layer["outputs"][0]["shape"][0] == -1  # data-dependent
+    assert report["plan_bytes"] > 0, report["errors"]
+    assert report["errors"] == []
+
+
+@pytest.mark.parametrize(("case", "exporter"), E2E_EXPORTS, ids=[_id(c, e) for c, e in E2E_EXPORTS])
+def test_lowered_decoder_block_parses_and_builds(parser_reports: dict, case: export_cases.ExportCase, exporter: str):
+    report = parser_reports[_id(case, exporter)]
+    assert report["parsed"], report["parser_errors"]
+    assert len(report["plugin_layers"]) == 2  # input_layernorm, post_attention_layernorm
+    dtype = str(case.args[0].dtype).removeprefix("torch.")
+    trt_dtype = {"float32": "FLOAT", "float16": "HALF", "bfloat16": "BF16"}[dtype]
+    for layer in report["plugin_layers"]:
+        assert [t["dtype"] for t in layer["inputs"]] == [trt_dtype, trt_dtype]
+        assert layer["outputs"][0]["shape"][:2] == [-1, -1]
+    assert report["plan_bytes"] > 0, report["errors"]
+    assert report["errors"] == []
