@@ -52,7 +52,7 @@ class FieldAttribute:
     """How one PluginFieldType travels as an ONNX attribute.
 
     ``kind`` is the ONNX attribute type the exporter writes ("FLOAT", "INT", "STRING" or "TENSOR" of
-    ``tensor_dtype``); ``parsed_as`` is the PluginFieldType the parser's ``loadFields`` makes of it.
+    ``tensor_dtype``); ``parsed_as`` is the PluginFieldType TensorRT-RTX 1.7.1's parser makes of it.
     """
 
     kind: str
@@ -60,22 +60,27 @@ class FieldAttribute:
     tensor_dtype: str | None = None
 
 
-#: PluginFieldType -> ONNX attribute, from onnx-tensorrt's ``loadFields`` (onnxOpImporters.cpp, formerly
-#: builtin_op_importers.cpp), which maps attribute types to field types:
+#: PluginFieldType -> ONNX attribute. onnx-tensorrt's ``loadFields`` (onnxOpImporters.cpp, formerly
+#: builtin_op_importers.cpp; the TensorRT 10 parser) maps attribute types to field types:
 #:   FLOAT / FLOATS      -> kFLOAT32 (1 or n values)
-#:   INT / INTS          -> kINT32, read with get<int32_t> (no attribute type becomes kINT64)
+#:   INT / INTS          -> kINT32, read with get<int32_t>: no attribute type becomes kINT64
 #:   STRING / STRINGS    -> kCHAR, NUL-terminated, length including the NUL
 #:   TENSOR              -> by element type: FLOAT kFLOAT32, DOUBLE kFLOAT64, FLOAT16 kFLOAT16, BFLOAT16 kBF16,
-#:                          INT8 kINT8, INT16 kINT16, INT32 kINT32, STRING kCHAR; INT64, UINT*, BOOL and
-#:                          complex are rejected ("is unsupported in plugin fields")
-#: So INT64 fields go as INT and arrive as kINT32: the value must fit in 32 bits, and the plugin must read any
-#: integer field type (ours do: FieldReader::number). Everything else arrives with its own type.
+#:                          INT8 kINT8, INT16 kINT16, INT32 kINT32, STRING kCHAR; INT64, UINT*, BOOL and complex
+#:                          are rejected ("is unsupported in plugin fields")
+#: TensorRT-RTX 1.7.1's parser, probed with a creator that records what it is given (tests/rtx), differs for
+#: TENSOR: DOUBLE arrives as kFLOAT32 (the weights are converted first), INT16 fails the whole node ("unsupported
+#: datatype (5) when importing initializer"), and INT64, UINT8 and BOOL arrive with the type left at 0 (kFLOAT16)
+#: over the raw bytes. Hence: INT16 and INT64 fields go as INT and arrive as kINT32 (the value must fit in 32
+#: bits, and the plugin must read any integer field type, as ours do: FieldReader::number); FLOAT64 goes as a
+#: DOUBLE tensor (kFLOAT64 in TensorRT 10, kFLOAT32 in TensorRT-RTX). ``parsed_as`` is what TensorRT-RTX 1.7.1
+#: delivers.
 _ATTRIBUTE_FOR_FIELD: dict[str, FieldAttribute] = {
     "FLOAT32": FieldAttribute("FLOAT", "FLOAT32"),
-    "FLOAT64": FieldAttribute("TENSOR", "FLOAT64", "float64"),
+    "FLOAT64": FieldAttribute("TENSOR", "FLOAT32", "float64"),
     "FLOAT16": FieldAttribute("TENSOR", "FLOAT16", "float16"),
     "INT8": FieldAttribute("TENSOR", "INT8", "int8"),
-    "INT16": FieldAttribute("TENSOR", "INT16", "int16"),
+    "INT16": FieldAttribute("INT", "INT32"),
     "INT32": FieldAttribute("INT", "INT32"),
     "INT64": FieldAttribute("INT", "INT32"),
     "CHAR": FieldAttribute("STRING", "CHAR"),

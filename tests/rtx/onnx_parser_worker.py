@@ -21,21 +21,25 @@ def main(job: dict) -> dict:
 
     import torchtrt_plugins
 
-    records: list[list[str]] = []
+    class ErrorLog(trt.ILogger):
+        """Keeps what TensorRT (the parser, the builder, our plugins) logs as an error."""
 
-    class RecordingLogger(trt.ILogger):
         def __init__(self) -> None:
-            trt.ILogger.__init__(self)
+            super().__init__()
+            self.errors: list[str] = []
 
         def log(self, severity, msg) -> None:
-            records.append([severity.name, msg])
+            if severity in (trt.ILogger.ERROR, trt.ILogger.INTERNAL_ERROR):
+                self.errors.append(msg)
 
-    logger = RecordingLogger()
+    logger = ErrorLog()
     builder = trt.Builder(logger)  # the first logger becomes the registry's and our plugins'
     torchtrt_plugins.load_plugins(trt.get_plugin_registry())
     report: dict = {"tensorrt_rtx": trt.__version__, "models": {}}
+    if "field_probe" in job:
+        report["field_probe"] = _probe_fields(trt, builder, logger, job["field_probe"])
     for model in job["models"]:
-        start = len(records)
+        start = len(logger.errors)
         result: dict = {}
         report["models"][model["id"]] = result
         network = builder.create_network(0)
@@ -60,8 +64,35 @@ def main(job: dict) -> dict:
             config.add_optimization_profile(profile)
             plan = builder.build_serialized_network(network, config)
             result["plan_bytes"] = 0 if plan is None else plan.nbytes
-        result["errors"] = [m for s, m in records[start:] if s in ("ERROR", "INTERNAL_ERROR")]
+        result["errors"] = logger.errors[start:]
     return report
+
+
+def _probe_fields(trt, builder, logger, probe: dict) -> dict:
+    """Parse a one-node model whose plugin creator (Python, registered here) records the PluginFields the parser
+    hands it: {field name: [PluginFieldType name, number of elements]}, and the parser's errors."""
+    name, version, namespace = probe["plugin"]
+    seen: dict[str, list] = {}
+
+    class FieldProbe(trt.IPluginCreatorV3One):
+        def __init__(self) -> None:
+            super().__init__()
+            self.name, self.plugin_version, self.plugin_namespace = name, version, namespace
+            # The parser only reads attributes named in getFieldNames; the collection points into these.
+            self.declared = [trt.PluginField(field) for field in probe["fields"]]
+            self.field_names = trt.PluginFieldCollection(self.declared)
+
+        def create_plugin(self, plugin_name, fields, phase):
+            for field in fields:
+                seen[field.name] = [field.type.name, field.size]
+            return None  # the node then fails to import; only the fields matter here
+
+    creator = FieldProbe()
+    trt.get_plugin_registry().register_creator(creator, namespace)
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    parser.parse_from_file(probe["model"])
+    return {"fields": seen, "parser_errors": [str(parser.get_error(i).desc()) for i in range(parser.num_errors)]}
 
 
 def _tensor(tensor) -> dict | None:

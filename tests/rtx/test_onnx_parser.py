@@ -11,17 +11,14 @@ itself (``FallbackPluginImporter``); nothing of ours builds the layers.
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 onnx = pytest.importorskip("onnx", reason="ONNX export needs onnx (pip install -e '.[test]')")
 pytest.importorskip("onnxscript", reason="the dynamo ONNX exporter needs onnxscript (pip install -e '.[test]')")
@@ -42,25 +39,38 @@ def _id(case: export_cases.ExportCase, exporter: str) -> str:
     return f"{case.id}-{exporter}"
 
 
-def _export(case: export_cases.ExportCase, exporter: str, path: Path) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if exporter == "dynamo":
-            program = torch.onnx.export(
-                case.module,
-                case.args,
-                dynamo=True,
-                custom_translation_table=tonnx.translation_table(),
-                dynamic_shapes=case.dynamic_shapes(),
-            )
-            onnx.save(program.model_proto, path)
-            return
-        tonnx.register_torchscript_symbolics()
-        buffer = io.BytesIO()
-        torch.onnx.export(
-            case.module, case.args, buffer, dynamo=False, input_names=case.input_names, dynamic_axes=case.dynamic
-        )
-        path.write_bytes(buffer.getvalue())
+#: A plugin with one field of every PluginFieldType we declare (the worker registers a creator recording them).
+PROBE = spec_mod.OpSpec(
+    name="field_probe",
+    schema="(Tensor x) -> Tensor",
+    plugin_name="TorchtrtFieldProbe",
+    inputs=(),
+    outputs=(),
+    plugin_namespace="torchtrt_onnx_probe",
+)
+PROBE_VALUES = {f"field_{t.lower()}": (t, 65 if t == "CHAR" else 3) for t in spec_mod.FIELD_NUMPY_DTYPES}
+
+
+def _field_probe_model() -> onnx.ModelProto:
+    """One plugin node whose attributes are what the exporter writes for each field type."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from torchtrt_plugins.converters import _factory
+
+    fields = [_factory.FieldValue(name, t, value) for name, (t, value) in PROBE_VALUES.items()]
+    call = _factory.PluginCall(PROBE.name, *PROBE.creator_key, fields=fields, tensor_inputs=[])
+    attributes = {
+        k: numpy_helper.from_array(v) if hasattr(v, "dtype") else v
+        for k, v in tonnx.attribute_values(PROBE, call).items()
+    }
+    node = helper.make_node(PROBE.plugin_name, ["x"], ["y"], domain=tonnx.domain(PROBE), **attributes)
+    graph = helper.make_graph(
+        [node],
+        "field_probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(node.domain, 1)])
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -94,10 +104,20 @@ def parser_reports(trt: Any, plugin_library: Path, tmp_path_factory: pytest.Temp
     models = []
     for case, exporter in OP_EXPORTS + E2E_EXPORTS:
         path = folder / f"{_id(case, exporter)}.onnx"
-        _export(case, exporter, path)
+        onnx.save(case.export(exporter), path)
         models.append({"id": _id(case, exporter), "path": str(path), "profile": case.profile()})
+    probe = folder / "field_probe.onnx"
+    onnx.save(_field_probe_model(), probe)
     job = folder / "job.json"
-    job.write_text(json.dumps({"library": str(plugin_library), "models": models}))
+    job.write_text(
+        json.dumps(
+            {
+                "library": str(plugin_library),
+                "models": models,
+                "field_probe": {"plugin": list(PROBE.creator_key), "fields": list(PROBE_VALUES), "model": str(probe)},
+            }
+        )
+    )
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(shim), str(libs), env.get("LD_LIBRARY_PATH")) if p)
     script = Path(__file__).with_name("onnx_parser_worker.py")
@@ -105,7 +125,8 @@ def parser_reports(trt: Any, plugin_library: Path, tmp_path_factory: pytest.Temp
         [sys.executable, str(script), str(job)], capture_output=True, text=True, env=env, timeout=900
     )
     assert result.returncode == 0, f"onnx_parser_worker.py failed ({result.returncode}):\n{result.stderr[-4000:]}"
-    return json.loads(result.stdout.strip().splitlines()[-1])["models"]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    return {**report["models"], "field_probe": report["field_probe"]}
 
 
 @pytest.mark.parametrize(("case", "exporter"), OP_EXPORTS, ids=[_id(c, e) for c, e in OP_EXPORTS])
@@ -139,3 +160,14 @@ def test_lowered_decoder_block_parses_and_builds(parser_reports: dict, case: exp
         assert layer["outputs"][0]["shape"][:2] == [-1, -1]
     assert report["plan_bytes"] > 0, report["errors"]
     assert report["errors"] == []
+
+
+@pytest.mark.parametrize("field_type", list(spec_mod.FIELD_NUMPY_DTYPES))
+def test_field_arrives_with_the_declared_type(parser_reports: dict, field_type: str):
+    """What the parser hands a creator for each field type, as the exporter writes it (``parsed_as``)."""
+    probe = parser_reports["field_probe"]
+    name = f"field_{field_type.lower()}"
+    assert name in probe["fields"], probe
+    expected = tonnx.field_attribute(field_type).parsed_as
+    size = 2 if field_type == "CHAR" else 1  # text: the character and its NUL
+    assert probe["fields"][name] == [expected, size]

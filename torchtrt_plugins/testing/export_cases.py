@@ -49,6 +49,36 @@ class ExportCase:
             for name in self.input_names
         }
 
+    def export(self, exporter: str):
+        """The ``onnx.ModelProto`` of plain ``torch.onnx.export`` ("dynamo" or "torchscript"), with the one call
+        each exporter needs (``translation_table()``; ``register_torchscript_symbolics()``)."""
+        import io
+        import warnings
+
+        import onnx
+
+        from .. import onnx as tonnx
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the exporters' deprecation and training-mode chatter
+            if exporter == "dynamo":
+                program = torch.onnx.export(
+                    self.module,
+                    self.args,
+                    dynamo=True,
+                    custom_translation_table=tonnx.translation_table(),
+                    dynamic_shapes=self.dynamic_shapes(),
+                )
+                return program.model_proto
+            if exporter != "torchscript" or not self.torchscript:
+                raise ValueError(f"export case {self.id}: no {exporter!r} export")
+            tonnx.register_torchscript_symbolics()
+            buffer = io.BytesIO()
+            torch.onnx.export(
+                self.module, self.args, buffer, dynamo=False, input_names=self.input_names, dynamic_axes=self.dynamic
+            )
+            return onnx.load_from_string(buffer.getvalue())
+
     def profile(self) -> dict[str, list[list[int]]]:
         """min/opt/max per graph input: each dynamic dim from 1 to twice its example size."""
         shapes = {}
