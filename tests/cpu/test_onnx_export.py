@@ -253,6 +253,15 @@ def test_int64_field_beyond_32_bits_is_an_export_error(user_op):
     assert "onnx_export_test_scale" in message and "'i64'" in message and "32 bits" in message
 
 
+def test_symbolic_value_for_a_field_that_is_not_a_shape_input_is_an_export_error():
+    from onnxscript import ir
+
+    translate = tonnx.translation_table()[torch.ops.torchtrt.rms_norm.default]
+    x, weight, eps = (ir.Value(name=n) for n in ("x", "weight", "eps"))
+    with pytest.raises(spec_mod.SpecError, match=r"torchtrt.rms_norm: argument 'eps' must be a constant"):
+        translate(x, weight, eps)
+
+
 def test_plugin_named_like_a_standard_op_is_an_export_error():
     spec = torchtrt_plugins.get("rms_norm").spec
     call = _factory.PluginCall("rms_norm", "Pad", "1", spec_mod.NAMESPACE, [], [])
