@@ -275,3 +275,19 @@ def test_field_attribute_table_matches_the_parser():
         assert getattr(A, encoding.kind) == kind
         if element is not None:
             assert onnx.helper.np_dtype_to_tensor_dtype(np.dtype(encoding.tensor_dtype)) == element
+
+
+@pytest.mark.parametrize("case", export_cases.end_to_end_cases(), ids=lambda c: c.id)
+def test_lowered_decoder_block_exports_two_rms_norm_nodes(case: export_cases.ExportCase):
+    model = case.export("dynamo")
+    onnx.checker.check_model(model)
+    nodes = plugin_nodes(model)
+    spec = torchtrt_plugins.get("rms_norm").spec
+    assert [n.op_type for n in nodes] == [spec.plugin_name] * 2
+    types = value_types(model)
+    for node in nodes:
+        (eps,) = [a for a in node.attribute if a.name == "eps"]
+        assert eps.f == pytest.approx(1e-6)
+        assert [types[i].elem_type for i in node.input] == [ONNX_DTYPE[case.args[0].dtype]] * 2
+    # The rest of the block stays ordinary ONNX.
+    assert {"MatMul", "Softmax"} <= {n.op_type for n in model.graph.node}
