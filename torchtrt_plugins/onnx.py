@@ -111,7 +111,7 @@ def attribute_values(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[s
     for value in call.fields:
         encoding = field_attribute(value.type)
         array = value.numpy()
-        where = f"{spec.qualname}: field '{value.name}'"
+        where = f"{spec.qualname.replace('::', '.')}: argument '{_argument_of(spec, value.name)}'"
         if encoding.kind == "TENSOR":
             attributes[value.name] = array.astype(encoding.tensor_dtype)
         elif encoding.kind == "STRING":
@@ -123,11 +123,33 @@ def attribute_values(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[s
             ints = [int(v) for v in array]
             if any(not _INT32.min <= v <= _INT32.max for v in ints):
                 raise OnnxExportError(
-                    f"{where} = {value.value!r} does not fit in 32 bits: TensorRT's ONNX parser reads integer "
-                    "attributes as kINT32 and has no attribute type for kINT64"
+                    f"{where} must fit in 32 bits to export, got {value.value!r}: TensorRT's ONNX parser reads "
+                    f"integer attributes as kINT32 and has no attribute type for plugin field '{value.name}' "
+                    f"({value.type})"
                 )
             attributes[value.name] = ints[0] if len(ints) == 1 else ints
     return attributes
+
+
+def node_attributes(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[str, Any]:
+    """``attribute_values``, plus the indices of the shape inputs, which follow the tensor inputs."""
+    attributes = attribute_values(spec, call)
+    if call.shape_inputs:
+        first = len(call.tensor_inputs)
+        attributes[SHAPE_INPUT_INDICES] = list(range(first, first + len(call.shape_inputs)))
+    return attributes
+
+
+def _op_outputs(call: _factory.PluginCall, outputs: Any) -> Any:
+    """The outputs the torch op returns (the plugin's first ones; size tensors and the like stay unused)."""
+    outputs = list(outputs) if isinstance(outputs, Sequence) else [outputs]
+    visible = outputs[: call.num_op_outputs]
+    return visible[0] if len(visible) == 1 else tuple(visible)
+
+
+def _argument_of(spec: spec_mod.OpSpec, field_name: str) -> str:
+    arg = next((f.arg for f in spec.fields if f.name == field_name), None)
+    return arg or field_name
 
 
 @functools.cache
@@ -164,7 +186,17 @@ def _entries(entries: Sequence[spec_mod.OpEntry] | None) -> list[spec_mod.OpEntr
 
 
 #: Plugin input dtypes (``TensorSpec.plugin_dtype``) -> ONNX element type names (``TensorProto``, ``ir.DataType``).
-_ONNX_DTYPES = {torch.int32: "INT32", torch.int64: "INT64", torch.float32: "FLOAT"}
+_ONNX_DTYPES = {
+    torch.float32: "FLOAT",
+    torch.float16: "FLOAT16",
+    torch.bfloat16: "BFLOAT16",
+    torch.float64: "DOUBLE",
+    torch.int8: "INT8",
+    torch.uint8: "UINT8",
+    torch.int32: "INT32",
+    torch.int64: "INT64",
+    torch.bool: "BOOL",
+}
 
 
 def _onnxscript_op(spec: spec_mod.OpSpec, num_inputs: int, attributes: dict[str, Any]):
@@ -186,7 +218,21 @@ def _onnxscript_op(spec: spec_mod.OpSpec, num_inputs: int, attributes: dict[str,
 
 
 #: Element types a plugin node's inputs and outputs may have (TensorRT's, in ONNX spelling).
-_TENSOR_TYPES = ("float", "float16", "bfloat16", "double", "int8", "uint8", "int32", "int64", "bool", "float8e4m3fn")
+_TENSOR_TYPES = (
+    "float",
+    "float16",
+    "bfloat16",
+    "double",
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
+    "float8e4m3fn",
+    "float8e5m2",
+    "int4",
+)
 
 
 @functools.cache
@@ -226,16 +272,13 @@ def _translation(entry: spec_mod.OpEntry) -> Callable:
         for i, dtype in enumerate(call.input_casts):
             if dtype is not None:
                 inputs[i] = op.Cast(inputs[i], to=getattr(ir.DataType, _ONNX_DTYPES[dtype]))
-        attributes = attribute_values(spec, call)
-        if call.shape_inputs:
-            attributes[SHAPE_INPUT_INDICES] = list(range(len(inputs), len(inputs) + len(call.shape_inputs)))
-            ones = op.Constant(value_ints=[1])
-            inputs += [op.Reshape(op.Cast(s, to=ir.DataType.INT64), ones) for s in call.shape_inputs]
-        attributes = {k: ir.tensor(v) if isinstance(v, np.ndarray) else v for k, v in attributes.items()}
-        outputs = _onnxscript_op(spec, len(inputs), attributes)(*inputs, **attributes)
-        outputs = list(outputs) if isinstance(outputs, Sequence) else [outputs]
-        visible = outputs[: call.num_op_outputs]
-        return visible[0] if len(visible) == 1 else tuple(visible)
+        # Shape inputs as the plugin takes them (and the converter passes them): 1-element int64 tensors.
+        ones = op.Constant(value_ints=[1]) if call.shape_inputs else None
+        inputs += [op.Reshape(op.Cast(s, to=ir.DataType.INT64), ones) for s in call.shape_inputs]
+        attributes = {
+            k: ir.tensor(v) if isinstance(v, np.ndarray) else v for k, v in node_attributes(spec, call).items()
+        }
+        return _op_outputs(call, _onnxscript_op(spec, len(inputs), attributes)(*inputs, **attributes))
 
     translate.__signature__ = _python_signature(spec)
     translate.__name__ = translate.__qualname__ = f"{spec.name}_to_{spec.plugin_name}"
@@ -282,17 +325,13 @@ def _torchscript_symbolic(entry: spec_mod.OpEntry) -> Callable:
         for i, dtype in enumerate(call.input_casts):
             if dtype is not None:
                 inputs[i] = g.op("Cast", inputs[i], to_i=_onnx_dtype(dtype))
-        attributes = attribute_values(spec, call)
-        if call.shape_inputs:
-            attributes[SHAPE_INPUT_INDICES] = list(range(len(inputs), len(inputs) + len(call.shape_inputs)))
-            ones = g.op("Constant", value_t=torch.tensor([1], dtype=torch.int64))
-            for s in call.shape_inputs:
-                inputs.append(g.op("Reshape", g.op("Cast", s, to_i=_onnx_dtype(torch.int64)), ones))
-        suffixed = {f"{k}_{_torchscript_suffix(v)}": _torchscript_value(v) for k, v in attributes.items()}
-        outputs = g.op(f"{domain(spec)}::{spec.plugin_name}", *inputs, outputs=spec.num_plugin_outputs, **suffixed)
-        outputs = list(outputs) if isinstance(outputs, Sequence) else [outputs]
-        visible = outputs[: call.num_op_outputs]
-        return visible[0] if len(visible) == 1 else tuple(visible)
+        ones = g.op("Constant", value_t=torch.tensor([1], dtype=torch.int64)) if call.shape_inputs else None
+        inputs += [g.op("Reshape", g.op("Cast", s, to_i=_onnx_dtype(torch.int64)), ones) for s in call.shape_inputs]
+        attributes = {
+            f"{k}_{_torchscript_suffix(v)}": _torchscript_value(v) for k, v in node_attributes(spec, call).items()
+        }
+        outputs = g.op(f"{domain(spec)}::{spec.plugin_name}", *inputs, outputs=spec.num_plugin_outputs, **attributes)
+        return _op_outputs(call, outputs)
 
     return symbolic
 
