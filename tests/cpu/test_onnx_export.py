@@ -216,9 +216,8 @@ class UserOpModel(torch.nn.Module):
 
 
 def test_user_op_exports_every_field_type(user_op):
-    program = torch.onnx.export(
-        UserOpModel(), (torch.randn(2, 3),), dynamo=True, custom_translation_table=tonnx.translation_table([user_op])
-    )
+    table = tonnx.translation_table([user_op])
+    program = torch.onnx.export(UserOpModel().eval(), (torch.randn(2, 3),), dynamo=True, custom_translation_table=table)
     (node,) = plugin_nodes(program.model_proto)
     assert node.op_type == "OnnxExportTestScale" and node.domain == f"{tonnx.DOMAIN_PREFIX}.user_ns"
     attrs = {a.name: a for a in node.attribute}
@@ -238,7 +237,7 @@ def test_user_op_exports_every_field_type(user_op):
 def test_int64_field_beyond_32_bits_is_an_export_error(user_op):
     with pytest.raises(Exception) as info:
         torch.onnx.export(
-            UserOpModel(i64=2**31),
+            UserOpModel(i64=2**31).eval(),
             (torch.randn(2, 3),),
             dynamo=True,
             custom_translation_table=tonnx.translation_table([user_op]),

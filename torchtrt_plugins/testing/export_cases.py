@@ -29,6 +29,9 @@ class ExportCase:
     #: are for the dynamo exporter only.
     torchscript: bool = True
 
+    def __post_init__(self) -> None:
+        self.module.eval()  # what one exports; the exporters warn about training mode
+
     @property
     def id(self) -> str:
         return f"{self.op}-{self.variant}"
