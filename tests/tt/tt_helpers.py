@@ -1,0 +1,87 @@
+"""What the tt tests share; imported inside the worker (Torch-TensorRT importable there only)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+OURS = "torchtrt."
+
+
+def torch_tensorrt():
+    import torch_tensorrt
+
+    return torch_tensorrt
+
+
+def require_plugin_library() -> None:
+    """Skip unless our plugin library is there or can be built (the converters create plugins from it)."""
+    from torchtrt_plugins import _build
+
+    if os.environ.get("TORCHTRT_PLUGINS_LIBRARY"):
+        return
+    needs = {
+        "nvcc": _build.nvcc_path(),
+        "cmake": shutil.which("cmake"),
+        "TensorRT headers": _build.tensorrt_include_dir(),
+    }
+    missing = [name for name, found in needs.items() if not found]
+    if missing:
+        pytest.skip(f"tt tier: cannot build the plugin library ({', '.join(missing)} not found)")
+
+
+def targets_by_submodule(partitioned: torch.fx.GraphModule) -> dict[str, list[str]]:
+    """``{submodule name: [call targets]}`` of a partitioned module (``_run_on_acc_*`` go to TensorRT)."""
+    out = {}
+    for name, sub in partitioned.named_children():
+        if isinstance(sub, torch.fx.GraphModule):
+            out[name] = [str(n.target) for n in sub.graph.nodes if n.op == "call_function"]
+    return out
+
+
+def placement(partitioned: torch.fx.GraphModule) -> dict[str, list[str]]:
+    """Our ops by where they run: ``{"trt": [...], "torch": [...]}``."""
+    where = {"trt": [], "torch": []}
+    for name, targets in targets_by_submodule(partitioned).items():
+        ours = [t for t in targets if t.startswith(OURS)]
+        where["trt" if "_run_on_acc" in name else "torch"].extend(ours)
+    top = [str(n.target) for n in partitioned.graph.nodes if n.op == "call_function"]
+    where["torch"].extend(t for t in top if t.startswith(OURS))
+    return where
+
+
+def dryrun(program: torch.export.ExportedProgram, inputs: list, **settings) -> torch.fx.GraphModule:
+    """``torch_tensorrt.dynamo.compile(..., dryrun=True)``: export, decompositions, lowering, partitioning."""
+    options = {"min_block_size": 1, "offload_module_to_cpu": True, **settings}
+    return torch_tensorrt().dynamo.compile(program, arg_inputs=inputs, dryrun=True, **options)
+
+
+@contextlib.contextmanager
+def converter_calls() -> Iterator[list]:
+    """Every ``PluginCall`` our converters emit while the block runs (they call ``_factory.emit``)."""
+    from torchtrt_plugins.converters import _factory
+
+    calls, original = [], _factory.emit
+
+    def recording(ctx, call, target, name):
+        calls.append(call)
+        return original(ctx, call, target, name)
+
+    _factory.emit = recording
+    try:
+        yield calls
+    finally:
+        _factory.emit = original
+
+
+def serialized_engine(program: torch.export.ExportedProgram, inputs: list, **settings) -> bytes:
+    """``convert_exported_program_to_serialized_trt_engine``: conversion and a built plan (no GPU needed)."""
+    options = {"min_block_size": 1, "offload_module_to_cpu": True, **settings}
+    return bytes(
+        torch_tensorrt().dynamo.convert_exported_program_to_serialized_trt_engine(program, arg_inputs=inputs, **options)
+    )
