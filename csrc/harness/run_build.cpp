@@ -838,6 +838,7 @@ void Run::enumerateFormats()
     bool crashed = false;
     FaultScope faults;
     loggerFinder().logger().setDuring("supportsFormatCombination");
+    mCalls.push("supportsFormatCombination"); // once for the whole enumeration (thousands of queries)
 
     auto ask = [&](int32_t pos)
     {

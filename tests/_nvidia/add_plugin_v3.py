@@ -10,7 +10,8 @@ whose first entry is::
 
 (Google's LiteRT calls the same entry, ``tensorrt_rtx_plugin_compat.h``). Calling it from Python needs the
 C++ pointers behind the pybind11 objects: a pybind11 ``instance`` is ``PyObject_HEAD``, then (simple
-layout) the value pointer, the holder, ``weakrefs``, then a flag byte whose bit 1 is ``simple_layout``
+layout) the value pointer and a holder (``simple_value_holder[1 + instance_simple_holder_in_ptrs()]``, three
+pointers), ``weakrefs`` (the type's ``__weakrefoffset__``), then a flag byte whose bit 1 is ``simple_layout``
 (``pybind11/detail/common.h``); in the non-simple layout the same slot points to the array of value
 pointers. The new layer is read back from the network (``get_layer(num_layers - 1)``), so it comes back
 as an ordinary binding object, and the adapter checks that it is a plugin layer fed by the given tensors.
@@ -37,8 +38,10 @@ CHECKED_VERSIONS = ("1.5.0.114", "1.6.1.120", "1.7.1.116")
 
 _PTR = ctypes.c_void_p
 _ADD_PLUGIN_V3 = ctypes.CFUNCTYPE(_PTR, _PTR, _PTR, ctypes.c_int32, _PTR, ctypes.c_int32, _PTR)
+_POINTER = struct.calcsize("P")
 _HEAD = struct.calcsize("nP")  # PyObject_HEAD: ob_refcnt, ob_type (release builds)
-_FLAGS = _HEAD + 2 * struct.calcsize("P") + struct.calcsize("P")  # after the value/holder union and weakrefs
+#: ``simple_value_holder[1 + instance_simple_holder_in_ptrs()]``: the value pointer and a shared_ptr-sized holder.
+_UNION = 3 * _POINTER
 _SIMPLE_LAYOUT_BIT = 1 << 1
 _KEEP_ALIVE: dict[int, list[Any]] = {}
 
@@ -79,8 +82,11 @@ def _private_table(trt: Any) -> int | None:
 
 def cpp_pointer(obj: Any) -> int:
     """The C++ object a pybind11 wrapper holds (its first bound type's value pointer)."""
+    weakrefs = type(obj).__weakrefoffset__  # pybind11 sets it to offsetof(instance, weakrefs)
+    if weakrefs != _HEAD + _UNION:
+        raise RuntimeError(f"addPluginV3 adapter: unexpected pybind11 instance layout for {type(obj).__name__}")
     address = id(obj)
-    flags = ctypes.c_uint8.from_address(address + _FLAGS).value
+    flags = ctypes.c_uint8.from_address(address + weakrefs + _POINTER).value
     slot = _PTR.from_address(address + _HEAD).value
     pointer = slot if flags & _SIMPLE_LAYOUT_BIT else _PTR.from_address(slot).value
     if not pointer:
