@@ -105,8 +105,6 @@ def test_pad_to_with_shape_inputs():
 
 def test_masked_rows_with_output_allocator():
     require_plugin_library()
-    import torch_tensorrt.dynamo._compiler as compiler
-
     x, mask = torch.randn(10, 4), torch.arange(10) % 3 == 0
     program = torch.export.export(
         Select(),
@@ -115,26 +113,29 @@ def test_masked_rows_with_output_allocator():
     )
     inputs = [_input((2, 4), (10, 4), (1000, 4)), _input((2,), (10,), (1000,), torch.bool)]
     assert placement(dryrun(program, inputs)) == {"trt": [MASKED_ROWS], "torch": []}
-    results, original = [], compiler.interpret_module_to_result
+    from torch_tensorrt.dynamo.conversion._TRTInterpreter import TRTInterpreter
 
-    def recording(*args, **kwargs):
-        results.append(original(*args, **kwargs))
-        return results[-1]
+    flags, construct = [], TRTInterpreter._construct_trt_network_def
 
-    compiler.interpret_module_to_result = recording
+    def recording(interpreter):
+        construct(interpreter)
+        flags.append(interpreter.ctx.requires_output_allocator)
+
+    TRTInterpreter._construct_trt_network_def = recording
     try:
         with converter_calls() as calls:
             plan = serialized_engine(program, inputs)
     finally:
-        compiler.interpret_module_to_result = original
+        TRTInterpreter._construct_trt_network_def = construct
     (call,) = calls
     assert call.requires_output_allocator and call.input_casts == [None, torch.int32]
-    assert results[0].requires_output_allocator and b"MaskedRows" in plan
+    assert flags == [True] and b"MaskedRows" in plan
 
 
 def test_what_our_validator_rejects_falls_back_to_pytorch():
     """A pad_to node our validator refuses (its input recorded as float64, which the plugin cannot take) goes
     to a PyTorch partition in Torch-TensorRT's own partitioning; the rms_norm next to it stays in TensorRT."""
+    import torch_tensorrt.dynamo._compiler as compiler
     from torch_tensorrt.dynamo import CompilationSettings
     from torch_tensorrt.dynamo._compiler import compile_module
 
@@ -151,7 +152,13 @@ def test_what_our_validator_rejects_falls_back_to_pytorch():
     (pad,) = [n for n in gm.graph.nodes if str(n.target) == PAD_TO]
     pad.args[0].meta["val"] = pad.args[0].meta["val"].to(torch.float64)
     settings = CompilationSettings(min_block_size=1, dryrun=True, offload_module_to_cpu=True)
-    partitioned = compile_module(gm, [x], {}, settings)
+    # compile_module moves the PyTorch partitions to the compilation device (CUDA): on a CPU-only torch they stay.
+    device = compiler.to_torch_device
+    compiler.to_torch_device = lambda _: torch.device("cpu")
+    try:
+        partitioned = compile_module(gm, [x], {}, settings)
+    finally:
+        compiler.to_torch_device = device
     assert placement(partitioned) == {"trt": [RMS_NORM], "torch": [PAD_TO]}
 
 

@@ -80,8 +80,32 @@ def converter_calls() -> Iterator[list]:
 
 
 def serialized_engine(program: torch.export.ExportedProgram, inputs: list, **settings) -> bytes:
-    """``convert_exported_program_to_serialized_trt_engine``: conversion and a built plan (no GPU needed)."""
+    """The plan ``convert_exported_program_to_serialized_trt_engine`` builds (conversion, then RTX's builder).
+
+    Torch-TensorRT for RTX deserializes the plan right after building it (``_TRTInterpreter.run``), which needs
+    a CUDA device: without one that step fails, so the plan is taken from ``Builder.build_serialized_network``
+    as it returns, and the failure is accepted only when it comes after a plan was built on a machine without CUDA.
+    """
+    import tensorrt_rtx
+
+    plans, original = [], tensorrt_rtx.Builder.build_serialized_network
+
+    def recording(builder, network, config):
+        plan = original(builder, network, config)
+        plans.append(None if plan is None else bytes(plan))
+        return plan
+
     options = {"min_block_size": 1, "offload_module_to_cpu": True, **settings}
-    return bytes(
-        torch_tensorrt().dynamo.convert_exported_program_to_serialized_trt_engine(program, arg_inputs=inputs, **options)
-    )
+    tensorrt_rtx.Builder.build_serialized_network = recording
+    try:
+        return bytes(
+            torch_tensorrt().dynamo.convert_exported_program_to_serialized_trt_engine(
+                program, arg_inputs=inputs, **options
+            )
+        )
+    except RuntimeError:
+        if torch.cuda.is_available() or len(plans) != 1 or not plans[0]:
+            raise
+        return plans[0]
+    finally:
+        tensorrt_rtx.Builder.build_serialized_network = original
