@@ -34,7 +34,7 @@ from typing import Any
 API_ID = 0xB38F642A771BA941
 API_VERSION = 1
 #: tensorrt_rtx releases the private table was checked with (function table layout and pybind11 layout).
-CHECKED_VERSIONS = ("1.5.0.114", "1.7.1.116")
+CHECKED_VERSIONS = ("1.5.0.114", "1.6.1.120", "1.7.1.116")
 
 _PTR = ctypes.c_void_p
 _ADD_PLUGIN_V3 = ctypes.CFUNCTYPE(_PTR, _PTR, _PTR, ctypes.c_int32, _PTR, ctypes.c_int32, _PTR)

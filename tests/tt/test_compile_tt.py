@@ -10,19 +10,28 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tt_helpers import converter_calls, dryrun, placement, require_plugin_library, serialized_engine, torch_tensorrt
+from tt_helpers import (
+    converter_calls,
+    dryrun,
+    placement,
+    require_plugin_library,
+    serialized_engine,
+    torch_compile_dryrun,
+    torch_tensorrt,
+)
 
 RMS_NORM, PAD_TO, MASKED_ROWS = "torchtrt.rms_norm.default", "torchtrt.pad_to.default", "torchtrt.masked_rows.default"
 
 
 class Norm(torch.nn.Module):
+    """Our op between two layers Torch-TensorRT converts itself."""
+
     def __init__(self, hidden=64):
         super().__init__()
-        self.proj = torch.nn.Linear(hidden, hidden)
-        self.weight = torch.nn.Parameter(1 + 0.1 * torch.randn(hidden))
+        self.scale = torch.nn.Parameter(torch.rand(hidden) + 0.5)
 
     def forward(self, x):
-        return self.proj(torch.ops.torchtrt.rms_norm(x, self.weight, 1e-6)) + x
+        return torch.ops.torchtrt.rms_norm(x.relu(), self.scale, 1e-6) * 2
 
 
 class PadConst(torch.nn.Module):
@@ -163,24 +172,7 @@ def test_what_our_validator_rejects_falls_back_to_pytorch():
 
 
 def test_torch_compile_backend_partitions_our_ops_into_tensorrt():
-    import torch_tensorrt.dynamo.backend.backends as backends
-
-    seen, original = [], backends.compile_module
-
-    def recording(gm, *args, **kwargs):
-        partitioned = original(gm, *args, **kwargs)
-        seen.append(placement(partitioned))
-        return partitioned
-
-    backends.compile_module = recording
-    try:
-        model, x = Norm().eval(), torch.randn(4, 7, 64)
-        compiled = torch.compile(
-            model, backend="tensorrt", dynamic=False, options={"dryrun": True, "min_block_size": 1}
-        )
-        y = compiled(x)
-    finally:
-        backends.compile_module = original
-        torch._dynamo.reset()
-    assert seen == [{"trt": [RMS_NORM], "torch": []}]
+    model, x = Norm().eval(), torch.randn(4, 7, 64)
+    y, placements = torch_compile_dryrun(model, x)
+    assert placements == [{"trt": [RMS_NORM], "torch": []}]
     torch.testing.assert_close(y, model(x), atol=1e-5, rtol=1e-5)

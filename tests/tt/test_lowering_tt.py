@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tt_helpers import dryrun, placement, torch_tensorrt
+from tt_helpers import dryrun, placement, torch_compile_dryrun, torch_tensorrt
 
 from torchtrt_plugins.testing.models import RMS_NORMS, make_rms_norm
 
@@ -58,28 +58,10 @@ def test_opt_out_leaves_the_norm_to_torch_tensorrt(monkeypatch):
 
 
 def test_torch_compile_backend_lowers_the_llama_form():
-    import torch_tensorrt.dynamo.backend.backends as backends
-
-    seen = []
-    original = backends.compile_module
-
-    def recording(gm, *args, **kwargs):
-        partitioned = original(gm, *args, **kwargs)
-        seen.append(placement(partitioned))
-        return partitioned
-
-    backends.compile_module = recording
-    try:
-        model = make_rms_norm("llama", HIDDEN).to(torch.bfloat16).eval()
-        x = torch.randn(3, 7, HIDDEN).to(torch.bfloat16)
-        compiled = torch.compile(
-            model, backend="tensorrt", dynamic=False, options={"dryrun": True, "min_block_size": 1}
-        )
-        y = compiled(x)
-    finally:
-        backends.compile_module = original
-        torch._dynamo.reset()
-    assert seen == [{"trt": [RMS_NORM], "torch": []}], seen
+    model = make_rms_norm("llama", HIDDEN).to(torch.bfloat16).eval()
+    x = torch.randn(3, 7, HIDDEN).to(torch.bfloat16)
+    y, placements = torch_compile_dryrun(model, x)
+    assert placements == [{"trt": [RMS_NORM], "torch": []}], placements
     torch.testing.assert_close(y, model(x), **_tolerance(torch.bfloat16))
 
 

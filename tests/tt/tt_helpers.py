@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -23,15 +22,7 @@ def require_plugin_library() -> None:
     """Skip unless our plugin library is there or can be built (the converters create plugins from it)."""
     from torchtrt_plugins import _build
 
-    if os.environ.get("TORCHTRT_PLUGINS_LIBRARY"):
-        return
-    needs = {
-        "nvcc": _build.nvcc_path(),
-        "cmake": shutil.which("cmake"),
-        "TensorRT headers": _build.tensorrt_include_dir(),
-    }
-    missing = [name for name, found in needs.items() if not found]
-    if missing:
+    if not os.environ.get("TORCHTRT_PLUGINS_LIBRARY") and (missing := _build.missing_build_tools()):
         pytest.skip(f"tt tier: cannot build the plugin library ({', '.join(missing)} not found)")
 
 
@@ -59,6 +50,27 @@ def dryrun(program: torch.export.ExportedProgram, inputs: list, **settings) -> t
     """``torch_tensorrt.dynamo.compile(..., dryrun=True)``: export, decompositions, lowering, partitioning."""
     options = {"min_block_size": 1, "offload_module_to_cpu": True, **settings}
     return torch_tensorrt().dynamo.compile(program, arg_inputs=inputs, dryrun=True, **options)
+
+
+def torch_compile_dryrun(model: torch.nn.Module, *args: torch.Tensor) -> tuple[torch.Tensor, list[dict]]:
+    """``torch.compile(model, backend="tensorrt")`` in dry-run mode, called once: ``(output, placements)``, where
+    ``placements`` says where our ops landed in each graph the backend partitioned."""
+    import torch_tensorrt.dynamo.backend.backends as backends
+
+    seen, original = [], backends.compile_module
+
+    def recording(gm, *more, **kwargs):
+        partitioned = original(gm, *more, **kwargs)
+        seen.append(placement(partitioned))
+        return partitioned
+
+    backends.compile_module = recording
+    try:
+        options = {"dryrun": True, "min_block_size": 1}
+        return torch.compile(model, backend="tensorrt", dynamic=False, options=options)(*args), seen
+    finally:
+        backends.compile_module = original
+        torch._dynamo.reset()
 
 
 @contextlib.contextmanager
