@@ -99,7 +99,10 @@ def serialized_engine(program: torch.export.ExportedProgram, inputs: list, **set
     as it returns, and the failure is accepted only when it comes after a plan was built on a machine without CUDA.
     """
     import tensorrt_rtx
+    from _nvidia import add_plugin_v3
 
+    if not hasattr(tensorrt_rtx.INetworkDefinition, "add_plugin_v3"):
+        pytest.skip(f"tt tier: {add_plugin_v3.unavailable_reason(tensorrt_rtx)}")
     plans, original = [], tensorrt_rtx.Builder.build_serialized_network
 
     def recording(builder, network, config):
