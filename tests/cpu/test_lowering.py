@@ -246,6 +246,16 @@ def test_each_style_replaced_after_torch_tensorrt_decompositions(style, dtype, e
     assert node.args[2] == pytest.approx(1e-5)
 
 
+@pytest.mark.parametrize("experimental", [False, True], ids=["default", "experimental"])
+def test_fused_rms_norm_replaced_after_torch_tensorrt_decompositions(experimental):
+    """``aten._fused_rms_norm`` (what CUDA exports) is decomposed by both tables before our pass sees it."""
+    inputs = inputs_for(torch.float32)
+    program = torch.export.export(FusedRMSNorm(), inputs)
+    gm = program.run_decompositions(torch_tensorrt_decompositions(experimental)).module()
+    assert ATEN._fused_rms_norm.default not in targets(gm)
+    assert_replaced(gm, inputs, 1)
+
+
 @pytest.mark.parametrize(
     "spelling",
     [
