@@ -77,7 +77,7 @@ def test_engine_saved_and_loaded_in_fresh_process(tmp_path):
     assert "fresh-process-ok" in result.stdout, result.stderr[-4000:]
 
 
-def _build_plan(path, serialize_library: bool, version_compatible: bool | None = None):
+def _build_plan(path, serialize_library: bool, version_compatible: bool | None = None, allow_refusal: bool = False):
     """A plain TensorRT plan holding one RMSNorm plugin layer (dynamic rows, hidden 256, fp16).
 
     ``serialize_library`` puts our library in ``plugins_to_serialize``; TensorRT serializes plugin libraries
@@ -106,8 +106,10 @@ def _build_plan(path, serialize_library: bool, version_compatible: bool | None =
     profile.set_shape("x", (1, 256), (8, 256), (64, 256))
     config.add_optimization_profile(profile)
     plan_bytes = builder.build_serialized_network(network, config)
-    assert plan_bytes is not None
-    path.write_bytes(bytes(plan_bytes))
+    if plan_bytes is None and not allow_refusal:
+        raise AssertionError("build_serialized_network returned None; see the TensorRT log")
+    if plan_bytes is not None:
+        path.write_bytes(bytes(plan_bytes))
     return library
 
 
@@ -159,8 +161,11 @@ def test_plugins_to_serialize_makes_version_compatible_plan_self_contained(tmp_p
 
 
 def test_plugins_to_serialize_is_ignored_without_version_compatible(tmp_path):
-    """Without VERSION_COMPATIBLE the list is not serialized: the plan does not deserialize without our loader."""
-    _build_plan(tmp_path / "rms.plan", serialize_library=True, version_compatible=False)
+    """Without VERSION_COMPATIBLE the library is not serialized: TensorRT refuses the build, or the plan does not
+    deserialize in a process that never loads our library."""
+    _build_plan(tmp_path / "rms.plan", serialize_library=True, version_compatible=False, allow_refusal=True)
+    if not (tmp_path / "rms.plan").exists():
+        return
     result = subprocess.run(
         [sys.executable, "-c", _RUN_PLAN_WITHOUT_OUR_LOADER, str(tmp_path / "rms.plan")], capture_output=True, text=True
     )
