@@ -78,6 +78,8 @@ def _worker(module_path: str) -> Worker:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+    # The test's own arguments (parametrize values, tmp_path) are pickled to the worker; fixtures with live state
+    # (monkeypatch, capfd, ...) cannot cross the process boundary, so tt tests do not take them.
     names = pyfuncitem._fixtureinfo.argnames
     kwargs = {name: pyfuncitem.funcargs[name] for name in names}
     path = str(pyfuncitem.path)

@@ -44,7 +44,7 @@ def test_lowered_with_dynamic_batch(style):
     assert placement(dryrun(program, [spec])) == {"trt": [RMS_NORM], "torch": []}
 
 
-def test_opt_out_leaves_the_norm_to_torch_tensorrt(monkeypatch):
+def test_opt_out_leaves_the_norm_to_torch_tensorrt():
     from torchtrt_plugins import lowering
 
     lowering.set_enabled(False)
