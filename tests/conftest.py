@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-TIERS = ("cpu", "rtx", "gpu", "trt")
+TIERS = ("cpu", "rtx", "tt", "gpu", "trt")
 
 
 @functools.cache
@@ -27,6 +27,10 @@ def _missing(tier: str) -> str | None:
         except Exception as err:  # noqa: BLE001
             return f"rtx tier: tensorrt_rtx is not importable ({err}); pip install -e '.[rtx]'"
         return None
+    if tier == "tt":  # installs the tier's own Torch-TensorRT environment on first use (tests/tt/tt_environment.py)
+        from tt.tt_environment import missing
+
+        return missing()
     if not torch.cuda.is_available():
         return f"{tier} tier: no CUDA GPU visible to torch"
     import torchtrt_plugins

@@ -13,7 +13,7 @@ from . import (
     ops,  # noqa: F401  (registers the specs)
 )
 from .lowering import lower, lower_with_report
-from .native import load_plugins, plugin_library_path
+from .native import load_plugins, load_program, plugin_library_path
 from .spec import NAMESPACE, SpecError, all_ops, get
 
 __version__ = "0.1.0"
@@ -24,6 +24,7 @@ __all__ = [
     "all_ops",
     "get",
     "load_plugins",
+    "load_program",
     "lower",
     "lower_with_report",
     "plugin_library_path",

@@ -90,6 +90,12 @@ def nvcc_path() -> str | None:
     return None
 
 
+def missing_build_tools() -> list[str]:
+    """What building the plugin library needs and this machine lacks (empty when it can build)."""
+    needs = {"nvcc": nvcc_path(), "cmake": shutil.which("cmake"), "TensorRT headers": tensorrt_include_dir()}
+    return [name for name, found in needs.items() if not found]
+
+
 def cuda_archs() -> str:
     """CMake CUDA architectures: ``TORCHTRT_PLUGINS_CUDA_ARCHS``, else the visible GPU, else sm_90."""
     if os.environ.get("TORCHTRT_PLUGINS_CUDA_ARCHS"):

@@ -106,3 +106,17 @@ def load_plugins(registry: Any = None) -> Path:
                     f"{missing}; see the TensorRT log for the reason"
                 )
     return path
+
+
+def load_program(path: str | os.PathLike, **kwargs: Any) -> Any:
+    """Load a program saved with ``torch_tensorrt.save`` whose engines hold our plugins.
+
+    Torch-TensorRT serializes the engines but no plugin library: deserializing them needs our creators
+    in TensorRT's plugin registry first. This registers them (``load_plugins()``, idempotent), then returns
+    ``torch_tensorrt.load(path, **kwargs)`` (an ``ExportedProgram``; call ``.module()`` to run it).
+    """
+    torch_tensorrt = _compat.torch_tensorrt()
+    if torch_tensorrt is None:
+        raise ImportError("torchtrt_plugins.load_program: Torch-TensorRT is not installed (pip install torch-tensorrt)")
+    load_plugins()
+    return torch_tensorrt.load(os.fspath(path), **kwargs)

@@ -140,6 +140,8 @@ private:
     std::vector<nvinfer1::DynamicPluginTensorDesc> dynamicDescs(Combination const& combination, bool useMinAsAll) const;
     std::vector<nvinfer1::PluginTensorDesc> concreteDescs(
         Combination const& combination, ShapePoint const& point) const;
+    nvinfer1::IPluginV3* cloneForBuild();
+    void attachDuringBuild();
     void configure();
     void tacticQueries();
     std::optional<FieldSet> fieldsOf(Handles const& h, char const* what);
@@ -165,9 +167,11 @@ private:
     json::Value mErrors = json::Value::array();
     std::set<std::string> mSeenViolations;
     std::vector<LogLine> mLog;
+    json::Value mCalls = json::Value::array(); // every plugin method called, in order
 
     void* mLibrary{nullptr};
     nvinfer1::IPluginCreatorV3One* mCreator{nullptr};
+    nvinfer1::IPluginV3* mNetworkPlugin{nullptr}; // what the network holds; the build works on a clone of it
     nvinfer1::IPluginV3* mBuildPlugin{nullptr};
     Handles mBuild;
     int32_t mNbOutputs{0};
@@ -206,6 +210,7 @@ template <typename F>
 bool Run::call(char const* method, F&& fn)
 {
     trace(pluginId() + " " + method);
+    mCalls.push(method);
     CapturingLogger& logger = loggerFinder().logger();
     logger.setDuring(method);
     TrapOutcome const outcome = trapped(fn);

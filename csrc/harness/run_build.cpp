@@ -838,6 +838,7 @@ void Run::enumerateFormats()
     bool crashed = false;
     FaultScope faults;
     loggerFinder().logger().setDuring("supportsFormatCombination");
+    mCalls.push("supportsFormatCombination"); // once for the whole enumeration (thousands of queries)
 
     auto ask = [&](int32_t pos)
     {
@@ -969,6 +970,33 @@ void Run::chooseCombination()
                + " for the requested input types; the supported combinations are in 'formats'");
 }
 
+nvinfer1::IPluginV3* Run::cloneForBuild()
+{
+    nvinfer1::IPluginV3* clone = nullptr;
+    call("clone", [&] { clone = mNetworkPlugin->clone(); });
+    if (clone == nullptr)
+    {
+        violation("clone", "clone", "returned nullptr when the builder cloned the network's plugin");
+        throw Stop("clone() of the plugin created by createPlugin(kBUILD) returned nullptr");
+    }
+    return clone;
+}
+
+void Run::attachDuringBuild()
+{
+    timingCacheId(mBuild); // queried before attachToContext, as the builder does
+    // The builder attaches the plugin to a (build-time) resource context before configuring it.
+    nvinfer1::IPluginV3* attached = nullptr;
+    call("attachToContext", [&] { attached = mBuild.runtime->attachToContext(&mResourceContext); });
+    if (attached == nullptr)
+    {
+        violation("attach", "attachToContext", "returned nullptr during the build phase");
+        return;
+    }
+    resolve(attached, "plugin attached during the build", false);
+    destroy(attached);
+}
+
 void Run::configure()
 {
     std::vector<nvinfer1::DynamicPluginTensorDesc> descs = dynamicDescs(mCombination, false);
@@ -1021,30 +1049,41 @@ void Run::tacticQueries()
         violation("tactics", "getNbTactics", "returned " + std::to_string(count));
         count = 0;
     }
-    if (count > 0)
+    // NVIDIA's builder calls getValidTactics even when getNbTactics() returned 0: getValidTactics(nullptr, 0).
+    std::vector<int32_t> tactics(count, 0);
+    int32_t status = 1;
+    call("getValidTactics",
+        [&] { status = mBuild.build->getValidTactics(count > 0 ? tactics.data() : nullptr, count); });
+    if (status != 0)
     {
-        std::vector<int32_t> tactics(count, 0);
-        int32_t status = 1;
-        call("getValidTactics", [&] { status = mBuild.build->getValidTactics(tactics.data(), count); });
-        if (status != 0)
+        violation("tactics", "getValidTactics",
+            "returned " + std::to_string(status) + " for "
+                + (count > 0 ? "its " + std::to_string(count) + " tactics"
+                             : std::string("getValidTactics(nullptr, 0) after getNbTactics() returned 0"))
+                + "; TensorRT's builder fails the build on a non-zero return");
+    }
+    else
+    {
+        std::set<int32_t> seen;
+        for (int32_t t : tactics)
         {
-            error("getValidTactics", "returned " + std::to_string(status));
-        }
-        else
-        {
-            std::set<int32_t> seen;
-            for (int32_t t : tactics)
+            if (t == 0 || !seen.insert(t).second)
             {
-                if (t == 0 || !seen.insert(t).second)
-                {
-                    violation("tactics", "getValidTactics",
-                        "tactic values must be unique and non-zero (0 is TensorRT's default tactic), got "
-                            + json::Value::arrayOf(tactics).dump());
-                    break;
-                }
+                violation("tactics", "getValidTactics",
+                    "tactic values must be unique and non-zero (0 is TensorRT's default tactic), got "
+                        + json::Value::arrayOf(tactics).dump());
+                break;
             }
-            mValidTactics = tactics;
         }
+        mValidTactics = tactics;
+    }
+    // With a single candidate the builder times nothing and picks the default tactic.
+    int32_t chosen = 1;
+    call("setTactic", [&] { chosen = mBuild.runtime->setTactic(0); });
+    if (chosen != 0)
+    {
+        violation(
+            "tactics", "setTactic", "setTactic(0), TensorRT's default tactic, returned " + std::to_string(chosen));
     }
     mResult.set("tactics", json::Value::arrayOf(mValidTactics));
     mResult.set("timing_cache_id", callForString("getTimingCacheID", [&] { return mBuild.build->getTimingCacheID(); }));
@@ -1246,16 +1285,21 @@ json::Value Run::conformance()
     {
         loadLibrary();
         checkInvalidFields();
-        mBuildPlugin = createPlugin(mRequest.fields, nvinfer1::TensorRTPhase::kBUILD, "createPlugin");
-        if (mBuildPlugin == nullptr)
+        mNetworkPlugin = createPlugin(mRequest.fields, nvinfer1::TensorRTPhase::kBUILD, "createPlugin");
+        if (mNetworkPlugin == nullptr)
         {
             throw Stop(
                 "createPlugin(kBUILD) returned nullptr for the fields " + mRequest.fields.describe() + "; see 'log'");
         }
+        // The order NVIDIA's builder was observed to use (TensorRT-RTX 1.5-1.7): clone, output types and shapes,
+        // supportsFormatCombination, getTimingCacheID, attachToContext, configurePlugin, getWorkspaceSize,
+        // getNbTactics, getValidTactics, setTactic, then getFieldsToSerialize.
+        mBuildPlugin = cloneForBuild();
         mBuild = resolve(mBuildPlugin, "build plugin", true);
         buildPhaseQueries();
         enumerateFormats();
         chooseCombination();
+        attachDuringBuild();
         configure();
         tacticQueries();
         checkCloneIndependence();
@@ -1265,6 +1309,7 @@ json::Value Run::conformance()
         }
         serializationRoundTrip();
         destroy(mBuildPlugin);
+        destroy(mNetworkPlugin);
         checkResourcesReleased();
     }
     catch (Stop const& stop)
@@ -1276,6 +1321,8 @@ json::Value Run::conformance()
         stopped = json::Value(std::string("harness error: ") + e.what());
     }
     destroy(mBuildPlugin);
+    destroy(mNetworkPlugin);
+    mResult.set("calls", mCalls);
     mResult.set("resource_acquires", pluginRegistry().acquireCount() - mAcquiresAtStart);
     mResult.set("stopped", stopped);
     mResult.set("runs", mRuns);

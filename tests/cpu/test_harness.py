@@ -298,3 +298,66 @@ def test_bad_requests(build):
     assert "dlopen" in result.stopped
     with pytest.raises(H.HarnessError, match="input must be"):
         H.run_plugin(build.library, "RMSNorm", inputs=[object()], enqueue=False)
+
+
+# ------------------------------------------------------------------------------ NVIDIA's builder's call order
+
+#: The order in which TensorRT-RTX's builder (1.5 to 1.7, on CPU) called a plugin's methods while building a plan
+#: (issue 11): the harness's build phase must make these calls, in this order (other calls may come in between).
+NVIDIA_BUILD_ORDER = (
+    "createPlugin",
+    "clone",
+    "getOutputShapes",
+    "supportsFormatCombination",
+    "getTimingCacheID",
+    "attachToContext",
+    "configurePlugin",
+    "getWorkspaceSize",
+    "getNbTactics",
+    "getValidTactics",
+    "setTactic",
+    "getFieldsToSerialize",
+)
+
+
+def _our_plugin_runs(build):
+    from torchtrt_plugins.ops import masked_rows, pad_to
+
+    x4 = H.TensorArg((2, 3, 13, 21), torch.float16)
+    rows, mask = H.TensorArg((10, 4), torch.float32), H.TensorArg((10,), torch.int32)
+    return {
+        "RMSNorm": rms(build),
+        "PadTo": H.run_call(plan(pad_to.SPEC, (x4, 16, 17, 0.0)), x4, library=build.library, enqueue=False),
+        "MaskedRows": H.run_call(
+            plan(masked_rows.SPEC, (rows, mask)), rows, mask, library=build.library, enqueue=False
+        ),
+    }
+
+
+def _missing_from_order(calls: list[str], order: tuple[str, ...]) -> list[str]:
+    """The entries of ``order`` that ``calls`` does not contain as a subsequence (empty when it does)."""
+    position = 0
+    for index, method in enumerate(order):
+        try:
+            position = calls.index(method, position) + 1
+        except ValueError:
+            return list(order[index:])
+    return []
+
+
+def test_build_phase_makes_nvidia_builders_calls_in_its_order(build):
+    for plugin, result in _our_plugin_runs(build).items():
+        result.assert_conformant()
+        assert _missing_from_order(result.calls, NVIDIA_BUILD_ORDER) == [], (plugin, result.calls)
+        # The builder works on a clone of the network's plugin, and attaches it before configuring it.
+        assert result.calls.index("clone") < result.calls.index("getOutputShapes")
+        assert result.calls.index("attachToContext") < result.calls.index("configurePlugin")
+
+
+def test_get_valid_tactics_is_asked_even_without_tactics(build):
+    """NVIDIA's builder calls getValidTactics(nullptr, 0) after getNbTactics() returned 0 (issue 11, defect 2)."""
+    runs = _our_plugin_runs(build)
+    assert runs["PadTo"].tactics == runs["MaskedRows"].tactics == []
+    for result in runs.values():
+        nb = result.calls.index("getNbTactics")
+        assert result.calls[nb + 1] == "getValidTactics", result.calls

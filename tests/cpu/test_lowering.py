@@ -204,6 +204,82 @@ def test_torch_tensorrt_decomposed_form_replaced(decompose):
     assert_replaced(export(TorchTensorRTDecomposedRMSNorm(), *inputs, decompose=decompose), inputs, 1)
 
 
+def torch_tensorrt_decompositions(experimental: bool = False) -> dict:
+    """The decomposition table Torch-TensorRT 2.11-2.14 hands to ``run_decompositions`` before its
+    post-lowering passes (``torch_tensorrt/dynamo/lowering/_decompositions.py:get_decompositions``), as far
+    as an RMSNorm goes: every CompositeImplicitAutograd aten op (``aten.rms_norm``, ``aten.square``; with
+    ``enable_experimental_decompositions`` the core ATen table instead, ``aten._fused_rms_norm`` included),
+    then its own rewrites ``rsqrt -> reciprocal(sqrt(.))`` and ``reciprocal -> div(1, .)``.
+    The tt tier checks the same forms inside the real Torch-TensorRT."""
+    from torch._decomp import core_aten_decompositions
+    from torch._export.utils import _collect_all_valid_cia_ops_for_aten_namespace, _get_decomp_for_cia
+
+    if experimental:
+        table = dict(core_aten_decompositions())
+    else:
+        table = {op: _get_decomp_for_cia(op) for op in _collect_all_valid_cia_ops_for_aten_namespace()}
+    table[ATEN.rsqrt.default] = lambda x: torch.reciprocal(torch.sqrt(x))
+    table[ATEN.reciprocal.default] = lambda x: torch.div(1, x)
+    return table
+
+
+TORCH_TENSORRT_CASES = [
+    (style, dtype, experimental)
+    for style in sorted(RMS_NORMS)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16)
+    for experimental in (False, True)
+]
+
+
+@pytest.mark.parametrize(
+    "style, dtype, experimental",
+    TORCH_TENSORRT_CASES,
+    ids=[f"{s}-{d}-{'experimental' if e else 'default'}" for s, d, e in TORCH_TENSORRT_CASES],
+)
+def test_each_style_replaced_after_torch_tensorrt_decompositions(style, dtype, experimental):
+    """Defect 1 of issue 11: after Torch-TensorRT's decompositions ``rsqrt`` is ``div(1, sqrt(.))``."""
+    inputs = inputs_for(dtype)
+    program = torch.export.export(make_rms_norm(style, HIDDEN, eps=1e-5).to(dtype), inputs)
+    gm = program.run_decompositions(torch_tensorrt_decompositions(experimental)).module()
+    assert ATEN.rsqrt.default not in targets(gm) and ATEN.reciprocal.default not in targets(gm)
+    (node,) = op_nodes(assert_replaced(gm, inputs, 1, tolerance_dtype=dtype))
+    assert node.args[2] == pytest.approx(1e-5)
+
+
+@pytest.mark.parametrize("experimental", [False, True], ids=["default", "experimental"])
+def test_fused_rms_norm_replaced_after_torch_tensorrt_decompositions(experimental):
+    """``aten._fused_rms_norm`` (what CUDA exports) is decomposed by both tables before our pass sees it."""
+    inputs = inputs_for(torch.float32)
+    program = torch.export.export(FusedRMSNorm(), inputs)
+    gm = program.run_decompositions(torch_tensorrt_decompositions(experimental)).module()
+    assert ATEN._fused_rms_norm.default not in targets(gm)
+    assert_replaced(gm, inputs, 1)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        lambda v: torch.reciprocal(torch.sqrt(v)),
+        lambda v: 1.0 / torch.sqrt(v),
+        lambda v: torch.sqrt(v) ** -1,
+        lambda v: v**-0.5,
+        lambda v: 1 / v**0.5,
+    ],
+    ids=["reciprocal_sqrt", "one_over_sqrt", "sqrt_pow_minus_one", "pow_minus_half", "one_over_pow_half"],
+)
+def test_inverse_square_root_spellings(spelling):
+    class Norm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.rand(HIDDEN) + 0.5)
+
+        def forward(self, x):
+            return x * spelling(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+
+    inputs = inputs_for(torch.float32)
+    assert_replaced(export(Norm(), *inputs), inputs, 1)
+
+
 def test_dynamic_batch_and_sequence():
     dynamic = ({0: torch.export.Dim("batch", min=1, max=8), 1: torch.export.Dim("seq", min=2, max=64)},)
     gm = export(make_rms_norm("llama", HIDDEN).to(torch.bfloat16), *inputs_for(torch.bfloat16), dynamic_shapes=dynamic)

@@ -91,3 +91,25 @@ def test_load_plugins_reports_missing_creators(library, monkeypatch):
     monkeypatch.setenv("TORCHTRT_PLUGINS_LIBRARY", str(library))
     with pytest.raises(RuntimeError, match="did not register the creators"):
         native.load_plugins(FakeRegistry(registers=False))
+
+
+def test_load_program_registers_the_creators_before_torch_tensorrt_loads(monkeypatch, tmp_path):
+    """Torch-TensorRT saves no plugin library: our creators must be in the registry before its engines load."""
+    import types
+
+    from torchtrt_plugins import _compat
+
+    steps = []
+    fake = types.SimpleNamespace(load=lambda path, **kwargs: steps.append(("torch_tensorrt.load", path, kwargs)))
+    monkeypatch.setattr(_compat, "torch_tensorrt", lambda: fake)
+    monkeypatch.setattr(native, "load_plugins", lambda: steps.append(("load_plugins",)))
+    assert torchtrt_plugins.load_program(tmp_path / "model.ep", extra_files=None) is None
+    assert steps == [("load_plugins",), ("torch_tensorrt.load", str(tmp_path / "model.ep"), {"extra_files": None})]
+
+
+def test_load_program_without_torch_tensorrt_says_what_is_missing(monkeypatch):
+    from torchtrt_plugins import _compat
+
+    monkeypatch.setattr(_compat, "torch_tensorrt", lambda: None)
+    with pytest.raises(ImportError, match="load_program: Torch-TensorRT is not installed"):
+        torchtrt_plugins.load_program("model.ep")

@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,15 +230,8 @@ def trt_log(trt: Any) -> TrtLog:
 @pytest.fixture(scope="session")
 def plugin_library() -> Path:
     """The plugin library (TORCHTRT_PLUGINS_LIBRARY, else built from this checkout)."""
-    if not os.environ.get("TORCHTRT_PLUGINS_LIBRARY"):
-        needs = {
-            "nvcc": _build.nvcc_path(),
-            "cmake": shutil.which("cmake"),
-            "TensorRT headers": _build.tensorrt_include_dir(),
-        }
-        missing = [name for name, found in needs.items() if not found]
-        if missing:
-            pytest.skip(f"rtx tier: cannot build the plugin library ({', '.join(missing)} not found)")
+    if not os.environ.get("TORCHTRT_PLUGINS_LIBRARY") and (missing := _build.missing_build_tools()):
+        pytest.skip(f"rtx tier: cannot build the plugin library ({', '.join(missing)} not found)")
     return native.plugin_library_path()
 
 

@@ -3,8 +3,9 @@
 Recognized (aten level and symbolic_trace level alike):
 
 - composites: ``x * rsqrt(mean(x**2, -1, keepdim=True) + eps) * weight`` and its spellings: the
-  square as ``pow(2)``/``square``/``x * x``; ``rsqrt(v)``, ``v ** -0.5``, ``1 / sqrt(v)`` or
-  ``x / sqrt(v)``; float casts anywhere on the way in (Hugging Face ``LlamaRMSNorm`` upcasts to
+  square as ``pow(2)``/``square``/``x * x``; ``rsqrt(v)``, ``v ** -0.5``, ``1 / sqrt(v)``,
+  ``reciprocal(sqrt(v))`` (Torch-TensorRT's decompositions turn ``rsqrt`` into that, and ``reciprocal``
+  into ``div(1, .)``) or ``x / sqrt(v)``; float casts anywhere on the way in (Hugging Face ``LlamaRMSNorm`` upcasts to
   fp32, T5 upcasts only the variance) and around the weight multiply (before or after the cast back);
 - ``aten.rms_norm`` / ``F.rms_norm`` / ``torch.rms_norm``, ``aten._fused_rms_norm`` and
   ``nn.RMSNorm`` modules (symbolic_trace keeps them as ``call_module``).
@@ -95,26 +96,53 @@ def _squared_input(mean: Node) -> Node | None:
     return base if is_last_dim(arg(mean, 1, "dim"), None if base_value is None else base_value.dim()) else None
 
 
+def _power_base(node: Any, exponent: float) -> Node | None:
+    """``b`` when ``node`` computes ``b ** exponent`` (``pow``, or the unary op of that power)."""
+    node_kind = kind(node)
+    unary = {0.5: "sqrt", -0.5: "rsqrt", -1: "reciprocal"}.get(exponent)
+    if node_kind == "pow" and arg(node, 1, "exponent") == exponent:
+        base = node.args[0]
+    elif node_kind is not None and node_kind == unary:
+        base = node.args[0]
+    elif exponent == -1 and node_kind == "div" and (operands := binary_operands(node)) and _is_one(operands[0]):
+        base = operands[1]  # ``div(1, b)``: Torch-TensorRT decomposes ``reciprocal`` into it
+    else:
+        return None
+    return base if isinstance(base, Node) else None
+
+
+def _is_one(value: Any) -> bool:
+    return is_number(value) and value == 1
+
+
 def _normalized(variance_eps: Node) -> tuple[Node, Any, list[Node]] | None:
-    """``(product, numerator, nodes)`` for ``numerator * rsqrt(variance_eps)`` in any spelling."""
+    """``(product, numerator, nodes)`` for ``numerator * rsqrt(variance_eps)`` in any spelling.
+
+    The inverse square root may be ``rsqrt(v)``, ``v ** -0.5``, or the square root ``sqrt(v)`` /
+    ``v ** 0.5`` inverted by ``reciprocal``, ``1 / .`` or ``. ** -1`` (Torch-TensorRT's decompositions
+    turn ``rsqrt`` into ``reciprocal(sqrt(v))`` and ``reciprocal`` into ``div(1, .)`` before its
+    post-lowering passes run), or divided into: ``numerator / sqrt(v)``.
+    """
     root = sole_user(variance_eps)
-    root_kind = kind(root)
-    if root_kind == "rsqrt" or (
-        root_kind == "pow" and root.args[0] is variance_eps and arg(root, 1, "exponent") == -0.5
-    ):
-        product = sole_user(root)
-        if kind(product) == "mul":
-            return product, other_operand(product, root), [root, product]
-    elif root_kind == "sqrt":
+    if _power_base(root, -0.5) is variance_eps:
+        inverse, nodes = root, [root]
+    elif _power_base(root, 0.5) is variance_eps:
         consumer = sole_user(root)
-        operands = binary_operands(consumer) if kind(consumer) == "div" else None
-        if operands is not None and operands[1] is root and operands[0] is not root:
-            return consumer, operands[0], [root, consumer]
-        if kind(consumer) == "reciprocal":
-            product = sole_user(consumer)
-            if kind(product) == "mul":
-                return product, other_operand(product, consumer), [root, consumer, product]
-    return None
+        if _power_base(consumer, -1) is root:
+            inverse, nodes = consumer, [root, consumer]
+        elif kind(consumer) == "div" and (operands := binary_operands(consumer)) and operands[1] is root:
+            return (consumer, operands[0], [root, consumer]) if operands[0] is not root else None
+        else:
+            return None
+    else:
+        return None
+    product = sole_user(inverse)
+    while kind(product) == "mul" and _is_one(other_operand(product, inverse)):  # ``1.0 / t`` is ``reciprocal(t) * 1.0``
+        inverse, product = product, sole_user(product)
+        nodes.append(inverse)
+    if kind(product) != "mul":
+        return None
+    return product, other_operand(product, inverse), [*nodes, product]
 
 
 def _cast_chain(node: Node) -> list[Node]:

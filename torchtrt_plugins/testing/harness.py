@@ -162,6 +162,8 @@ class HarnessResult:
     errors: list[dict]
     stopped: str | None
     enqueue_skipped: str | None
+    #: Every plugin method the harness called, in order (``createPlugin``, ``clone``, ... ``~IPluginV3``).
+    calls: list[str] = field(default_factory=list)
 
     @property
     def rules(self) -> set[str]:
@@ -425,6 +427,7 @@ def _result(reply: dict, plugin: str, buffers: list[torch.Tensor], device: torch
         errors=reply.get("errors", []),
         stopped=reply.get("stopped"),
         enqueue_skipped=reply.get("enqueue_skipped"),
+        calls=list(reply.get("calls", [])),
     )
 
 

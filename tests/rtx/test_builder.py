@@ -1,0 +1,187 @@
+"""NVIDIA's builder (TensorRT-RTX) builds a plan holding each of our plugins, on CPU, with dynamic profiles.
+
+TensorRT-RTX's builder does no tactic timing, so it builds without a GPU and calls every build-phase
+method of the plugin (clone, output types and shapes, formats, attachToContext, configurePlugin,
+workspace, tactics, serialization). The plugin layer is added through the test-only addPluginV3 adapter
+(``tests/_nvidia/add_plugin_v3.py``): RTX's Python network has no plugin methods. A failed build names the
+plugin and the errors TensorRT logged (which name the method). Running the plan needs a GPU (trt tier).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import torch
+from _nvidia import add_plugin_v3
+
+from torchtrt_plugins import converters
+from torchtrt_plugins import spec as spec_mod
+
+Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class NetworkInput:
+    name: str
+    dtype: torch.dtype
+    profile: Profile  # min, opt, max; the network input's dims are -1 where they differ
+
+
+@dataclass(frozen=True)
+class BuilderCase:
+    id: str
+    op: str
+    #: the op's tensor inputs first, in order; then any input only used for its shape
+    inputs: tuple[NetworkInput, ...]
+    #: the op's arguments after its tensors (positional), given the network's tensors by input name
+    args: Callable[[dict[str, Any]], tuple] = lambda tensors: ()
+    #: outputs of the plugin layer marked as network outputs
+    outputs: tuple[int, ...] = (0,)
+    tags: tuple[str, ...] = field(default=())
+
+
+def _dims(network: Any, tensor: Any, index: int, name: str) -> Any:
+    """Dimension ``index`` of ``tensor`` as a 1-D INT64 shape tensor (a shape input)."""
+    shape = network.add_shape(tensor)
+    shape.name = f"{name}_shape"
+    piece = network.add_slice(shape.get_output(0), (index,), (1,), (1,))
+    piece.name = f"{name}_dim{index}"
+    return piece.get_output(0)
+
+
+CASES = (
+    BuilderCase(
+        "rms_norm-dynamic_rows-fp16",
+        "rms_norm",
+        (
+            NetworkInput("x", torch.float16, ((1, 1, 256), (4, 7, 256), (16, 64, 256))),
+            NetworkInput("w", torch.float16, ((256,),) * 3),
+        ),
+        args=lambda t: (1e-6,),
+    ),
+    BuilderCase(
+        "rms_norm-dynamic_batch-bf16",
+        "rms_norm",
+        (
+            NetworkInput("x", torch.bfloat16, ((1, 128), (8, 128), (64, 128))),
+            NetworkInput("w", torch.bfloat16, ((128,),) * 3),
+        ),
+        args=lambda t: (1e-5,),
+    ),
+    BuilderCase(
+        "pad_to-fields",
+        "pad_to",
+        (NetworkInput("x", torch.float32, ((1, 3, 1, 1), (2, 3, 13, 21), (4, 3, 64, 64))),),
+        args=lambda t: (16, 17, 2.5),
+    ),
+    BuilderCase(
+        "pad_to-shape_inputs",
+        "pad_to",
+        (
+            NetworkInput("x", torch.float16, ((1, 3, 1, 1), (2, 3, 13, 21), (4, 3, 64, 64))),
+            NetworkInput("like", torch.float16, ((1, 1, 1, 1), (1, 1, 16, 16), (1, 1, 128, 128))),
+        ),
+        args=lambda t: ("like:2", "like:3"),
+        tags=("shape_inputs",),
+    ),
+    BuilderCase(
+        "masked_rows-dds",
+        "masked_rows",
+        (
+            NetworkInput("x", torch.float32, ((1, 8), (100, 8), (1000, 8))),
+            NetworkInput("mask", torch.bool, ((1,), (100,), (1000,))),
+        ),
+    ),
+)
+
+
+def test_every_op_has_a_builder_case():
+    assert {entry.spec.name for entry in spec_mod.all_ops()} <= {case.op for case in CASES}
+
+
+def _trt_dtype(trt: Any, dtype: torch.dtype) -> Any:
+    return getattr(trt, str(dtype).removeprefix("torch."))
+
+
+def _build(trt: Any, trt_log: Any, registry: Any, case: BuilderCase) -> tuple[bytes | None, Any]:
+    """Build a plan for ``case``; ``(plan bytes or None, network)``."""
+    spec = spec_mod.get(case.op).spec
+    builder = trt.Builder(trt_log.logger)
+    network = builder.create_network(0)
+    profile = builder.create_optimization_profile()
+    tensors = {}
+    for net_input in case.inputs:
+        low, opt, high = net_input.profile
+        dims = tuple(-1 if a != b or b != c else a for a, b, c in zip(low, opt, high))
+        tensors[net_input.name] = network.add_input(net_input.name, _trt_dtype(trt, net_input.dtype), dims)
+        profile.set_shape(net_input.name, low, opt, high)
+    shape_inputs_by_ref = {}
+    args = []
+    for value in case.args(tensors):
+        if isinstance(value, str):  # "input:dim": a symbolic size, given to the plugin as a shape input
+            name, dim = value.split(":")
+            shape_inputs_by_ref[value] = _dims(network, tensors[name], int(dim), value.replace(":", "_"))
+            args.append(shape_inputs_by_ref[value])
+        else:
+            args.append(value)
+    tensor_args = [tensors[net_input.name] for net_input in case.inputs[: len(spec.inputs)]]
+    call = converters.plan(
+        spec, (*tensor_args, *args), {}, is_symbolic=lambda v: any(v is s for s in shape_inputs_by_ref.values())
+    )
+    inputs = []
+    for i, (tensor, cast) in enumerate(zip(call.tensor_inputs, call.input_casts)):
+        if cast is not None:  # what the converter does: e.g. the bool mask as INT32
+            layer = network.add_cast(tensor, _trt_dtype(trt, cast))
+            layer.name = f"input{i}_as_{cast}"
+            tensor = layer.get_output(0)
+        inputs.append(tensor)
+    plugin = converters.create_plugin(call, trt.TensorRTPhase.BUILD, trt, registry)
+    assert plugin is not None, f"{spec.plugin_name}: create_plugin failed; TensorRT log: {trt_log.records[-5:]}"
+    layer = add_plugin_v3.add_plugin_v3(network, inputs, call.shape_inputs, plugin)
+    layer.name = spec.plugin_name
+    for index in case.outputs:
+        network.mark_output(layer.get_output(index))
+    config = builder.create_builder_config()
+    config.add_optimization_profile(profile)
+    return builder.build_serialized_network(network, config), network
+
+
+@pytest.fixture(scope="module")
+def adapter(trt):
+    reason = add_plugin_v3.unavailable_reason(trt)
+    if reason:
+        pytest.skip(f"rtx tier: {reason}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_nvidia_builder_builds_a_plan(trt, trt_log, registry, adapter, case):
+    spec = spec_mod.get(case.op).spec
+    with trt_log.capture() as records:
+        plan, network = _build(trt, trt_log, registry, case)
+    errors = [f"{r.severity}: {r.message}" for r in trt_log.errors(records)]
+    assert plan is not None and plan.nbytes > 0, (
+        f"{spec.plugin_namespace}::{spec.plugin_name}: NVIDIA's builder built no plan; TensorRT logged: {errors}"
+    )
+    assert not errors, f"{spec.plugin_name}: the build logged errors: {errors}"
+    data = bytes(plan)
+    assert spec.plugin_name.encode() in data and spec.plugin_namespace.encode() in data
+    (layer,) = [
+        network.get_layer(i) for i in range(network.num_layers) if network.get_layer(i).name == spec.plugin_name
+    ]
+    assert layer.type == trt.LayerType.PLUGIN_V3 and layer.num_inputs == len(spec.inputs) + (
+        2 if "shape_inputs" in case.tags else 0
+    )
+
+
+def test_masked_rows_output_is_data_dependent(trt, trt_log, registry, adapter):
+    (case,) = [c for c in CASES if c.op == "masked_rows"]
+    _, network = _build(trt, trt_log, registry, case)
+    output = network.get_output(0)
+    assert output.shape[0] == -1 and tuple(output.shape[1:]) == (8,)
+
+
+def test_adapter_names_what_it_was_checked_with(trt):
+    assert trt.__version__ in add_plugin_v3.CHECKED_VERSIONS or add_plugin_v3.unavailable_reason(trt)

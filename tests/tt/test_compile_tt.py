@@ -1,0 +1,178 @@
+"""Our ops through Torch-TensorRT's own pipeline: export, decompositions, partitioning with our validator,
+our converters and (through the test-only addPluginV3 adapter) a plan built by TensorRT-RTX's builder.
+
+``convert_exported_program_to_serialized_trt_engine`` runs all of it and returns the plan; running a plan
+needs a GPU (trt tier), so ``torch_tensorrt.dynamo.compile`` and ``torch.compile(backend="tensorrt")`` are
+checked up to partitioning (``dryrun``), where our ops must land in the TensorRT partition.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tt_helpers import (
+    converter_calls,
+    dryrun,
+    placement,
+    require_plugin_library,
+    serialized_engine,
+    torch_compile_dryrun,
+    torch_tensorrt,
+)
+
+RMS_NORM, PAD_TO, MASKED_ROWS = "torchtrt.rms_norm.default", "torchtrt.pad_to.default", "torchtrt.masked_rows.default"
+
+
+class Norm(torch.nn.Module):
+    """Our op between two layers Torch-TensorRT converts itself."""
+
+    def __init__(self, hidden=64):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.rand(hidden) + 0.5)
+
+    def forward(self, x):
+        return torch.ops.torchtrt.rms_norm(x.relu(), self.scale, 1e-6) * 2
+
+
+class PadConst(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.torchtrt.pad_to(x, 16, 24, 1.5) * 2
+
+
+class PadLike(torch.nn.Module):
+    def forward(self, x, like):
+        return torch.ops.torchtrt.pad_to(x, *like.shape[-2:]) + 1
+
+
+class Select(torch.nn.Module):
+    def forward(self, x, mask):
+        return torch.ops.torchtrt.masked_rows(x * 2, mask)
+
+
+def _input(low, opt, high, dtype=torch.float32):
+    return torch_tensorrt().Input(min_shape=low, opt_shape=opt, max_shape=high, dtype=dtype)
+
+
+def _norm_case(dynamic: bool):
+    model, x = Norm().eval(), torch.randn(4, 7, 64)
+    if not dynamic:
+        return model, torch.export.export(model, (x,)), [x]
+    program = torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=16)},))
+    return model, program, [_input((1, 7, 64), (4, 7, 64), (16, 7, 64))]
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic_batch"])
+def test_rms_norm_partitioned_into_tensorrt(dynamic):
+    model, program, inputs = _norm_case(dynamic)
+    partitioned = dryrun(program, inputs)
+    assert placement(partitioned) == {"trt": [RMS_NORM], "torch": []}
+    x = torch.randn(4, 7, 64)
+    torch.testing.assert_close(partitioned(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic_batch"])
+def test_rms_norm_plan_builds(dynamic):
+    require_plugin_library()
+    _, program, inputs = _norm_case(dynamic)
+    with converter_calls() as calls:
+        plan = serialized_engine(program, inputs)
+    assert [(c.plugin_name, c.field_value("eps")) for c in calls] == [("RMSNorm", pytest.approx(1e-6))]
+    assert b"RMSNorm" in plan and b"torchtrt" in plan
+
+
+def test_pad_to_with_fields():
+    require_plugin_library()
+    x = torch.randn(2, 3, 13, 21)
+    program = torch.export.export(PadConst(), (x,))
+    assert placement(dryrun(program, [x])) == {"trt": [PAD_TO], "torch": []}
+    with converter_calls() as calls:
+        plan = serialized_engine(program, [x])
+    (call,) = calls
+    assert [(f.name, f.value) for f in call.fields] == [("height", 16), ("width", 24), ("value", 1.5)]
+    assert call.shape_inputs == [] and b"PadTo" in plan
+
+
+def test_pad_to_with_shape_inputs():
+    require_plugin_library()
+    x, like = torch.randn(2, 3, 13, 21), torch.randn(1, 1, 16, 24)
+    dims = (
+        {0: torch.export.Dim("batch", min=1, max=8)},
+        {2: torch.export.Dim("h", min=2, max=64), 3: torch.export.Dim("w", min=2, max=64)},
+    )
+    program = torch.export.export(PadLike(), (x, like), dynamic_shapes=dims)
+    inputs = [
+        _input((1, 3, 13, 21), (2, 3, 13, 21), (8, 3, 13, 21)),
+        _input((1, 1, 2, 2), (1, 1, 16, 24), (1, 1, 64, 64)),
+    ]
+    assert placement(dryrun(program, inputs)) == {"trt": [PAD_TO], "torch": []}
+    with converter_calls() as calls:
+        plan = serialized_engine(program, inputs)
+    (call,) = calls
+    assert call.field_value("height") == call.field_value("width") == -1  # the shape-input sentinel
+    assert len(call.shape_inputs) == 2 and b"PadTo" in plan
+
+
+def test_masked_rows_with_output_allocator():
+    require_plugin_library()
+    x, mask = torch.randn(10, 4), torch.arange(10) % 3 == 0
+    program = torch.export.export(
+        Select(),
+        (x, mask),
+        dynamic_shapes=({0: torch.export.Dim("n", min=2, max=1000)}, {0: torch.export.Dim("n", min=2, max=1000)}),
+    )
+    inputs = [_input((2, 4), (10, 4), (1000, 4)), _input((2,), (10,), (1000,), torch.bool)]
+    assert placement(dryrun(program, inputs)) == {"trt": [MASKED_ROWS], "torch": []}
+    from torch_tensorrt.dynamo.conversion._TRTInterpreter import TRTInterpreter
+
+    flags, construct = [], TRTInterpreter._construct_trt_network_def
+
+    def recording(interpreter):
+        construct(interpreter)
+        flags.append(interpreter.ctx.requires_output_allocator)
+
+    TRTInterpreter._construct_trt_network_def = recording
+    try:
+        with converter_calls() as calls:
+            plan = serialized_engine(program, inputs)
+    finally:
+        TRTInterpreter._construct_trt_network_def = construct
+    (call,) = calls
+    assert call.requires_output_allocator and call.input_casts == [None, torch.int32]
+    assert flags == [True] and b"MaskedRows" in plan
+
+
+def test_what_our_validator_rejects_falls_back_to_pytorch():
+    """A pad_to node our validator refuses (its input recorded as float64, which the plugin cannot take) goes
+    to a PyTorch partition in Torch-TensorRT's own partitioning; the rms_norm next to it stays in TensorRT."""
+    import torch_tensorrt.dynamo._compiler as compiler
+    from torch_tensorrt.dynamo import CompilationSettings
+    from torch_tensorrt.dynamo._compiler import compile_module
+
+    class Both(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(21))
+
+        def forward(self, x):
+            return torch.ops.torchtrt.pad_to(torch.ops.torchtrt.rms_norm(x, self.weight, 1e-6), 16, 24)
+
+    x = torch.randn(2, 3, 13, 21)
+    gm = torch.export.export(Both(), (x,)).module()
+    (pad,) = [n for n in gm.graph.nodes if str(n.target) == PAD_TO]
+    pad.args[0].meta["val"] = pad.args[0].meta["val"].to(torch.float64)
+    settings = CompilationSettings(min_block_size=1, dryrun=True, offload_module_to_cpu=True)
+    # compile_module moves the PyTorch partitions to the compilation device (CUDA): on a CPU-only torch they stay.
+    device = compiler.to_torch_device
+    compiler.to_torch_device = lambda _: torch.device("cpu")
+    try:
+        partitioned = compile_module(gm, [x], {}, settings)
+    finally:
+        compiler.to_torch_device = device
+    assert placement(partitioned) == {"trt": [RMS_NORM], "torch": [PAD_TO]}
+
+
+def test_torch_compile_backend_partitions_our_ops_into_tensorrt():
+    model, x = Norm().eval(), torch.randn(4, 7, 64)
+    y, placements = torch_compile_dryrun(model, x)
+    assert placements == [{"trt": [RMS_NORM], "torch": []}]
+    torch.testing.assert_close(y, model(x), atol=1e-5, rtol=1e-5)

@@ -1,0 +1,78 @@
+"""The automatic RMSNorm lowering inside Torch-TensorRT, for every form the README claims (issue 11, defect 1).
+
+Torch-TensorRT decomposes ``rsqrt`` into ``reciprocal(sqrt(.))`` and ``reciprocal`` into ``div(1, .)``
+before its post-lowering passes (ours among them) run; each form must still become one
+``torchtrt.rms_norm``, placed in the TensorRT partition.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tt_helpers import dryrun, placement, torch_compile_dryrun, torch_tensorrt
+
+from torchtrt_plugins.testing.models import RMS_NORMS, make_rms_norm
+
+RMS_NORM = "torchtrt.rms_norm.default"
+DTYPES = ("float32", "float16", "bfloat16")
+HIDDEN = 64
+NORM_OPS = ("aten.rsqrt", "aten.sqrt", "aten.mean", "aten.reciprocal", "aten.rms_norm", "aten._fused_rms_norm")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("style", sorted(RMS_NORMS))
+def test_each_form_lowered_inside_dynamo_compile(style, dtype):
+    dtype = getattr(torch, dtype)
+    model = make_rms_norm(style, HIDDEN, eps=1e-5).to(dtype).eval()
+    x = torch.randn(2, 5, HIDDEN).to(dtype)
+    partitioned = dryrun(torch.export.export(model, (x,)), [x])
+    where = placement(partitioned)
+    assert where == {"trt": [RMS_NORM], "torch": []}, where
+    leftovers = [t for n, ts in _all_targets(partitioned) for t in ts if t.startswith(NORM_OPS)]
+    assert not leftovers, leftovers
+    torch.testing.assert_close(partitioned(x), model(x), **_tolerance(dtype))
+
+
+@pytest.mark.parametrize("style", ["llama", "nn"])
+def test_lowered_with_dynamic_batch(style):
+    model = make_rms_norm(style, HIDDEN).to(torch.float16).eval()
+    x = torch.randn(4, 5, HIDDEN).to(torch.float16)
+    program = torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=16)},))
+    spec = torch_tensorrt().Input(
+        min_shape=(1, 5, HIDDEN), opt_shape=(4, 5, HIDDEN), max_shape=(16, 5, HIDDEN), dtype=torch.float16
+    )
+    assert placement(dryrun(program, [spec])) == {"trt": [RMS_NORM], "torch": []}
+
+
+def test_opt_out_leaves_the_norm_to_torch_tensorrt():
+    from torchtrt_plugins import lowering
+
+    lowering.set_enabled(False)
+    try:
+        model = make_rms_norm("llama", HIDDEN).eval()
+        x = torch.randn(2, 5, HIDDEN)
+        partitioned = dryrun(torch.export.export(model, (x,)), [x])
+    finally:
+        lowering.set_enabled(None)
+    assert placement(partitioned) == {"trt": [], "torch": []}
+
+
+def test_torch_compile_backend_lowers_the_llama_form():
+    model = make_rms_norm("llama", HIDDEN).to(torch.bfloat16).eval()
+    x = torch.randn(3, 7, HIDDEN).to(torch.bfloat16)
+    y, placements = torch_compile_dryrun(model, x)
+    assert placements == [{"trt": [RMS_NORM], "torch": []}], placements
+    torch.testing.assert_close(y, model(x), **_tolerance(torch.bfloat16))
+
+
+def _all_targets(partitioned):
+    from tt_helpers import targets_by_submodule
+
+    return targets_by_submodule(partitioned).items()
+
+
+def _tolerance(dtype):
+    from torchtrt_plugins.ops import rms_norm
+
+    tolerance = rms_norm.SPEC.tolerance(dtype)
+    return {"atol": tolerance.atol * 4, "rtol": tolerance.rtol * 4}
