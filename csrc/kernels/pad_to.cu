@@ -13,6 +13,8 @@ namespace
 constexpr int kBlockThreads = 256;
 // Output vectors each thread has in flight.
 constexpr int kUnroll = 4;
+// Blocks per SM of a persistent grid (0: one pass, a block per kBlockThreads * UNROLL vectors).
+constexpr int kPersistentBlocksPerSm = 0;
 
 // n / d for a run-time invariant d as a multiply-high, an add and a shift (Granlund & Montgomery); n < 2^32.
 // An output vector's index becomes (row, column) and (plane, row in plane) without 64-bit divisions.
@@ -74,7 +76,7 @@ struct PadShape
 // from two divisions by invariants. Rows past `height` and columns past `width` are fills and read nothing.
 // X_VECTORS: width is a multiple of VEC and x is aligned, so a vector is wholly inside or outside the
 // input row and is loaded in one piece; otherwise its elements are gathered one by one.
-template <typename T, int VEC, bool X_VECTORS, typename Divider>
+template <typename T, int VEC, bool X_VECTORS, typename Divider, int UNROLL>
 __global__ void __launch_bounds__(kBlockThreads) padToKernel(
     T const* __restrict__ x, T* __restrict__ y, PadShape shape, Divider chunksPerRow, Divider rowsPerPlane, T value)
 {
@@ -86,13 +88,13 @@ __global__ void __launch_bounds__(kBlockThreads) padToKernel(
         fill.v[k] = value;
     }
     V* yv = reinterpret_cast<V*>(y);
-    int64_t const stride = static_cast<int64_t>(gridDim.x) * kBlockThreads * kUnroll;
-    for (int64_t base = static_cast<int64_t>(blockIdx.x) * kBlockThreads * kUnroll + threadIdx.x; base < shape.chunks;
+    int64_t const stride = static_cast<int64_t>(gridDim.x) * kBlockThreads * UNROLL;
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * kBlockThreads * UNROLL + threadIdx.x; base < shape.chunks;
         base += stride)
     {
-        V out[kUnroll];
+        V out[UNROLL];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
+        for (int u = 0; u < UNROLL; ++u)
         {
             int64_t const i = base + u * kBlockThreads;
             out[u] = fill;
@@ -129,7 +131,7 @@ __global__ void __launch_bounds__(kBlockThreads) padToKernel(
             }
         }
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
+        for (int u = 0; u < UNROLL; ++u)
         {
             int64_t const i = base + u * kBlockThreads;
             if (i < shape.chunks)
@@ -140,15 +142,25 @@ __global__ void __launch_bounds__(kBlockThreads) padToKernel(
     }
 }
 
-template <typename T, int VEC, bool X_VECTORS, typename Divider>
+template <typename T, int VEC, bool X_VECTORS, typename Divider, int UNROLL = kUnroll,
+    int BLOCKS_PER_SM = kPersistentBlocksPerSm>
 cudaError_t launch(T const* x, T* y, PadShape const& shape, Divider const& chunksPerRow, Divider const& rowsPerPlane,
     T value, cudaStream_t stream)
 {
     // One pass over the output, no cap below the hardware's: the block scheduler balances the tail better
     // than a grid-stride loop over a device-sized grid (as measured for rms_norm on H100).
-    int64_t const perBlock = int64_t{kBlockThreads} * kUnroll;
-    int64_t const blocks = std::min<int64_t>((shape.chunks + perBlock - 1) / perBlock, int64_t{0x7fffffff});
-    padToKernel<T, VEC, X_VECTORS, Divider>
+    int64_t const perBlock = int64_t{kBlockThreads} * UNROLL;
+    int64_t blocks = std::min<int64_t>((shape.chunks + perBlock - 1) / perBlock, int64_t{0x7fffffff});
+    if constexpr (BLOCKS_PER_SM > 0)
+    {
+        int resident = 0;
+        if (cudaError_t err = maxResidentBlocks(&resident, BLOCKS_PER_SM); err != cudaSuccess)
+        {
+            return err;
+        }
+        blocks = std::min<int64_t>(blocks, resident);
+    }
+    padToKernel<T, VEC, X_VECTORS, Divider, UNROLL>
         <<<static_cast<unsigned>(blocks), kBlockThreads, 0, stream>>>(x, y, shape, chunksPerRow, rowsPerPlane, value);
     return cudaGetLastError();
 }

@@ -126,6 +126,8 @@ def test_csv_columns_values_and_append(tmp_path):
             "cuda",
             "tensorrt",
             "timestamp",
+            "timer",
+            "repeats",
         )
     )
     assert sum(1 for line in lines if line[0] == "op") == 1  # header written once
