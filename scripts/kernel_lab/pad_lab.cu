@@ -8,7 +8,7 @@ namespace ttp
 char const* padVariantName(int variant)
 {
     static char const* const names[] = {"padTo()", "unroll4 one-pass", "unroll8 one-pass", "unroll2 one-pass",
-        "unroll4 persistent x8", "unroll8 persistent x4", "unroll4 persistent x16"};
+        "unroll4 persistent x8", "unroll1 one-pass", "unroll1 persistent x8"};
     return variant < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[variant] : nullptr;
 }
 
@@ -27,8 +27,8 @@ cudaError_t padVariantTyped(int variant, void const* x, void* y, PadArgs const& 
     case 2: return launch<T, VEC, true, FastDivmod32, 8, 0>(xt, yt, shape, cpr, rpp, v, stream);
     case 3: return launch<T, VEC, true, FastDivmod32, 2, 0>(xt, yt, shape, cpr, rpp, v, stream);
     case 4: return launch<T, VEC, true, FastDivmod32, 4, 8>(xt, yt, shape, cpr, rpp, v, stream);
-    case 5: return launch<T, VEC, true, FastDivmod32, 8, 4>(xt, yt, shape, cpr, rpp, v, stream);
-    case 6: return launch<T, VEC, true, FastDivmod32, 4, 16>(xt, yt, shape, cpr, rpp, v, stream);
+    case 5: return launch<T, VEC, true, FastDivmod32, 1, 0>(xt, yt, shape, cpr, rpp, v, stream);
+    case 6: return launch<T, VEC, true, FastDivmod32, 1, 8>(xt, yt, shape, cpr, rpp, v, stream);
     default: return cudaErrorInvalidValue;
     }
 }
