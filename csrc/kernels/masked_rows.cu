@@ -20,7 +20,7 @@ constexpr int64_t kMaxTileRows = kWarpSize * kBlockThreads; // one mask word per
 constexpr int64_t kTileBytes = 32 * 1024;
 // The count kernel takes several tiles a block, at least kCountBlockRows mask entries, so that short rows do not
 // leave most of its warps idle; the scan then runs over one total per count block.
-constexpr int64_t kCountBlockRows = 16 * 1024;
+constexpr int64_t kCountBlockRows = 4 * 1024;
 constexpr int kMaxTilesPerCountBlock = 32;
 constexpr size_t kWorkspaceAlign = 256;
 // Copy chunks each thread has in flight per row; a split of a row is at least this many per thread.

@@ -137,8 +137,8 @@ double copyMicros(size_t movedBytes)
 
 void row(char const* op, std::string const& shape, char const* variant, double us, double copyUs, size_t bytes)
 {
-    std::printf("%-12s %-22s %-34s %9.2f us  %7.1f%% of copy  (%.1f MB, copy %.2f us)\n", op, shape.c_str(), variant,
-        us, 100.0 * copyUs / us, bytes / 1e6, copyUs);
+    std::printf("%-12s %-22s %-34s %9.2f us  %7.1f%% of copy  (%.1f MB, copy %.2f us)%s\n", op, shape.c_str(), variant,
+        us, 100.0 * copyUs / us, bytes / 1e6, copyUs, gHot ? " hot" : "");
     std::fflush(stdout);
 }
 
@@ -230,6 +230,10 @@ void rmsNormCases()
         TTP_BLOCK(4, 384, false)
         TTP_BLOCK(2, 512, true)
         TTP_BLOCK(8, 128, true)
+        TTP_BLOCK(16, 128, true)
+        TTP_BLOCK(16, 128, false)
+        TTP_BLOCK(8, 256, false)
+        TTP_BLOCK(6, 256, true)
 #undef TTP_BLOCK
 #define TTP_WARP(L, C, U, CAP)                                                                                         \
     if (nvec <= (L) * (C) && nvec > (L) * (C) / 2)                                                                     \
@@ -250,6 +254,9 @@ void rmsNormCases()
         TTP_WARP(8, 1, 2, 0)
         TTP_WARP(8, 1, 8, 0)
         TTP_WARP(8, 1, 4, 8)
+        TTP_WARP(8, 2, 1, 0)
+        TTP_WARP(8, 2, 2, 0)
+        TTP_WARP(16, 1, 1, 4)
 #undef TTP_WARP
         if (nvec <= 64)
         {
@@ -295,6 +302,22 @@ void padCases()
                 sets);
             row("pad_to", shape, ttp::padVariantName(v), us, copy, moved);
         }
+        if (sh.oh <= sh.h && sh.ow <= sh.w)
+        {
+            // A crop is a strided copy: cudaMemcpy3DAsync of the kept box is the hardware's own way to move it.
+            double const us3d = graphMicros(
+                [&](int s, cudaStream_t st)
+                {
+                    cudaMemcpy3DParms p{};
+                    p.srcPtr = make_cudaPitchedPtr(b.in[s], sh.w * elt, sh.ow * elt, sh.h);
+                    p.dstPtr = make_cudaPitchedPtr(b.out[s], sh.ow * elt, sh.ow * elt, sh.oh);
+                    p.extent = make_cudaExtent(sh.ow * elt, sh.oh, sh.planes);
+                    p.kind = cudaMemcpyDeviceToDevice;
+                    return cudaMemcpy3DAsync(&p, st);
+                },
+                sets);
+            row("pad_to", shape, "PEER cudaMemcpy3DAsync (crop box)", us3d, copy, moved);
+        }
 #ifdef TTP_LAB_BASE
         double const us = graphMicros(
             [&](int s, cudaStream_t st)
@@ -328,6 +351,19 @@ void maskedCases()
             kept += m;
         }
         size_t const moved = sh.rows + 2 * kept * sh.rowBytes;
+        // What DRAM must move at 32-byte sector granularity: every sector of x holding a kept row is read whole.
+        int64_t sectors = 0;
+        int64_t lastSector = -1;
+        for (int64_t r = 0; r < sh.rows; ++r)
+        {
+            for (int64_t byte = r * sh.rowBytes; mask[r] && byte < (r + 1) * sh.rowBytes; byte += 32)
+            {
+                int64_t const sector = byte / 32;
+                sectors += sector != lastSector;
+                lastSector = sector;
+            }
+        }
+        size_t const sectorMoved = sh.rows + sectors * 32 + kept * sh.rowBytes;
         int const sets = setsFor(moved);
         Buffers b(sets, sh.rows * sh.rowBytes, sh.rows * sh.rowBytes);
         void* m = nullptr;
@@ -350,6 +386,10 @@ void maskedCases()
             },
             sets);
         row("masked_rows", shape, "count+scatter", us, copy, moved);
+        std::printf("masked_rows  %-22s sectors: x read at 32-byte granularity %.1f MB (kept rows %.1f MB); a copy of "
+                    "mask + sectors + y takes %.2f us: %.1f%% of copy at most\n",
+            shape.c_str(), sectors * 32 / 1e6, kept * sh.rowBytes / 1e6, copyMicros(sectorMoved),
+            100.0 * copy / copyMicros(sectorMoved));
         int32_t k = -1;
         check(cudaMemcpy(&k, count, 4, cudaMemcpyDeviceToHost), "read K");
         if (k != kept)

@@ -298,3 +298,13 @@ def test_bad_requests(build):
     assert "dlopen" in result.stopped
     with pytest.raises(H.HarnessError, match="input must be"):
         H.run_plugin(build.library, "RMSNorm", inputs=[object()], enqueue=False)
+
+
+def test_run_call_passes_the_op_spec_host_sync_declaration(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(H, "run_plugin", lambda *args, **kwargs: seen.update(kwargs))
+    call = plan(torchtrt_plugins.get("rms_norm").spec, (torch.zeros(2, 8), torch.ones(8), 1e-6))
+    H.run_call(call)
+    assert seen["enqueue_syncs_host"] is False
+    H.run_call(call, enqueue_syncs_host=True)
+    assert seen["enqueue_syncs_host"] is True

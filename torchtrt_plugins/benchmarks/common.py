@@ -1081,9 +1081,7 @@ def run_suite(
         if unknown:
             raise ValueError(f"--providers {unknown} match no provider; known: {sorted(known)}")
     env = environment(ctx.device)
-    progress = Progress(
-        sum(count_runs(b, ctx, dtypes, providers, sizes) for b in benchmarks), enabled=show_progress
-    )
+    progress = Progress(sum(count_runs(b, ctx, dtypes, providers, sizes) for b in benchmarks), enabled=show_progress)
     results: list[Result] = []
     try:
         for benchmark in benchmarks:
@@ -1120,8 +1118,9 @@ def add_timing_arguments(parser: Any) -> None:
         "--repeats", type=int, default=1, help="time every provider this many times, interleaved; report the spread"
     )
     parser.add_argument(
-        "--sizes", help="comma-separated shapes replacing the plans' sizes, e.g. 1x4096,8x4096 (benchmarks whose "
-        "shapes have that many dimensions)"
+        "--sizes",
+        help="comma-separated shapes replacing the plans' sizes, e.g. 1x4096,8x4096 (benchmarks whose "
+        "shapes have that many dimensions)",
     )
 
 
