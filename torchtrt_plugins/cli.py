@@ -547,7 +547,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             providers=_split(args.providers) or None,
             csv_path=out / "results.csv",
             show_progress=not args.no_progress,
-            timer=args.timer,
+            timers=common.parse_timers(args.timer),
             repeats=args.repeats,
             sizes=common.parse_sizes(args.sizes),
         )

@@ -367,12 +367,14 @@ def environment(device: torch.device) -> Environment:
 class RunContext:
     device: torch.device
     quick: bool = False
-    timer: str = "do_bench"
+    #: Each provider is timed with every one of these, side by side (one result row each).
+    timers: tuple[str, ...] = ("do_bench",)
     repeats: int = 1
 
     def __post_init__(self) -> None:
-        if self.timer not in TIMERS:
-            raise ValueError(f"unknown timer {self.timer!r}; use one of {list(TIMERS)}")
+        unknown = [t for t in self.timers if t not in TIMERS]
+        if unknown or not self.timers:
+            raise ValueError(f"unknown timer(s) {unknown or list(self.timers)}; use any of {list(TIMERS)}")
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {self.repeats}")
 
@@ -830,11 +832,15 @@ def run(
     return results
 
 
-def _measure_provider(provider: Provider, case: Case, ctx: RunContext) -> Callable[[], Timing]:
+def _measure_provider(provider: Provider, case: Case, timer: str) -> Callable[[], Timing]:
     """A provider that times itself (through the harness): ``measure`` does it; the graph timer cannot."""
-    if ctx.timer == "graph":
-        raise Skip("the harness times each enqueue with CUDA events; the graph timer does not apply")
-    return lambda: provider.measure(case)
+
+    def measure() -> Timing:
+        if timer == "graph":
+            raise Skip("the harness times each enqueue with CUDA events; the graph timer does not apply")
+        return provider.measure(case)
+
+    return measure
 
 
 def _run_case(
@@ -846,26 +852,27 @@ def _run_case(
     static: dict[str, str | None],
     progress: Progress | None,
 ) -> list[Result]:
-    """Prepare every provider (build, first call, output check), then time them: once per repeat, the providers
-    interleaved (copy first), so that a drift of the machine spreads over all of them alike."""
+    """Prepare every provider (build, first call, output check), then time them: once per repeat and timer, the
+    providers interleaved (copy first), so that a drift of the machine spreads over all of them alike."""
     label = f"{benchmark.name} {dtype_name(dtype)} {format_shape(shape)}"
     results: list[Result] = []
 
-    def record(provider: str, status: str, reason: str = "", **kw: Any) -> None:
-        results.append(
-            Result(
-                benchmark.name,
-                provider,
-                format_shape(shape),
-                dtype_name(dtype),
-                ctx.device.type,
-                status,
-                reason,
-                timer=ctx.timer,
-                repeats=ctx.repeats,
-                **kw,
+    def record(provider: str, status: str, reason: str = "", timer: str | None = None, **kw: Any) -> None:
+        for one in [timer] if timer else ctx.timers:
+            results.append(
+                Result(
+                    benchmark.name,
+                    provider,
+                    format_shape(shape),
+                    dtype_name(dtype),
+                    ctx.device.type,
+                    status,
+                    reason,
+                    timer=one,
+                    repeats=ctx.repeats,
+                    **kw,
+                )
             )
-        )
         if progress is not None:
             progress.update(f"{label} {provider}")
 
@@ -876,12 +883,12 @@ def _run_case(
         for name in [COPY_PROVIDER, *(p.name for p in chosen)]:
             record(name, "error", f"could not build the inputs: {_first_line(err)}")
         return results
-    # name -> (a zero-argument timer, the mismatch found by the output check or "")
-    timers: dict[str, tuple[Callable[[], Timing], str]] = {}
+    # name -> (timer -> a zero-argument timing, the mismatch found by the output check or "")
+    prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]] = {}
     if case.nbytes:
         try:
             copy = copy_fn(case.nbytes, ctx.device)
-            timers[COPY_PROVIDER] = (lambda: time_fn(copy, ctx.device, ctx.quick, ctx.timer), "")
+            prepared[COPY_PROVIDER] = (lambda timer: lambda: time_fn(copy, ctx.device, ctx.quick, timer), "")
         except Exception as err:  # noqa: BLE001
             record(COPY_PROVIDER, "error", _first_line(err))
     elif progress is not None:
@@ -892,49 +899,83 @@ def _run_case(
             continue
         try:
             if provider.measure is not None:
-                timers[provider.name] = (_measure_provider(provider, case, ctx), "")
+                prepared[provider.name] = (lambda timer, p=provider: _measure_provider(p, case, timer), "")
                 continue
             fn = provider.factory(case)
             out = fn()
             _sync(ctx.device)
             mismatch = _compare(benchmark, expected, out, dtype) if provider.check else None
             del out
-            timers[provider.name] = (lambda fn=fn: time_fn(fn, ctx.device, ctx.quick, ctx.timer), mismatch or "")
+            prepared[provider.name] = (
+                lambda timer, fn=fn: lambda: time_fn(fn, ctx.device, ctx.quick, timer),
+                mismatch or "",
+            )
         except Skip as err:
             record(provider.name, "skipped", str(err))
         except Exception as err:  # noqa: BLE001 - reported, the run goes on
             record(provider.name, "error", _first_line(err))
-    samples: dict[str, list[Timing]] = {name: [] for name in timers}
+    for timer in ctx.timers:
+        results += _time_prepared(benchmark, ctx, shape, dtype, case, prepared, timer)
+    if progress is not None:
+        for name in prepared:
+            progress.update(f"{label} {name}")
+    # Providers in their declared order, the copy first, whatever order they finished in; timers in the given order.
+    order = {name: i for i, name in enumerate([COPY_PROVIDER, *(p.name for p in chosen)])}
+    results.sort(key=lambda r: (ctx.timers.index(r.timer), order.get(r.provider, len(order))))
+    return results
+
+
+def _time_prepared(
+    benchmark: Benchmark,
+    ctx: RunContext,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    case: Case,
+    prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]],
+    timer: str,
+) -> list[Result]:
+    """Every prepared provider timed with ``timer``, ``ctx.repeats`` times, interleaved; one Result each."""
+    samples: dict[str, list[Timing]] = {name: [] for name in prepared}
     failed: dict[str, tuple[str, str]] = {}
+    timings = {name: make(timer) for name, (make, _mismatch) in prepared.items()}
     with no_recompile():
         for _ in range(ctx.repeats):
-            for name, (timer, _mismatch) in timers.items():
+            for name, timing in timings.items():
                 if name in failed:
                     continue
                 try:
-                    samples[name].append(timer())
+                    samples[name].append(timing())
                 except (Skip, NotCapturable) as err:
                     failed[name] = ("skipped", str(err))
                 except Exception as err:  # noqa: BLE001 - e.g. a recompile during timing: reported
                     failed[name] = ("error", _first_line(err))
     copy_ms = None
-    if COPY_PROVIDER in timers and COPY_PROVIDER not in failed:
+    if COPY_PROVIDER in prepared and COPY_PROVIDER not in failed:
         copy_ms = combine_repeats(samples[COPY_PROVIDER]).median_ms
-    for name, (_timer, mismatch) in timers.items():
+    meta = dict(timer=timer, repeats=ctx.repeats)
+    where = (benchmark.name, format_shape(shape), dtype_name(dtype), ctx.device.type)
+    results = []
+    for name, (_make, mismatch) in prepared.items():
         if name in failed:
-            record(name, *failed[name])
+            results.append(Result(where[0], name, where[1], where[2], where[3], *failed[name], **meta))
             continue
-        record(
-            name,
-            "mismatch" if mismatch else "ok",
-            mismatch,
-            timing=combine_repeats(samples[name]),
-            nbytes=case.nbytes,
-            copy_ms=copy_ms,
+        status = "mismatch" if mismatch else "ok"
+        timing = combine_repeats(samples[name])
+        results.append(
+            Result(
+                where[0],
+                name,
+                where[1],
+                where[2],
+                where[3],
+                status,
+                mismatch,
+                timing=timing,
+                nbytes=case.nbytes,
+                copy_ms=copy_ms,
+                **meta,
+            )
         )
-    # Providers in their declared order, the copy first, whatever order they finished in.
-    order = {name: i for i, name in enumerate([COPY_PROVIDER, *(p.name for p in chosen)])}
-    results.sort(key=lambda r: order.get(r.provider, len(order)))
     return results
 
 
@@ -997,12 +1038,12 @@ def read_results(path: os.PathLike) -> list[dict[str, str]]:
 def format_table(results: Sequence[Result]) -> str:
     """One block per case: the copy first, then each provider's time, GB/s and % of copy."""
     lines = []
-    cases: dict[tuple[str, str, str, str], list[Result]] = {}
+    cases: dict[tuple[str, str, str, str, str], list[Result]] = {}
     for r in results:
-        cases.setdefault((r.op, r.dtype, r.shape, r.device), []).append(r)
+        cases.setdefault((r.op, r.dtype, r.shape, r.device, r.timer), []).append(r)
     header = f"    {'provider':<30} {'median ms':>11} {'p20-p80 ms':>21} {'GB/s':>9} {'% copy':>7}  status"
     # With repeats, p20-p80 is the spread of the repeats' medians.
-    for (op, dtype, shape, device), rows in cases.items():
+    for (op, dtype, shape, device, _timer), rows in cases.items():
         timed = [r for r in rows if r.timed]
         if not timed:
             continue
@@ -1069,12 +1110,12 @@ def run_suite(
     providers: Sequence[str] | None = None,
     csv_path: os.PathLike | None = None,
     show_progress: bool = True,
-    timer: str = "do_bench",
+    timers: Sequence[str] = ("do_bench",),
     repeats: int = 1,
     sizes: Sequence[tuple[int, ...]] | None = None,
 ) -> Report:
     """Run benchmarks side by side in one process, append the CSV, return the report."""
-    ctx = RunContext(resolve_device(device), quick, timer, repeats)
+    ctx = RunContext(resolve_device(device), quick, tuple(timers), repeats)
     if providers:
         known = {name for b in benchmarks for name in b.provider_names}
         unknown = [pat for pat in providers if not any(fnmatch.fnmatchcase(n, pat) for n in known)]
@@ -1095,6 +1136,15 @@ def run_suite(
     return Report(env, results, path)
 
 
+def parse_timers(text: str | None) -> tuple[str, ...]:
+    """``"do_bench,graph"`` -> the timers, in order; None or empty -> do_bench."""
+    timers = tuple(dict.fromkeys(t.strip() for t in (text or "do_bench").split(",") if t.strip()))
+    unknown = [t for t in timers if t not in TIMERS]
+    if unknown or not timers:
+        raise ValueError(f"--timer: unknown {unknown or text!r}; use any of {list(TIMERS)}, comma-separated")
+    return timers
+
+
 def parse_sizes(text: str | None) -> tuple[tuple[int, ...], ...] | None:
     """``"1x4096,8x4096"`` -> shapes; None or empty -> None (each benchmark's plan)."""
     if not text:
@@ -1109,10 +1159,9 @@ def add_timing_arguments(parser: Any) -> None:
     """--timer, --repeats and --sizes, shared by the scripts and ``torchtrt-plugins bench``."""
     parser.add_argument(
         "--timer",
-        choices=TIMERS,
         default="do_bench",
-        help=f"do_bench (default: per call, host overhead included) or graph (per call of {GRAPH_CALLS} calls "
-        "replayed in one CUDA graph: GPU time alone)",
+        help=f"do_bench (default: per call, host overhead included), graph (per call of {GRAPH_CALLS} calls "
+        "replayed in one CUDA graph: GPU time alone), or both: do_bench,graph (one row each)",
     )
     parser.add_argument(
         "--repeats", type=int, default=1, help="time every provider this many times, interleaved; report the spread"
@@ -1144,7 +1193,7 @@ def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
             dtypes=parse_dtypes(args.dtypes),
             providers=[p for p in (args.providers or "").split(",") if p] or None,
             csv_path=args.csv,
-            timer=args.timer,
+            timers=parse_timers(args.timer),
             repeats=args.repeats,
             sizes=parse_sizes(args.sizes),
         )
