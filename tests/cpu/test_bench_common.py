@@ -553,3 +553,34 @@ def test_liger_provider_says_why_it_cannot_run(monkeypatch):
     object.__setattr__(ctx, "device", torch.device("cuda"))
     assert "pip install --no-deps liger-kernel" in bench.needs_liger(ctx)
     assert "liger" in [p.name for p in bench.PROVIDERS]
+
+
+def test_two_compiled_providers_of_one_case_both_stay_compiled(monkeypatch):
+    # Each provider compiles in turn, then all are timed: a dynamo reset by the second must not send the first
+    # back to compiling (the recompile would be an error under no_recompile; seen with the decoder block).
+    monkeypatch.setattr(common, "INDUCTOR_BACKEND", "eager")
+
+    class Double(torch.nn.Module):  # one forward, two modules that guard differently (as the decoder block's)
+        def __init__(self, by_add: bool):
+            super().__init__()
+            self.by_add = by_add
+
+        def forward(self, x):
+            return x + x if self.by_add else x * 2
+
+    def compiled(by_add):
+        def factory(case):
+            model = common.compile_inductor(Double(by_add))
+            return lambda: model(case.inputs[0])
+
+        return factory
+
+    plan = common.Plan(((4, 8),), (torch.float32,))
+    providers = [common.Provider("first", compiled(False)), common.Provider("second", compiled(True))]
+    benchmark = common.Benchmark(
+        "double", _make_case, providers, plan, plan, plan, plan, expected=lambda case: case.inputs[0] * 2
+    )
+    results = common.run(benchmark, common.RunContext(torch.device("cpu"), quick=True))
+    assert {r.provider: r.status for r in results} == {"copy": "ok", "first": "ok", "second": "ok"}, [
+        (r.provider, r.reason) for r in results
+    ]

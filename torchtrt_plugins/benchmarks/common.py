@@ -23,6 +23,7 @@ import datetime
 import fnmatch
 import importlib
 import importlib.util
+import inspect
 import math
 import os
 import platform
@@ -285,14 +286,24 @@ def combine_repeats(timings: Sequence[Timing]) -> Timing:
 # ------------------------------------------------------------------------------------------ torch.compile
 
 
+#: The backend of :func:`compile_inductor` (tests swap in "eager" to skip inductor's code generation).
+INDUCTOR_BACKEND = "inductor"
+
+
 class CompileFallback(RuntimeError):
     """torch.compile did not compile (no graph) or would recompile: the provider would be timing eager code."""
 
 
-def _graph_count() -> int:
-    from torch._dynamo.utils import counters
+def _has_compiled_code(fn: Callable[..., Any]) -> bool:
+    """Whether dynamo holds compiled code for ``fn``'s frame (a module's ``forward``); False when it runs eager.
 
-    return int(counters["stats"]["unique_graphs"])
+    A second function or module sharing the code object may reuse the first one's graph: counting new graphs
+    would call that a fall back, the cache entries on the code object do not."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    code = getattr(inspect.unwrap(getattr(target, "__func__", target)), "__code__", None)
+    return code is None or bool(_debug_get_cache_entry_list(code))
 
 
 def _dynamo_patch(*names: str) -> dict[str, bool]:
@@ -614,21 +625,20 @@ def compile_inductor(fn: Callable[..., Any], **options: Any) -> Callable[..., An
     (``options``: more ``torch.compile`` arguments, e.g. ``fullgraph=True``).
 
     Dynamo caches per code object, so the same function compiled for many sizes would hit the recompile limit
-    and silently fall back to eager; a reset per case avoids that, the first call runs with the recompile limit
-    as a hard failure, and it must produce at least one graph (else :class:`CompileFallback`). Timing runs under
-    :func:`no_recompile`.
+    and silently fall back to eager; :func:`run` resets dynamo once per case (not here: a reset while another
+    provider of the case holds a compiled function would make that one recompile while it is timed), the first
+    call runs with the recompile limit as a hard failure, and it must produce at least one graph (else
+    :class:`CompileFallback`). Timing runs under :func:`no_recompile`.
     """
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, backend="inductor", dynamic=False, **options)
+    compiled = torch.compile(fn, backend=INDUCTOR_BACKEND, dynamic=False, **options)
     checked = []
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if checked:
             return compiled(*args, **kwargs)
-        before = _graph_count()
         with torch._dynamo.config.patch(**_dynamo_patch("fail_on_recompile_limit_hit")):
             out = compiled(*args, **kwargs)
-        if _graph_count() == before:
+        if not _has_compiled_code(fn):
             raise CompileFallback(f"torch.compile produced no graph for {getattr(fn, '__name__', fn)}: it runs eager")
         checked.append(True)
         return out
@@ -883,6 +893,8 @@ def _run_case(
         for name in [COPY_PROVIDER, *(p.name for p in chosen)]:
             record(name, "error", f"could not build the inputs: {_first_line(err)}")
         return results
+    # torch.compile per shape: a clean dynamo cache for this case, before any provider compiles.
+    torch._dynamo.reset()
     # name -> (timer -> a zero-argument timing, the mismatch found by the output check or "")
     prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]] = {}
     if case.nbytes:
