@@ -4,7 +4,7 @@ over shapes, dtypes, memory layouts and field values, against an independent num
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -14,9 +14,7 @@ from torchtrt_plugins import SpecError
 from torchtrt_plugins.testing import props
 
 OPS = sorted(entry.spec.name for entry in torchtrt_plugins.all_ops())
-SETTINGS = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+SETTINGS = props.hypothesis_settings(max_examples=40)
 
 
 def test_every_op_has_property_checks():

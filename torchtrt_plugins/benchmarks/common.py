@@ -867,22 +867,12 @@ def _run_case(
     label = f"{benchmark.name} {dtype_name(dtype)} {format_shape(shape)}"
     results: list[Result] = []
 
-    def record(provider: str, status: str, reason: str = "", timer: str | None = None, **kw: Any) -> None:
-        for one in [timer] if timer else ctx.timers:
-            results.append(
-                Result(
-                    benchmark.name,
-                    provider,
-                    format_shape(shape),
-                    dtype_name(dtype),
-                    ctx.device.type,
-                    status,
-                    reason,
-                    timer=one,
-                    repeats=ctx.repeats,
-                    **kw,
-                )
-            )
+    def result(provider: str, status: str, reason: str, timer: str, **kw: Any) -> Result:
+        where = (benchmark.name, provider, format_shape(shape), dtype_name(dtype), ctx.device.type)
+        return Result(*where, status, reason, timer=timer, repeats=ctx.repeats, **kw)
+
+    def record(provider: str, status: str, reason: str = "") -> None:
+        results.extend(result(provider, status, reason, timer) for timer in ctx.timers)
         if progress is not None:
             progress.update(f"{label} {provider}")
 
@@ -927,7 +917,7 @@ def _run_case(
         except Exception as err:  # noqa: BLE001 - reported, the run goes on
             record(provider.name, "error", _first_line(err))
     for timer in ctx.timers:
-        results += _time_prepared(benchmark, ctx, shape, dtype, case, prepared, timer)
+        results += _time_prepared(ctx, case, prepared, timer, result)
     if progress is not None:
         for name in prepared:
             progress.update(f"{label} {name}")
@@ -938,15 +928,14 @@ def _run_case(
 
 
 def _time_prepared(
-    benchmark: Benchmark,
     ctx: RunContext,
-    shape: tuple[int, ...],
-    dtype: torch.dtype,
     case: Case,
     prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]],
     timer: str,
+    result: Callable[..., Result],
 ) -> list[Result]:
-    """Every prepared provider timed with ``timer``, ``ctx.repeats`` times, interleaved; one Result each."""
+    """Every prepared provider timed with ``timer``, ``ctx.repeats`` times, interleaved; one Result each, made by
+    ``result(provider, status, reason, timer, **timing_fields)``."""
     samples: dict[str, list[Timing]] = {name: [] for name in prepared}
     failed: dict[str, tuple[str, str]] = {}
     timings = {name: make(timer) for name, (make, _mismatch) in prepared.items()}
@@ -964,30 +953,14 @@ def _time_prepared(
     copy_ms = None
     if COPY_PROVIDER in prepared and COPY_PROVIDER not in failed:
         copy_ms = combine_repeats(samples[COPY_PROVIDER]).median_ms
-    meta = dict(timer=timer, repeats=ctx.repeats)
-    where = (benchmark.name, format_shape(shape), dtype_name(dtype), ctx.device.type)
     results = []
     for name, (_make, mismatch) in prepared.items():
         if name in failed:
-            results.append(Result(where[0], name, where[1], where[2], where[3], *failed[name], **meta))
+            results.append(result(name, *failed[name], timer))
             continue
-        status = "mismatch" if mismatch else "ok"
         timing = combine_repeats(samples[name])
-        results.append(
-            Result(
-                where[0],
-                name,
-                where[1],
-                where[2],
-                where[3],
-                status,
-                mismatch,
-                timing=timing,
-                nbytes=case.nbytes,
-                copy_ms=copy_ms,
-                **meta,
-            )
-        )
+        status = "mismatch" if mismatch else "ok"
+        results.append(result(name, status, mismatch, timer, timing=timing, nbytes=case.nbytes, copy_ms=copy_ms))
     return results
 
 

@@ -15,9 +15,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def hypothesis_settings(max_examples: int) -> settings:
+    """No deadline (first calls build kernels and caches); inputs are drawn big on purpose."""
+    too_slow_or_large = [HealthCheck.too_slow, HealthCheck.data_too_large]
+    return settings(max_examples=max_examples, deadline=None, suppress_health_check=too_slow_or_large)
+
+
 #: Extents that stress the kernels: empty, one, odd, around a warp and a vector, and one large odd size.
 EXTENTS = st.one_of(
     st.sampled_from([0, 1, 2, 3, 7, 8, 31, 33, 64, 127, 129]),
