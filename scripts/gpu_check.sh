@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
 # The GPU check (README "Verification tiers"), in steps so each device call stays under its time limit:
-#   bash scripts/gpu_check.sh [tests] [sanitizer] [bench] [bench-quick]      (default: tests sanitizer bench)
+#   bash scripts/gpu_check.sh [tests] [sanitizer] [bench] [bench-quick] [bench-graph] [lab] [multi-gpu]
+#                                                                          (default: tests sanitizer bench)
 # Installs the checkout, builds the native pieces, runs the cpu+gpu(+trt when present) tiers,
 # compute-sanitizer memcheck over the harness gpu tests, and the benchmarks. Logs and results go to
-# $OUT. TensorRT headers: $TENSORRT_INCLUDE_DIR or .deps/tensorrt/include.
+# $OUT. Runs from the checkout or from a copy of it (no .git needed). TensorRT headers: $TENSORRT_INCLUDE_DIR or
+# .deps/tensorrt/include. Optional wheels (e.g. liger-kernel for the rms_norm benchmark) in $WHEELS_DIR (default
+# .whl) are installed with --no-deps into /tmp/site first. Extra arguments for every bench step: $BENCH_ARGS
+# (e.g. "--ops rms_norm --sizes 1x4096,8x4096 --repeats 5"); pytest selection for the tests step: $PYTEST_ARGS.
+#   tests       cpu + gpu (+ trt) tiers
+#   sanitizer   compute-sanitizer memcheck over the gpu harness tests
+#   bench       every benchmark, do_bench timer            bench-quick  the same, --quick
+#   bench-graph every benchmark, CUDA-graph timer (GPU time per call without host overhead)
+#   lab         scripts/kernel_lab: the kernels' configurations vs a copy of the same bytes (and the base
+#               commit's kernels when $LAB_BASE_DIR holds them)
+#   multi-gpu   tests/gpu/test_multi_gpu.py alone (device 1, two GPUs at once; skips below 2 GPUs)
 set -uo pipefail
 STEPS=${*:-tests sanitizer bench}
 OUT=${OUT:-/tmp/gpu_check}
@@ -12,21 +23,42 @@ export PYTHONUNBUFFERED=1
 export TENSORRT_INCLUDE_DIR=${TENSORRT_INCLUDE_DIR:-$PWD/.deps/tensorrt/include}
 export TORCHTRT_PLUGINS_CACHE=${TORCHTRT_PLUGINS_CACHE:-/tmp/torchtrt_plugins_cache}
 PY=${PYTHON:-python3}
+WHEELS_DIR=${WHEELS_DIR:-.whl}
+BENCH_ARGS=${BENCH_ARGS:-}
+PYTEST_ARGS=${PYTEST_ARGS:-tests/cpu tests/gpu tests/trt}
 
 step() { echo "=== $* ($(date +%T))"; }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 
 step "environment"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-$PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
+$PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(), \
+'gpus', torch.cuda.device_count())"
+[ -d "$TENSORRT_INCLUDE_DIR" ] || echo "warning: TENSORRT_INCLUDE_DIR=$TENSORRT_INCLUDE_DIR does not exist"
+
+if compgen -G "$WHEELS_DIR/*.whl" > /dev/null; then
+  step "optional wheels from $WHEELS_DIR"
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    "$WHEELS_DIR"/*.whl 2>&1 | grep -v "Running pip as" | tail -3
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 
 step "install + build"
 $PY -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as" | tail -3
 $PY -m torchtrt_plugins build 2>&1 | tee "$OUT/build.log" | tail -8
 
+if has lab; then
+  step "kernel lab"
+  BASE_DIR=${LAB_BASE_DIR:-none} bash scripts/kernel_lab/run.sh 2>&1 | tee "$OUT/lab.log" | tail -120
+fi
 if has tests; then
-  step "pytest cpu+gpu+trt"
-  $PY -m pytest tests/cpu tests/gpu tests/trt -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -25
+  step "pytest $PYTEST_ARGS"
+  # shellcheck disable=SC2086
+  $PY -m pytest $PYTEST_ARGS -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -25
+fi
+if has multi-gpu; then
+  step "pytest multi-gpu"
+  $PY -m pytest tests/gpu/test_multi_gpu.py -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/multi_gpu.log" | tail -25
 fi
 if has sanitizer; then
   step "compute-sanitizer memcheck over the gpu harness tests"
@@ -34,12 +66,14 @@ if has sanitizer; then
     $PY -m pytest tests/gpu -q -p no:cacheprovider -k harness 2>&1 | tee "$OUT/sanitizer.log" | tail -8
   echo "sanitizer exit: ${PIPESTATUS[0]}" | tee -a "$OUT/sanitizer.log"
 fi
-if has bench; then
-  step "benchmarks (full)"
-  $PY -m torchtrt_plugins bench --no-progress --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" | tail -70
-fi
-if has bench-quick; then
-  step "benchmarks (quick)"
-  $PY -m torchtrt_plugins bench --quick --no-progress --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" | tail -70
-fi
+bench() {  # bench <name> <args...>
+  local name=$1
+  shift
+  step "benchmarks ($name)"
+  # shellcheck disable=SC2086
+  $PY -m torchtrt_plugins bench --no-progress --out "$OUT/$name" "$@" $BENCH_ARGS 2>&1 | tee "$OUT/$name.log" | tail -70
+}
+has bench && bench bench
+has bench-quick && bench bench --quick
+has bench-graph && bench bench_graph --timer graph
 step "done"

@@ -547,6 +547,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             providers=_split(args.providers) or None,
             csv_path=out / "results.csv",
             show_progress=not args.no_progress,
+            timers=common.parse_timers(args.timer),
+            repeats=args.repeats,
+            sizes=common.parse_sizes(args.sizes),
         )
     except ValueError as err:
         _say(f"bench: {err}")
@@ -597,6 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--providers", help="comma-separated glob patterns, e.g. 'torchtrt*,torch.compile'")
     bench.add_argument("--device", default="auto", help="auto (default: cuda when visible), cuda or cpu")
     bench.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    import_benchmarks().add_timing_arguments(bench)
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.add_argument("--strict", action="store_true", help="exit 1 when a provider errors or disagrees")
     bench.set_defaults(func=cmd_bench)

@@ -147,6 +147,10 @@ class OpSpec:
     requires_output_allocator: bool = False
     #: Extra plugin outputs that the torch op does not return (e.g. size tensors).
     hidden_outputs: int = 0
+    #: The plugin's enqueue reads back to the host (waits for its stream). Undeclared, the conformance harness
+    #: requires enqueue to be captured in a CUDA graph and replay to the same outputs; declared, it requires the
+    #: opposite (a stale declaration is a violation too).
+    enqueue_syncs_host: bool = False
     doc: str = ""
 
     @property

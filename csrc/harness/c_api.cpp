@@ -33,19 +33,30 @@ json::Value failure(std::string const& message)
     return out;
 }
 
+// Request::fromJson plus the execution options read here: "enqueue_syncs_host" (bool, default false).
+Request requestFrom(json::Value const& request)
+{
+    Request out = Request::fromJson(request);
+    if (json::Value const* v = request.find("enqueue_syncs_host"))
+    {
+        out.enqueueSyncsHost = v->asBool();
+    }
+    return out;
+}
+
 } // namespace
 
 json::Value runConformance(json::Value const& request, AllocateFn allocate, void* user)
 {
     std::lock_guard<std::mutex> lock(runLock());
-    Run run(Request::fromJson(request), allocate, user);
+    Run run(requestFrom(request), allocate, user);
     return run.conformance();
 }
 
 json::Value runBench(json::Value const& request)
 {
     std::lock_guard<std::mutex> lock(runLock());
-    Run run(Request::fromJson(request), nullptr, nullptr);
+    Run run(requestFrom(request), nullptr, nullptr);
     return run.bench();
 }
 

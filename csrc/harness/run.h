@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,6 +72,9 @@ struct Request
     int32_t benchTactic{0};
     int32_t benchIters{100};
     int32_t benchWarmup{10};
+    // The op's spec declares that enqueue reads back to the host (so it cannot be captured in a CUDA graph and
+    // waits for its stream). Undeclared, enqueue must capture in a graph and replay to the same outputs.
+    bool enqueueSyncsHost{false};
 
     static Request fromJson(json::Value const& request);
 };
@@ -155,6 +159,11 @@ private:
     void prepareExecution();
     nvinfer1::IPluginV3* cloneChecked(char const* what);
     Execution execute(Handles const& h, std::string const& phase, int32_t tactic);
+    // Captures `enqueue` in a CUDA graph on the run's stream, replays it and compares the outputs with `expected`
+    // (the direct enqueue's); checks Request::enqueueSyncsHost against whether the capture worked.
+    void checkGraphCapture(std::string const& where, std::function<void()> const& enqueue, int32_t const& status,
+        std::vector<GuardedBuffer>& outputs, GuardedBuffer& workspace,
+        std::vector<std::vector<uint8_t>> const& expected);
     void buildPhaseExecutions();
     // attachToContext (always: it needs no device) and, when `withEnqueue`, enqueue for every tactic.
     void runtimePhase(nvinfer1::IPluginV3* runtimePlugin, bool withEnqueue);

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 namespace ttp::harness
 {
@@ -95,6 +96,7 @@ Execution Run::execute(Handles const& h, std::string const& phase, int32_t tacti
     report.set("tactic", tactic);
     size_t const nbInputs = mRequest.inputs.size();
     auto const where = phase + " tactic " + std::to_string(tactic);
+    size_t const violationsBefore = mViolations.size();
 
     int32_t status = 1;
     call("setTactic", [&] { status = h.runtime->setTactic(tactic); });
@@ -201,11 +203,12 @@ Execution Run::execute(Handles const& h, std::string const& phase, int32_t tacti
     cudaError_t const streamStatus = cudaStreamSynchronize(mStream);
     cudaError_t const syncStatus = cudaDeviceSynchronize();
     report.set("enqueue_host_ms", enqueueSeconds * 1e3);
-    if (blocked)
+    if (blocked && !mRequest.enqueueSyncsHost)
     {
         violation("enqueue-blocks", "enqueue",
             where + ": enqueue did not return until the stream gate gave up (" + std::to_string(mRequest.gateTimeout)
-                + " s): it waited for its stream to drain (a host synchronization, cudaFree, or a pageable copy)");
+                + " s): it waited for its stream to drain (a host synchronization, cudaFree, or a pageable copy); an "
+                  "op that must read back to the host declares it (OpSpec.enqueue_syncs_host)");
     }
     if (early && !blocked)
     {
@@ -332,11 +335,83 @@ Execution Run::execute(Handles const& h, std::string const& phase, int32_t tacti
         outs.push(std::move(out));
         result.outputs.push_back(outputs[o].read(mSideStream));
     }
+    // Another fault of this enqueue (say, work on the wrong stream) would show again in the replay: one rule each.
+    size_t const blockedViolations = blocked && !mRequest.enqueueSyncsHost ? 1 : 0;
+    if (mViolations.size() == violationsBefore + blockedViolations)
+    {
+        checkGraphCapture(where, enqueue, status, outputs, workspace, result.outputs);
+    }
     report.set("outputs", std::move(outs));
     report.set("size_tensor_values", std::move(sizeValues));
     report.set("status", "ok");
     result.ran = true;
     return result;
+}
+
+void Run::checkGraphCapture(std::string const& where, std::function<void()> const& enqueue, int32_t const& status,
+    std::vector<GuardedBuffer>& outputs, GuardedBuffer& workspace, std::vector<std::vector<uint8_t>> const& expected)
+{
+    for (GuardedBuffer& out : outputs)
+    {
+        out.reset();
+    }
+    workspace.reset();
+    cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    cudaGraph_t graph = nullptr;
+    cudaError_t err = cudaStreamBeginCapture(mStream, cudaStreamCaptureModeThreadLocal);
+    if (err == cudaSuccess)
+    {
+        enqueue();
+        err = cudaStreamEndCapture(mStream, &graph);
+    }
+    bool const captured = err == cudaSuccess && status == 0 && graph != nullptr;
+    std::string const why = err != cudaSuccess ? std::string("CUDA error ") + cudaGetErrorName(err)
+                                               : "enqueue returned " + std::to_string(status) + " while capturing";
+    cudaGetLastError(); // a failed capture leaves its error behind
+    bool replayed = false;
+    if (captured)
+    {
+        cudaGraphExec_t exec = nullptr;
+        if (cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && cudaGraphLaunch(exec, mStream) == cudaSuccess
+            && cudaStreamSynchronize(mStream) == cudaSuccess)
+        {
+            replayed = true;
+            for (size_t o = 0; o < outputs.size() && o < expected.size(); ++o)
+            {
+                if (mRequest.compareRuntimeOutputs && outputs[o].read(mSideStream) != expected[o])
+                {
+                    violation("graph-replay", "enqueue",
+                        where + ": output " + std::to_string(o)
+                            + " of the enqueue captured in a CUDA graph and replayed differs from the direct "
+                              "enqueue's (enqueue must queue all of its work on the given stream)");
+                }
+            }
+        }
+        cudaGetLastError();
+        if (exec != nullptr)
+        {
+            cudaGraphExecDestroy(exec);
+        }
+    }
+    if (graph != nullptr)
+    {
+        cudaGraphDestroy(graph);
+    }
+    cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    if (!mRequest.enqueueSyncsHost && !captured)
+    {
+        violation("graph-capture", "enqueue",
+            where + ": enqueue could not be captured in a CUDA graph (" + why
+                + "); an engine captures it (CUDA graphs), so it must not synchronize, allocate, or read back to the "
+                  "host; an op that must read back declares it in its spec (OpSpec.enqueue_syncs_host)");
+    }
+    if (mRequest.enqueueSyncsHost && captured && replayed)
+    {
+        violation("host-sync-declaration", "enqueue",
+            where
+                + ": the spec declares enqueue_syncs_host, but enqueue was captured in a CUDA graph and replayed: "
+                  "it does not read back to the host; drop the declaration");
+    }
 }
 
 void Run::buildPhaseExecutions()

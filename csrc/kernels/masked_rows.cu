@@ -18,6 +18,10 @@ constexpr int kMaskLoadBytes = 16;
 constexpr int64_t kMinTileRows = kWarpSize * kMaskLoadBytes;
 constexpr int64_t kMaxTileRows = kWarpSize * kBlockThreads; // one mask word per thread in the scatter
 constexpr int64_t kTileBytes = 32 * 1024;
+// The count kernel takes several tiles a block, at least kCountBlockRows mask entries, so that short rows do not
+// leave most of its warps idle; the scan then runs over one total per count block.
+constexpr int64_t kCountBlockRows = 4 * 1024;
+constexpr int kMaxTilesPerCountBlock = 32;
 constexpr size_t kWorkspaceAlign = 256;
 // Copy chunks each thread has in flight per row; a split of a row is at least this many per thread.
 constexpr int kCopyUnroll = 4;
@@ -32,6 +36,11 @@ int64_t tileRowsFor(int64_t rowBytes)
     return tileRows;
 }
 
+int64_t tilesPerCountBlock(int64_t tileRows)
+{
+    return std::min<int64_t>(std::max<int64_t>(kCountBlockRows / tileRows, 1), kMaxTilesPerCountBlock);
+}
+
 __host__ __device__ __forceinline__ int64_t ceilDiv(int64_t a, int64_t b)
 {
     return (a + b - 1) / b;
@@ -42,16 +51,19 @@ size_t alignUp(size_t bytes)
     return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
 }
 
-// Workspace layout: one bit per row (words of 32 rows), then one int64 per tile (count, then its offset).
+// Workspace layout: one bit per row (words of 32 rows); one int64 per tile (its count, then its offset within its
+// count block); one int64 per count block (its total, then its offset). Sized for the smallest tiles.
 struct Workspace
 {
     uint32_t* words;
     int64_t* tileOffsets;
+    int64_t* blockOffsets;
 
     Workspace(void* base, int64_t rows)
         : words(static_cast<uint32_t*>(base))
         , tileOffsets(reinterpret_cast<int64_t*>(
               static_cast<char*>(base) + alignUp(static_cast<size_t>(ceilDiv(rows, 32)) * sizeof(uint32_t))))
+        , blockOffsets(tileOffsets + ceilDiv(rows, kMinTileRows))
     {
     }
 };
@@ -93,22 +105,28 @@ __device__ __forceinline__ int64_t blockExclusiveSum(int64_t v, int64_t* warpTot
     return before + inclusive - v;
 }
 
-// One block per tile. Each lane loads F mask entries at once (16 bytes) and makes F bits of them; L
-// neighbouring lanes OR theirs into one 32-row word, which its first lane stores. Word bits are in row order.
+// One block per `tilesPerBlock` tiles. Each lane loads F mask entries at once (16 bytes) and makes F bits of them;
+// L neighbouring lanes OR theirs into one 32-row word, which its first lane stores. Word bits are in row order.
+// Each tile gets its offset within the block, the block its total.
 template <typename M>
-__global__ void __launch_bounds__(kBlockThreads) maskBitsKernel(M const* __restrict__ mask, int64_t rows,
-    int64_t tileRows, bool maskAligned, uint32_t* __restrict__ words, int64_t* __restrict__ tileCounts)
+__global__ void __launch_bounds__(kBlockThreads)
+    maskBitsKernel(M const* __restrict__ mask, int64_t rows, int64_t tileRows, int64_t tilesPerBlock, bool maskAligned,
+        uint32_t* __restrict__ words, int64_t* __restrict__ tileOffsets, int64_t* __restrict__ blockTotals)
 {
     constexpr int F = kMaskLoadBytes / sizeof(M);
     constexpr int L = kWarpSize / F;
     constexpr int64_t kChunkRows = kWarpSize * F;
-    __shared__ int64_t warpTotals[kWarps];
+    __shared__ unsigned long long tileCounts[kMaxTilesPerCountBlock];
     int const lane = threadIdx.x % kWarpSize;
     int const warp = threadIdx.x / kWarpSize;
-    int64_t const tileBase = static_cast<int64_t>(blockIdx.x) * tileRows;
-    int64_t const tileEnd = min(tileBase + tileRows, rows);
-    int64_t count = 0;
-    for (int64_t chunkBase = tileBase + warp * kChunkRows; chunkBase < tileEnd; chunkBase += kWarps * kChunkRows)
+    if (threadIdx.x < kMaxTilesPerCountBlock)
+    {
+        tileCounts[threadIdx.x] = 0;
+    }
+    __syncthreads();
+    int64_t const blockBase = static_cast<int64_t>(blockIdx.x) * tilesPerBlock * tileRows;
+    int64_t const blockEnd = min(blockBase + tilesPerBlock * tileRows, rows);
+    for (int64_t chunkBase = blockBase + warp * kChunkRows; chunkBase < blockEnd; chunkBase += kWarps * kChunkRows)
     {
         int64_t const first = chunkBase + lane * F;
         uint32_t bits = 0;
@@ -135,21 +153,39 @@ __global__ void __launch_bounds__(kBlockThreads) maskBitsKernel(M const* __restr
         {
             word |= __shfl_xor_sync(0xffffffffU, word, step);
         }
+        // A chunk (at most 512 rows) never straddles a tile (a power of two of at least 512 rows).
+        int const tile = static_cast<int>((chunkBase - blockBase) / tileRows);
+        unsigned chunkCount = lane % L == 0 && first < rows ? __popc(word) : 0;
+#pragma unroll
+        for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+        {
+            chunkCount += __shfl_xor_sync(0xffffffffU, chunkCount, offset);
+        }
         if (lane % L == 0 && first < rows)
         {
             words[first / kWarpSize] = word;
-            count += __popc(word);
+        }
+        if (lane == 0 && chunkCount != 0)
+        {
+            atomicAdd(&tileCounts[tile], static_cast<unsigned long long>(chunkCount));
         }
     }
-    int64_t total = 0;
-    blockExclusiveSum<kBlockThreads>(count, warpTotals, total);
+    __syncthreads();
     if (threadIdx.x == 0)
     {
-        tileCounts[blockIdx.x] = total;
+        int64_t const firstTile = static_cast<int64_t>(blockIdx.x) * tilesPerBlock;
+        int64_t const tiles = ceilDiv(blockEnd - blockBase, tileRows);
+        int64_t offset = 0;
+        for (int64_t t = 0; t < tiles; ++t)
+        {
+            tileOffsets[firstTile + t] = offset;
+            offset += static_cast<int64_t>(tileCounts[t]);
+        }
+        blockTotals[blockIdx.x] = offset;
     }
 }
 
-// One block turns the per-tile counts into exclusive offsets, in place, and writes their total K.
+// One block turns the per-count-block totals into exclusive offsets, in place, and writes their total K.
 __global__ void __launch_bounds__(kScanThreads)
     scanTilesKernel(int64_t* tileOffsets, int64_t tiles, void* count, bool count64)
 {
@@ -197,8 +233,9 @@ __global__ void __launch_bounds__(kScanThreads)
 // it, as V words, several loads in flight per thread (chunks of a long row, or SHORT_ROWS: several rows).
 template <typename V, bool SHORT_ROWS>
 __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __restrict__ x, V* __restrict__ y,
-    int64_t rows, int64_t tileRows, int64_t chunksPerRow, int64_t chunksPerSplit, int log2Group,
-    uint32_t const* __restrict__ words, int64_t const* __restrict__ tileOffsets)
+    int64_t rows, int64_t tileRows, int64_t tilesPerCountBlock, int64_t chunksPerRow, int64_t chunksPerSplit,
+    int log2Group, uint32_t const* __restrict__ words, int64_t const* __restrict__ tileOffsets,
+    int64_t const* __restrict__ blockOffsets)
 {
     __shared__ uint32_t tileWords[kMaxTileRows / kWarpSize];
     __shared__ int64_t wordPrefix[kMaxTileRows / kWarpSize];
@@ -215,7 +252,7 @@ __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __re
     tileWords[threadIdx.x] = word;
     __syncthreads();
 
-    int64_t const tileOffset = tileOffsets[blockIdx.x];
+    int64_t const tileOffset = blockOffsets[blockIdx.x / tilesPerCountBlock] + tileOffsets[blockIdx.x];
     int const groupSize = 1 << log2Group;
     int const groups = kBlockThreads >> log2Group;
     int const lane = static_cast<int>(threadIdx.x) & (groupSize - 1);
@@ -291,11 +328,11 @@ __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __re
 }
 
 template <typename M>
-cudaError_t launchMaskBits(
-    void const* mask, int64_t rows, int64_t tileRows, Workspace const& ws, int64_t tiles, cudaStream_t stream)
+cudaError_t launchMaskBits(void const* mask, int64_t rows, int64_t tileRows, int64_t tilesPerBlock, Workspace const& ws,
+    int64_t countBlocks, cudaStream_t stream)
 {
-    maskBitsKernel<M><<<static_cast<unsigned>(tiles), kBlockThreads, 0, stream>>>(
-        static_cast<M const*>(mask), rows, tileRows, isAligned(mask, kMaskLoadBytes), ws.words, ws.tileOffsets);
+    maskBitsKernel<M><<<static_cast<unsigned>(countBlocks), kBlockThreads, 0, stream>>>(static_cast<M const*>(mask),
+        rows, tileRows, tilesPerBlock, isAligned(mask, kMaskLoadBytes), ws.words, ws.tileOffsets, ws.blockOffsets);
     return cudaGetLastError();
 }
 
@@ -326,7 +363,8 @@ cudaError_t launchScatter(
     auto* const kernel
         = chunksPerRow <= (int64_t{1} << log2Group) ? scatterRowsKernel<V, true> : scatterRowsKernel<V, false>;
     kernel<<<grid, kBlockThreads, 0, stream>>>(static_cast<V const*>(x), static_cast<V*>(y), rows, tileRows,
-        chunksPerRow, chunksPerSplit, log2Group, ws.words, ws.tileOffsets);
+        tilesPerCountBlock(tileRows), chunksPerRow, chunksPerSplit, log2Group, ws.words, ws.tileOffsets,
+        ws.blockOffsets);
     return cudaGetLastError();
 }
 
@@ -339,7 +377,7 @@ size_t maskedRowsWorkspaceSize(int64_t rows)
         return 0;
     }
     return alignUp(static_cast<size_t>(ceilDiv(rows, 32)) * sizeof(uint32_t))
-           + static_cast<size_t>(ceilDiv(rows, kMinTileRows)) * sizeof(int64_t);
+           + 2 * static_cast<size_t>(ceilDiv(rows, kMinTileRows)) * sizeof(int64_t);
 }
 
 cudaError_t maskedRowsCount(void const* mask, DType maskDType, int64_t rows, int64_t rowBytes, void* workspace,
@@ -356,21 +394,28 @@ cudaError_t maskedRowsCount(void const* mask, DType maskDType, int64_t rows, int
     }
     Workspace const ws(workspace, rows);
     int64_t const tileRows = tileRowsFor(rowBytes);
-    int64_t const tiles = ceilDiv(rows, tileRows);
+    int64_t const tilesPerBlock = tilesPerCountBlock(tileRows);
+    int64_t const countBlocks = ceilDiv(ceilDiv(rows, tileRows), tilesPerBlock);
     cudaError_t err = cudaSuccess;
     switch (maskDType)
     {
     case DType::kBOOL:
-    case DType::kINT8: err = launchMaskBits<uint8_t>(mask, rows, tileRows, ws, tiles, stream); break;
-    case DType::kINT32: err = launchMaskBits<int32_t>(mask, rows, tileRows, ws, tiles, stream); break;
-    case DType::kINT64: err = launchMaskBits<int64_t>(mask, rows, tileRows, ws, tiles, stream); break;
+    case DType::kINT8:
+        err = launchMaskBits<uint8_t>(mask, rows, tileRows, tilesPerBlock, ws, countBlocks, stream);
+        break;
+    case DType::kINT32:
+        err = launchMaskBits<int32_t>(mask, rows, tileRows, tilesPerBlock, ws, countBlocks, stream);
+        break;
+    case DType::kINT64:
+        err = launchMaskBits<int64_t>(mask, rows, tileRows, tilesPerBlock, ws, countBlocks, stream);
+        break;
     default: return cudaErrorInvalidValue;
     }
     if (err != cudaSuccess)
     {
         return err;
     }
-    scanTilesKernel<<<1, kScanThreads, 0, stream>>>(ws.tileOffsets, tiles, count, countDType == DType::kINT64);
+    scanTilesKernel<<<1, kScanThreads, 0, stream>>>(ws.blockOffsets, countBlocks, count, countDType == DType::kINT64);
     return cudaGetLastError();
 }
 

@@ -2,8 +2,10 @@
 //
 // Two launches share one workspace, so that a caller that must size y first (eager torch) can read
 // K back in between, and one that allocated y for K = rows (TensorRT) runs them back to back:
-//   maskedRowsCount:   mask -> one bit per row, per-tile counts, their exclusive scan, K   (reads the mask once)
-//   maskedRowsScatter: per-tile prefix of the bits + the tile's offset -> each kept row's destination; copy
+//   maskedRowsCount:   mask -> one bit per row, per-tile offsets within groups of tiles, the groups' exclusive
+//                      scan, K   (reads the mask once)
+//   maskedRowsScatter: per-tile prefix of the bits + the tile's and its group's offsets -> each kept row's
+//                      destination; copy
 // Neither synchronizes with the host.
 #pragma once
 

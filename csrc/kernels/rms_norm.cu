@@ -10,9 +10,8 @@ constexpr int kMaxBlockThreads = 256;
 constexpr int kWarpsPerBlock = 8;
 constexpr int64_t kMaxGridBlocks = 0x7fffffff; // grid-stride loops cover anything beyond
 
-// Per-thread register cache, in vectors, for the block-per-row tactic. A row of up to
-// kMaxCachedVectors * kMaxBlockThreads vectors is read from memory once; longer rows take two passes.
-constexpr int kMaxCachedVectors = 16;
+// Launches of at most this many rows are latency-bound (a fraction of one wave).
+constexpr int64_t kFewRows = 1024;
 
 template <typename T, int VEC>
 __device__ __forceinline__ float sumSquares(Vec<T, VEC> const& v)
@@ -39,42 +38,101 @@ __device__ __forceinline__ Vec<T, VEC> scaleVec(Vec<T, VEC> const& x, Vec<T, VEC
     return out;
 }
 
-// Rows of at most 32 vectors: a group of LANES threads (a whole warp or a slice of one) per row, no
-// shared memory, no block barrier. Every lane of a warp runs the same iterations so the group
-// shuffles stay converged even on the last, partial set of rows.
-template <typename T, int VEC, int LANES>
-__global__ void rmsNormWarpKernel(
+// Rows of at most 32 * C vectors: a group of LANES threads (a whole warp or a slice of one) per row, no shared
+// memory, no block barrier. Each lane keeps its C vectors of the weight in registers for the whole launch and
+// has U rows in flight (all loads before the first reduction). Every lane of a warp runs the same iterations so
+// the group shuffles stay converged even on the last, partial set of rows.
+template <typename T, int VEC, int LANES, int C, int U>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(
     T const* __restrict__ x, T const* __restrict__ w, T* __restrict__ y, int64_t rows, int64_t hidden, float eps)
 {
     using V = Vec<T, VEC>;
-    constexpr int kRowsPerWarp = kWarpSize / LANES;
+    constexpr int kGroupsPerWarp = kWarpSize / LANES;
     int const lane = threadIdx.x % LANES;
     int64_t const nvec = hidden / VEC;
     V const* wv = reinterpret_cast<V const*>(w);
-    int64_t const warpId = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-    int64_t const stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock * kRowsPerWarp;
-    for (int64_t base = warpId * kRowsPerWarp; base < rows; base += stride)
+    if constexpr (C == 0)
     {
-        int64_t const row = base + (threadIdx.x % kWarpSize) / LANES;
-        bool const valid = row < rows;
-        V const* xv = reinterpret_cast<V const*>(x + (valid ? row : 0) * hidden);
-        V* yv = reinterpret_cast<V*>(y + (valid ? row : 0) * hidden);
-        float s = 0.F;
-        for (int64_t i = lane; valid && i < nvec; i += LANES)
+        // Rows of any length: lanes stride over the row, twice (sum, then scale).
+        int64_t const warpId = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+        int64_t const stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock * kGroupsPerWarp;
+        for (int64_t base = warpId * kGroupsPerWarp; base < rows; base += stride)
         {
-            s += sumSquares(xv[i]);
+            int64_t const row = base + (threadIdx.x % kWarpSize) / LANES;
+            bool const valid = row < rows;
+            V const* xv = reinterpret_cast<V const*>(x + (valid ? row : 0) * hidden);
+            V* yv = reinterpret_cast<V*>(y + (valid ? row : 0) * hidden);
+            float s = 0.F;
+            for (int64_t i = lane; valid && i < nvec; i += LANES)
+            {
+                s += sumSquares(xv[i]);
+            }
+            float const scale = rsqrtf(groupSum<LANES>(s) / static_cast<float>(hidden) + eps);
+            for (int64_t i = lane; valid && i < nvec; i += LANES)
+            {
+                yv[i] = scaleVec(xv[i], wv[i], scale);
+            }
         }
-        s = groupSum<LANES>(s);
-        float const scale = rsqrtf(s / static_cast<float>(hidden) + eps);
-        for (int64_t i = lane; valid && i < nvec; i += LANES)
+        return;
+    }
+    constexpr int kC = C > 0 ? C : 1;
+    V weight[kC];
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+    {
+        int const i = lane + c * LANES;
+        if (i < nvec)
         {
-            yv[i] = scaleVec(xv[i], wv[i], scale);
+            weight[c] = wv[i];
+        }
+    }
+    int64_t const group = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kGroupsPerWarp
+                          + (threadIdx.x % kWarpSize) / LANES;
+    int64_t const groups = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock * kGroupsPerWarp;
+    float const invHidden = 1.F / static_cast<float>(hidden);
+    // Whole warps leave together: the bound is the warp's first group's, so no lane skips a shuffle.
+    int64_t const warpFirstGroup = group - (threadIdx.x % kWarpSize) / LANES;
+    for (int64_t base = group, warpBase = warpFirstGroup; warpBase < rows; base += groups * U, warpBase += groups * U)
+    {
+        V cache[U][kC];
+        float s[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+        {
+            int64_t const row = base + u * groups;
+            s[u] = 0.F;
+#pragma unroll
+            for (int c = 0; c < C; ++c)
+            {
+                int const i = lane + c * LANES;
+                if (row < rows && i < nvec)
+                {
+                    cache[u][c] = reinterpret_cast<V const*>(x + row * hidden)[i];
+                    s[u] += sumSquares(cache[u][c]);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+        {
+            int64_t const row = base + u * groups;
+            float const scale = rsqrtf(groupSum<LANES>(s[u]) * invHidden + eps);
+#pragma unroll
+            for (int c = 0; c < C; ++c)
+            {
+                int const i = lane + c * LANES;
+                if (row < rows && i < nvec)
+                {
+                    reinterpret_cast<V*>(y + row * hidden)[i] = scaleVec(cache[u][c], weight[c], scale);
+                }
+            }
         }
     }
 }
 
-// One block per row. CACHED > 0 keeps the row in registers between the reduction and the write.
-template <typename T, int VEC, int CACHED, int BLOCK>
+// One block per row. CACHED > 0 keeps the row in registers between the reduction and the write; PREFETCH_W also
+// loads the row's weight before the reduction, so that a short launch waits for one memory round trip, not two.
+template <typename T, int VEC, int CACHED, int BLOCK, bool PREFETCH_W>
 __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
     T const* __restrict__ x, T const* __restrict__ w, T* __restrict__ y, int64_t rows, int64_t hidden, float eps)
 {
@@ -82,6 +140,7 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
     __shared__ float partial[BLOCK / kWarpSize];
     int64_t const nvec = hidden / VEC;
     V const* wv = reinterpret_cast<V const*>(w);
+    float const invHidden = 1.F / static_cast<float>(hidden);
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
     {
         V const* xv = reinterpret_cast<V const*>(x + row * hidden);
@@ -90,6 +149,7 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
         if constexpr (CACHED > 0)
         {
             V cache[CACHED];
+            V weight[PREFETCH_W ? CACHED : 1];
 #pragma unroll
             for (int k = 0; k < CACHED; ++k)
             {
@@ -97,17 +157,35 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
                 if (i < nvec)
                 {
                     cache[k] = xv[i];
+                    if constexpr (PREFETCH_W)
+                    {
+                        weight[k] = wv[i];
+                    }
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < CACHED; ++k)
+            {
+                if (threadIdx.x + static_cast<int64_t>(k) * BLOCK < nvec)
+                {
                     s += sumSquares(cache[k]);
                 }
             }
-            float const scale = rsqrtf(blockSum<BLOCK>(s, partial) / static_cast<float>(hidden) + eps);
+            float const scale = rsqrtf(blockSum<BLOCK>(s, partial) * invHidden + eps);
 #pragma unroll
             for (int k = 0; k < CACHED; ++k)
             {
                 int64_t const i = threadIdx.x + static_cast<int64_t>(k) * BLOCK;
                 if (i < nvec)
                 {
-                    yv[i] = scaleVec(cache[k], wv[i], scale);
+                    if constexpr (PREFETCH_W)
+                    {
+                        yv[i] = scaleVec(cache[k], weight[k], scale);
+                    }
+                    else
+                    {
+                        yv[i] = scaleVec(cache[k], wv[i], scale);
+                    }
                 }
             }
         }
@@ -117,7 +195,7 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
             {
                 s += sumSquares(xv[i]);
             }
-            float const scale = rsqrtf(blockSum<BLOCK>(s, partial) / static_cast<float>(hidden) + eps);
+            float const scale = rsqrtf(blockSum<BLOCK>(s, partial) * invHidden + eps);
             for (int64_t i = threadIdx.x; i < nvec; i += BLOCK)
             {
                 yv[i] = scaleVec(xv[i], wv[i], scale);
@@ -126,12 +204,24 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
     }
 }
 
-template <typename T, int VEC, int LANES>
-cudaError_t launchWarpGroups(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
+// residentPerSm > 0 caps the grid at that many blocks per SM (a persistent grid walks the rest); 0: a block for
+// every kRowsPerBlock rows.
+template <typename T, int VEC, int LANES, int C, int U>
+cudaError_t launchWarpConfig(
+    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream, int residentPerSm = 0)
 {
-    constexpr int64_t kRowsPerBlock = kWarpsPerBlock * (kWarpSize / LANES);
-    int64_t const blocks = std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxGridBlocks);
-    rmsNormWarpKernel<T, VEC, LANES>
+    constexpr int64_t kRowsPerBlock = int64_t{kWarpsPerBlock} * (kWarpSize / LANES) * U;
+    int64_t blocks = std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxGridBlocks);
+    if (residentPerSm > 0)
+    {
+        int resident = 0;
+        if (cudaError_t err = maxResidentBlocks(&resident, residentPerSm); err != cudaSuccess)
+        {
+            return err;
+        }
+        blocks = std::min<int64_t>(blocks, resident);
+    }
+    rmsNormWarpKernel<T, VEC, LANES, C, U>
         <<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarpSize, 0, stream>>>(x, w, y, rows, hidden, eps);
     return cudaGetLastError();
 }
@@ -139,57 +229,84 @@ cudaError_t launchWarpGroups(T const* x, T const* w, T* y, int64_t rows, int64_t
 template <typename T, int VEC>
 cudaError_t launchWarp(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
-    // Fewest lanes per row that still give each lane at most one vector; never fewer than 4.
+    // Fewest lanes per row that still give each lane at most one vector (never fewer than 4); longer rows take a
+    // whole warp with up to 8 vectors a lane in registers, and beyond that stride over the row twice.
     int64_t const nvec = hidden / VEC;
+    // Rows in flight per group: 2 for groups of up to 8 lanes, 1 above (kernel lab, H100: 1000000x64 bf16 118% of
+    // copy with 2 vs 106% with 4; 100000x128 bf16 115% with 1 vs 101% with 4).
     if (nvec <= 4)
-        return launchWarpGroups<T, VEC, 4>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, 4, 1, 2>(x, w, y, rows, hidden, eps, stream);
     if (nvec <= 8)
-        return launchWarpGroups<T, VEC, 8>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, 8, 1, 2>(x, w, y, rows, hidden, eps, stream);
     if (nvec <= 16)
-        return launchWarpGroups<T, VEC, 16>(x, w, y, rows, hidden, eps, stream);
-    return launchWarpGroups<T, VEC, kWarpSize>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, 16, 1, 1>(x, w, y, rows, hidden, eps, stream);
+    if (nvec <= kWarpSize)
+        return launchWarpConfig<T, VEC, kWarpSize, 1, 1>(x, w, y, rows, hidden, eps, stream);
+    if (nvec <= 2 * kWarpSize)
+        return launchWarpConfig<T, VEC, kWarpSize, 2, 1>(x, w, y, rows, hidden, eps, stream);
+    if (nvec <= 4 * kWarpSize)
+        return launchWarpConfig<T, VEC, kWarpSize, 4, 1>(x, w, y, rows, hidden, eps, stream);
+    if (nvec <= 8 * kWarpSize)
+        return launchWarpConfig<T, VEC, kWarpSize, 8, 1>(x, w, y, rows, hidden, eps, stream);
+    return launchWarpConfig<T, VEC, kWarpSize, 0, 1>(x, w, y, rows, hidden, eps, stream);
 }
 
-template <typename T, int VEC, int CACHED>
-cudaError_t launchBlockCached(
+template <typename T, int VEC, int CACHED, int BLOCK, bool PREFETCH_W>
+cudaError_t launchBlockConfig(
     T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
     // One block per row and no cap below the hardware's: the block scheduler balances the tail better
     // than a grid-stride loop over a device-sized grid (measured: +3% of copy rate at 65536x4096).
     int64_t const blocks = std::min<int64_t>(rows, kMaxGridBlocks);
-    // Rows of up to 512 vectors (8 KiB) run with half-size blocks: twice the rows in flight per SM.
-    if constexpr (CACHED > 0 && CACHED <= 2)
-    {
-        if (hidden / VEC <= 512)
-        {
-            rmsNormBlockKernel<T, VEC, CACHED * 2, kMaxBlockThreads / 2>
-                <<<static_cast<unsigned>(blocks), kMaxBlockThreads / 2, 0, stream>>>(x, w, y, rows, hidden, eps);
-            return cudaGetLastError();
-        }
-    }
-    rmsNormBlockKernel<T, VEC, CACHED, kMaxBlockThreads>
-        <<<static_cast<unsigned>(blocks), kMaxBlockThreads, 0, stream>>>(x, w, y, rows, hidden, eps);
+    rmsNormBlockKernel<T, VEC, CACHED, BLOCK, PREFETCH_W>
+        <<<static_cast<unsigned>(blocks), BLOCK, 0, stream>>>(x, w, y, rows, hidden, eps);
     return cudaGetLastError();
 }
 
 template <typename T, int VEC>
 cudaError_t launchBlock(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
-    int64_t const perThread = (hidden / VEC + kMaxBlockThreads - 1) / kMaxBlockThreads;
+    int64_t const nvec = hidden / VEC;
     if constexpr (VEC > 1)
     {
-        if (perThread <= 1)
-            return launchBlockCached<T, VEC, 1>(x, w, y, rows, hidden, eps, stream);
-        if (perThread <= 2)
-            return launchBlockCached<T, VEC, 2>(x, w, y, rows, hidden, eps, stream);
-        if (perThread <= 4)
-            return launchBlockCached<T, VEC, 4>(x, w, y, rows, hidden, eps, stream);
-        if (perThread <= 8)
-            return launchBlockCached<T, VEC, 8>(x, w, y, rows, hidden, eps, stream);
-        if (perThread <= kMaxCachedVectors)
-            return launchBlockCached<T, VEC, kMaxCachedVectors>(x, w, y, rows, hidden, eps, stream);
+        // Few rows: the launch is one memory round trip long, so the weight comes with the row (one round trip,
+        // not two). Up to 4096 elements (bf16) the weight's registers cost nothing that matters and it always
+        // comes early (measured on H100, kernel lab, rows of 4096 bf16: 99.5% of copy with, 93% without).
+        bool const fewRows = rows <= kFewRows;
+        if (nvec <= 128)
+        {
+            return launchBlockConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, stream);
+        }
+        if (nvec <= 256)
+        {
+            return launchBlockConfig<T, VEC, 1, 256, true>(x, w, y, rows, hidden, eps, stream);
+        }
+        if (nvec <= 128 * 4)
+        {
+            return launchBlockConfig<T, VEC, 4, 128, true>(x, w, y, rows, hidden, eps, stream);
+        }
+        // Up to 1024 vectors (bf16 8192): 128 threads, 8 vectors each, weight first (16384x8192: 99.4% of copy).
+        if (nvec <= 128 * 8)
+        {
+            return launchBlockConfig<T, VEC, 8, 128, true>(x, w, y, rows, hidden, eps, stream);
+        }
+        // Up to 1536 vectors (bf16 hidden 12288): 256 threads, 6 each, weight first (4096x12288: 99.6%; 512x3
+        // without the weight first, 94%).
+        if (nvec <= 256 * 6)
+        {
+            return launchBlockConfig<T, VEC, 6, 256, true>(x, w, y, rows, hidden, eps, stream);
+        }
+        if (nvec <= 512 * 4)
+        {
+            return fewRows ? launchBlockConfig<T, VEC, 4, 512, true>(x, w, y, rows, hidden, eps, stream)
+                           : launchBlockConfig<T, VEC, 4, 512, false>(x, w, y, rows, hidden, eps, stream);
+        }
+        if (nvec <= 1024 * 4)
+        {
+            return launchBlockConfig<T, VEC, 4, 1024, false>(x, w, y, rows, hidden, eps, stream);
+        }
     }
-    return launchBlockCached<T, VEC, 0>(x, w, y, rows, hidden, eps, stream);
+    return launchBlockConfig<T, VEC, 0, kMaxBlockThreads, false>(x, w, y, rows, hidden, eps, stream);
 }
 
 template <typename T>

@@ -126,6 +126,8 @@ def test_csv_columns_values_and_append(tmp_path):
             "cuda",
             "tensorrt",
             "timestamp",
+            "timer",
+            "repeats",
         )
     )
     assert sum(1 for line in lines if line[0] == "op") == 1  # header written once
@@ -419,3 +421,166 @@ def test_plot_draws_time_and_pct_of_copy(tmp_path):
         "rms_norm_bfloat16_time.png",
     ]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
+
+
+# ------------------------------------------------------------------------------------------ timers, repeats, compile
+
+
+def test_combine_repeats_is_the_spread_across_runs():
+    one = common.Timing(1.0, 0.9, 1.2)
+    assert common.combine_repeats([one]) == one  # one run: its own quantiles
+    runs = [common.Timing(m, m - 0.1, m + 0.1) for m in (3.0, 1.0, 2.0, 5.0, 4.0)]
+    combined = common.combine_repeats(runs)
+    assert (combined.median_ms, combined.p20_ms, combined.p80_ms) == pytest.approx((3.0, 1.8, 4.2))
+    with pytest.raises(ValueError, match="no timings"):
+        common.combine_repeats([])
+
+
+def test_timer_and_size_arguments():
+    assert common.parse_timers(None) == ("do_bench",)
+    assert common.parse_timers("graph, do_bench,graph") == ("graph", "do_bench")
+    with pytest.raises(ValueError, match="unknown"):
+        common.parse_timers("events")
+    assert common.parse_sizes("1x4096, 8x4096") == ((1, 4096), (8, 4096))
+    assert common.parse_sizes("") is None
+    with pytest.raises(ValueError, match="--sizes"):
+        common.parse_sizes("1x4096,big")
+    with pytest.raises(ValueError, match="unknown timer"):
+        common.RunContext(torch.device("cpu"), timers=("wallclock",))
+    with pytest.raises(ValueError, match="repeats"):
+        common.RunContext(torch.device("cpu"), repeats=0)
+
+
+def test_repeats_interleave_providers_and_report_each_timer(monkeypatch):
+    calls = []
+
+    def fake_time_fn(fn, device, quick=False, timer="do_bench"):
+        calls.append((getattr(fn, "tag", "copy"), timer))
+        if timer == "graph":
+            raise common.NotCapturable("the graph timer needs a CUDA GPU (this run is on CPU)")
+        return common.Timing(float(len(calls)), 0.0, 0.0)
+
+    def tagged(tag):
+        def factory(case):
+            def fn():
+                return case.inputs[0] * 2
+
+            fn.tag = tag
+            return fn
+
+        return factory
+
+    monkeypatch.setattr(common, "time_fn", fake_time_fn)
+    plan = common.Plan(((4, 8),), (torch.float32,))
+    benchmark = common.Benchmark(
+        "double",
+        _make_case,
+        [common.Provider("a", tagged("a")), common.Provider("b", tagged("b"))],
+        plan,
+        plan,
+        plan,
+        plan,
+        expected=lambda case: case.inputs[0] * 2,
+    )
+    ctx = common.RunContext(torch.device("cpu"), timers=("do_bench", "graph"), repeats=3)
+    results = common.run(benchmark, ctx)
+    do_bench = [c for c in calls if c[1] == "do_bench"]
+    assert [tag for tag, _ in do_bench] == ["copy", "a", "b"] * 3  # interleaved, one round per repeat
+    rows = {(r.provider, r.timer): r for r in results}
+    assert rows[("a", "do_bench")].timing.median_ms == pytest.approx(5.0)  # median of the calls 2, 5, 8
+    assert rows[("a", "do_bench")].repeats == 3
+    assert rows[("a", "graph")].status == "skipped" and "CUDA GPU" in rows[("a", "graph")].reason
+    assert [r.timer for r in results] == ["do_bench"] * 3 + ["graph"] * 3
+    table = common.format_table(results)
+    assert "timer=do_bench x3 repeats" in table
+
+
+def test_graph_timer_needs_a_gpu():
+    with pytest.raises(common.NotCapturable, match="CUDA GPU"):
+        common.time_fn(lambda: None, torch.device("cpu"), timer="graph")
+
+
+def test_csv_rows_carry_timer_and_repeats_and_old_files_still_read(tmp_path):
+    result = common.Result("op", "p", "2x2", "float32", "cuda", "ok", timing=common.Timing(1, 1, 1), timer="graph")
+    result.repeats = 5
+    row = result.row(_env())
+    assert (row["timer"], row["repeats"]) == ("graph", "5")
+    legacy = tmp_path / "old.csv"
+    with open(legacy, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(common.LEGACY_COLUMNS))
+        writer.writeheader()
+        writer.writerow({k: v for k, v in row.items() if k in common.LEGACY_COLUMNS})
+    (read,) = common.read_results(legacy)
+    assert (read["timer"], read["repeats"]) == ("do_bench", "1")
+
+
+def test_a_recompile_while_timing_is_an_error_not_eager(monkeypatch):
+    compiled = torch.compile(lambda x: x * 2, backend="eager", dynamic=False)
+    inputs = [torch.ones(4, 8), torch.ones(5, 8)]
+    state = {"n": 0}
+
+    def factory(case):
+        def fn():  # the first call (the output check) compiles; timing then meets a new shape: a recompile
+            state["n"] += 1
+            return compiled(inputs[0] if state["n"] == 1 else inputs[state["n"] % 2])
+
+        return fn
+
+    torch._dynamo.reset()
+    plan = common.Plan(((4, 8),), (torch.float32,))
+    benchmark = common.Benchmark("double", _make_case, [common.Provider("compiled", factory)], plan, plan, plan, plan)
+    (result,) = [r for r in common.run(benchmark, common.RunContext(torch.device("cpu"))) if r.provider == "compiled"]
+    assert result.status == "error" and "ecompil" in result.reason, result.reason
+
+
+def test_compile_inductor_refuses_to_run_eager_when_nothing_compiles():
+    def no_tensor_ops(x):
+        return 1
+
+    compiled = common.compile_inductor(no_tensor_ops)
+    with pytest.raises(common.CompileFallback, match="no graph"):
+        compiled(torch.ones(2))
+
+
+def test_liger_provider_says_why_it_cannot_run(monkeypatch):
+    bench = importlib.import_module("torchtrt_plugins.benchmarks.bench_rms_norm")
+    assert "CUDA GPUs only" in bench.needs_liger(common.RunContext(torch.device("cpu")))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "liger_kernel" else real(name, *a)
+    )
+    ctx = common.RunContext.__new__(common.RunContext)
+    object.__setattr__(ctx, "device", torch.device("cuda"))
+    assert "pip install --no-deps liger-kernel" in bench.needs_liger(ctx)
+    assert "liger" in [p.name for p in bench.PROVIDERS]
+
+
+def test_two_compiled_providers_of_one_case_both_stay_compiled(monkeypatch):
+    # Each provider compiles in turn, then all are timed: a dynamo reset by the second must not send the first
+    # back to compiling (the recompile would be an error under no_recompile; seen with the decoder block).
+    monkeypatch.setattr(common, "INDUCTOR_BACKEND", "eager")
+
+    class Double(torch.nn.Module):  # one forward, two modules that guard differently (as the decoder block's)
+        def __init__(self, by_add: bool):
+            super().__init__()
+            self.by_add = by_add
+
+        def forward(self, x):
+            return x + x if self.by_add else x * 2
+
+    def compiled(by_add):
+        def factory(case):
+            model = common.compile_inductor(Double(by_add))
+            return lambda: model(case.inputs[0])
+
+        return factory
+
+    plan = common.Plan(((4, 8),), (torch.float32,))
+    providers = [common.Provider("first", compiled(False)), common.Provider("second", compiled(True))]
+    benchmark = common.Benchmark(
+        "double", _make_case, providers, plan, plan, plan, plan, expected=lambda case: case.inputs[0] * 2
+    )
+    results = common.run(benchmark, common.RunContext(torch.device("cpu"), quick=True))
+    assert {r.provider: r.status for r in results} == {"copy": "ok", "first": "ok", "second": "ok"}, [
+        (r.provider, r.reason) for r in results
+    ]

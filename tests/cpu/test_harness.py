@@ -361,3 +361,13 @@ def test_get_valid_tactics_is_asked_even_without_tactics(build):
     for result in runs.values():
         nb = result.calls.index("getNbTactics")
         assert result.calls[nb + 1] == "getValidTactics", result.calls
+
+
+def test_run_call_passes_the_op_spec_host_sync_declaration(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(H, "run_plugin", lambda *args, **kwargs: seen.update(kwargs))
+    call = plan(torchtrt_plugins.get("rms_norm").spec, (torch.zeros(2, 8), torch.ones(8), 1e-6))
+    H.run_call(call)
+    assert seen["enqueue_syncs_host"] is False
+    H.run_call(call, enqueue_syncs_host=True)
+    assert seen["enqueue_syncs_host"] is True

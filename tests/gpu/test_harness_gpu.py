@@ -8,7 +8,7 @@ import torch
 import torchtrt_plugins
 from torchtrt_plugins.converters import plan
 from torchtrt_plugins.ops import rms_norm
-from torchtrt_plugins.testing import bench_enqueue
+from torchtrt_plugins.testing import bench_enqueue, props
 from torchtrt_plugins.testing import harness as H
 from torchtrt_plugins.testing.fixtures import rms_norm_eager, rms_norm_inputs
 from torchtrt_plugins.testing.runner import run_graph
@@ -161,3 +161,41 @@ def test_bench_enqueue(build, tactic):
     assert len(times) == 20 and all(t > 0 for t in times)
     times = bench_enqueue(plan(SPEC, (x, w, 1e-5)), [x, w], tactic=tactic, iters=5)
     assert len(times) == 5
+
+
+# ------------------------------------------------------------------------------------------ CUDA graph capture
+
+
+def test_enqueue_that_waits_for_the_host_cannot_be_captured(build):
+    x = torch.randn(5, 300, device="cuda")
+    result = scale(build, "ScaleSyncsHost", x, tactics=[1], gate_timeout_s=0.3)
+    assert result.rules == {"enqueue-blocks", "graph-capture"}, result.summary()
+    assert "enqueue_syncs_host" in next(v for v in result.violations if v.rule == "graph-capture").detail
+
+
+def test_declared_host_sync_is_accepted_and_checked(build):
+    x = torch.randn(5, 300, device="cuda")
+    result = scale(build, "ScaleSyncsHost", x, tactics=[1], gate_timeout_s=0.3, enqueue_syncs_host=True)
+    result.assert_conformant()
+    torch.testing.assert_close(result.run(1).outputs[0], x * 0.5)
+
+
+def test_stale_host_sync_declaration_is_a_violation(build):
+    x = torch.randn(5, 300, device="cuda")
+    result = scale(build, "Scale", x, tactics=[1], enqueue_syncs_host=True)
+    assert result.rules == {"host-sync-declaration"}, result.summary()
+
+
+def test_no_op_declares_a_host_sync():
+    # Every plugin of this project enqueues without reading back (masked_rows sizes its output through a size
+    # tensor): each one's harness run above requires its enqueue to capture in a CUDA graph and replay exactly.
+    assert [e.spec.name for e in torchtrt_plugins.all_ops() if e.spec.enqueue_syncs_host] == []
+
+
+@pytest.mark.parametrize("op", sorted(e.spec.name for e in torchtrt_plugins.all_ops()))
+def test_every_plugin_enqueue_is_captured_and_replayed(build, op):
+    case = props.examples("cuda")[op]
+    call = plan(torchtrt_plugins.get(op).spec, case.args, case.kwargs)
+    result = H.run_call(call, *[a for a in case.args if isinstance(a, torch.Tensor)], library=build.library)
+    result.assert_conformant()  # includes the graph-capture and graph-replay rules
+    assert result.enqueue_skipped is None

@@ -1,11 +1,14 @@
-"""rms_norm: eager composite vs F.rms_norm vs torch.compile vs our CUDA op (each tactic) vs the plugin's
-enqueue through the harness vs TensorRT engines. Bytes moved = read x + write y + read weight.
+"""rms_norm: eager composite vs F.rms_norm vs torch.compile vs Liger-Kernel's RMSNorm (optional: ``pip install
+--no-deps liger-kernel``; Triton) vs our CUDA op (each tactic) vs the plugin's enqueue through the harness vs
+TensorRT engines. Bytes moved = read x + write y + read weight.
 
     python -m torchtrt_plugins.benchmarks.bench_rms_norm [--quick] [--dtypes bf16,fp16,fp32] [--csv PATH]
+        [--timer graph] [--repeats 5] [--sizes 1x4096,8x4096]
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import torch
@@ -61,6 +64,23 @@ def inductor(case: Case):
     return lambda: compiled(x, weight, EPS)
 
 
+def needs_liger(ctx: common.RunContext) -> str | None:
+    if ctx.device.type != "cuda":
+        return "Liger-Kernel runs on CUDA GPUs only (this run is on CPU)"
+    if importlib.util.find_spec("liger_kernel") is None:
+        return "liger-kernel is not installed (pip install --no-deps liger-kernel; it needs triton)"
+    return None
+
+
+def liger(case: Case):
+    """Liger-Kernel's RMSNorm forward (Triton), casting mode "gemma": everything in fp32, cast back once, as our
+    reference does; offset 0 (y = x * rstd * weight)."""
+    from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+
+    x, weight = case.inputs
+    return lambda: LigerRMSNormFunction.apply(x, weight, EPS, 0.0, "gemma", False)
+
+
 def torchtrt_op(case: Case):
     x, weight = case.inputs
     return lambda: torch.ops.torchtrt.rms_norm(x, weight, EPS)
@@ -95,6 +115,7 @@ PROVIDERS = [
     Provider("eager_composite", eager_composite),
     Provider("F.rms_norm", functional),
     Provider("torch.compile", inductor, (needs_inductor,)),
+    Provider("liger", liger, (needs_liger, needs_inductor)),
     Provider("torchtrt", torchtrt_op, (needs_cuda_ops,)),
     *(
         Provider(f"torchtrt[{t.name}]", torchtrt_tactic(t.value), (needs_cuda, needs_cuda_ops))
@@ -105,9 +126,11 @@ PROVIDERS = [
     Provider("tensorrt[composite]", tensorrt_engine(_composite_module, lowering=False), (needs_cuda, needs_tensorrt)),
 ]
 
-SMALL = ((1, 4096), (64, 1024), (4096, 512))
-# >= 64 MB moved from 4096x4096 bf16 (64 MiB) up to 32768x16384 (2 GiB in bf16).
-LARGE = ((4096, 4096), (16384, 8192), (65536, 4096), (32768, 16384))
+# Latency-bound: one decode token to a small batch (hidden 4096), and a prefill-sized 1024x2048.
+SMALL = ((1, 4096), (8, 4096), (128, 4096), (64, 1024), (1024, 2048), (4096, 512))
+# >= 64 MB moved from 4096x4096 bf16 (64 MiB) up to 32768x16384 (2 GiB in bf16); hidden 12288 (no power of two)
+# and 128 (a head dimension: 100000 rows of 256 bytes).
+LARGE = ((4096, 4096), (4096, 12288), (100000, 128), (16384, 8192), (65536, 4096), (32768, 16384))
 
 BENCHMARK = common.Benchmark(
     name="rms_norm",

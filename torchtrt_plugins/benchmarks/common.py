@@ -3,9 +3,13 @@
 An op script only declares a :class:`Benchmark`: how to build the inputs of one case, which sizes and
 dtypes to run, and its providers (name -> factory returning a zero-argument callable). Everything
 else lives here, once: timing (``triton.testing.do_bench`` when triton imports, else CUDA events; a
-wall clock on CPU), the device-to-device copy of the same byte count that memory-bound ops are judged
-against, output checks against the reference, CSV rows with the environment, the printed table and
-the list of what could not run and why.
+wall clock on CPU; or, with ``timer="graph"``, the time per call of ``GRAPH_CALLS`` calls captured in one
+CUDA graph and replayed: GPU time without host overhead, what an engine pays), repeated runs (every
+provider of a case timed once per repeat, interleaved, the spread taken across repeats), the
+device-to-device copy of the same byte count that memory-bound ops are judged against, output checks
+against the reference, CSV rows with the environment, the printed table and the list of what could
+not run and why. ``torch.compile`` providers are compiled per shape and must stay compiled: a
+recompile or the recompile limit during a run is an error, never a silent fall back to eager.
 
 A provider that cannot run here (no GPU, no triton, no TensorRT, no harness...) becomes a ``skipped``
 result with its reason; one that raises becomes an ``error`` result; neither is dropped.
@@ -19,6 +23,7 @@ import datetime
 import fnmatch
 import importlib
 import importlib.util
+import inspect
 import math
 import os
 import platform
@@ -50,7 +55,11 @@ COLUMNS = (
     "cuda",
     "tensorrt",
     "timestamp",
+    "timer",
+    "repeats",
 )
+#: Results CSVs written before the timer and repeats columns: read as do_bench, one repeat.
+LEGACY_COLUMNS = COLUMNS[:-2]
 #: Columns of the file listing what did not run (next to the results CSV).
 NOT_RUN_COLUMNS = ("op", "provider", "shape", "dtype", "device", "status", "reason", "timestamp")
 NOT_RUN_FILE = "skipped.csv"
@@ -59,6 +68,10 @@ QUANTILES = (0.5, 0.2, 0.8)
 COPY_PROVIDER = "copy"
 #: triton's do_bench flushes a 256 MB buffer before each rep so L2 never holds the inputs; so do we.
 L2_FLUSH_BYTES = 256 * 1024 * 1024
+#: Timers: "do_bench" (per call, host overhead included, L2 flushed before each call) or "graph".
+TIMERS = ("do_bench", "graph")
+#: Calls captured in one CUDA graph by the graph timer; the time reported is the replay's over this.
+GRAPH_CALLS = 20
 
 DTYPE_NAMES = {
     "bf16": torch.bfloat16,
@@ -177,6 +190,52 @@ def time_cuda(fn: Callable[[], Any], warmup_ms: float = 25, rep_ms: float = 100)
     return time_cuda_events(fn, warmup_ms, rep_ms)
 
 
+class NotCapturable(Exception):
+    """The provider cannot be captured in a CUDA graph (it synchronizes with the host, say)."""
+
+
+def time_cuda_graph(
+    fn: Callable[[], Any], calls: int = GRAPH_CALLS, warmup_ms: float = 25, rep_ms: float = 100
+) -> Timing:
+    """Time per call of ``calls`` calls captured in one CUDA graph, over replays (L2 flushed before each)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # torch.cuda.graph wants the warm-up on a side stream
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                fn()
+    except Exception as err:  # noqa: BLE001 - e.g. a host synchronization inside fn
+        torch.cuda.synchronize()
+        raise NotCapturable(f"not capturable in a CUDA graph: {_first_line(err)}") from err
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    graph.replay()
+    start.record()
+    graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    warmup, reps = _rep_counts(start.elapsed_time(end), warmup_ms, rep_ms)
+    for _ in range(min(warmup, 10)):
+        graph.replay()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for begin, finish in zip(starts, ends, strict=True):
+        flush.zero_()
+        begin.record()
+        graph.replay()
+        finish.record()
+    torch.cuda.synchronize()
+    samples = [begin.elapsed_time(finish) / calls for begin, finish in zip(starts, ends, strict=True)]
+    del graph
+    return summarize(samples)
+
+
 def time_cpu(fn: Callable[[], Any], warmup_ms: float = 10, rep_ms: float = 50) -> Timing:
     fn()
     begin = time.perf_counter()
@@ -192,25 +251,73 @@ def time_cpu(fn: Callable[[], Any], warmup_ms: float = 10, rep_ms: float = 50) -
     return summarize(samples)
 
 
-def time_fn(fn: Callable[[], Any], device: torch.device, quick: bool = False) -> Timing:
+def time_fn(fn: Callable[[], Any], device: torch.device, quick: bool = False, timer: str = "do_bench") -> Timing:
     if device.type == "cuda":
-        return time_cuda(fn, rep_ms=50 if quick else 100)
+        rep_ms = 50 if quick else 100
+        return time_cuda_graph(fn, rep_ms=rep_ms) if timer == "graph" else time_cuda(fn, rep_ms=rep_ms)
+    if timer == "graph":
+        raise NotCapturable("the graph timer needs a CUDA GPU (this run is on CPU)")
     return time_cpu(fn, rep_ms=25 if quick else 50)
 
 
-_copy_cache: dict[tuple[str, int, bool], Timing] = {}
+def copy_fn(nbytes: int, device: torch.device) -> Callable[[], Any]:
+    """A device-to-device copy that moves ``nbytes`` in all (reads nbytes/2, writes nbytes/2)."""
+    half = max(1, nbytes // 2)
+    src = torch.empty(half, dtype=torch.uint8, device=device).random_(0, 255)
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
 
 
-def copy_timing(nbytes: int, device: torch.device, quick: bool = False) -> Timing:
+def copy_timing(nbytes: int, device: torch.device, quick: bool = False, timer: str = "do_bench") -> Timing:
     """Time of a device-to-device copy that moves ``nbytes`` in all (reads nbytes/2, writes nbytes/2)."""
-    key = (str(device), nbytes, quick)
-    if key not in _copy_cache:
-        half = max(1, nbytes // 2)
-        src = torch.empty(half, dtype=torch.uint8, device=device).random_(0, 255)
-        dst = torch.empty_like(src)
-        _copy_cache[key] = time_fn(lambda: dst.copy_(src), device, quick)
-        del src, dst
-    return _copy_cache[key]
+    return time_fn(copy_fn(nbytes, device), device, quick, timer)
+
+
+def combine_repeats(timings: Sequence[Timing]) -> Timing:
+    """One run: its own median and p20/p80. Several: the median of the runs' medians, and p20/p80 across them
+    (the spread between repeated runs, which is what a difference between providers must exceed)."""
+    if not timings:
+        raise ValueError("combine_repeats of no timings")
+    if len(timings) == 1:
+        return timings[0]
+    return summarize([t.median_ms for t in timings])
+
+
+# ------------------------------------------------------------------------------------------ torch.compile
+
+
+#: The backend of :func:`compile_inductor` (tests swap in "eager" to skip inductor's code generation).
+INDUCTOR_BACKEND = "inductor"
+
+
+class CompileFallback(RuntimeError):
+    """torch.compile did not compile (no graph) or would recompile: the provider would be timing eager code."""
+
+
+def _has_compiled_code(fn: Callable[..., Any]) -> bool:
+    """Whether dynamo holds compiled code for ``fn``'s frame (a module's ``forward``); False when it runs eager.
+
+    A second function or module sharing the code object may reuse the first one's graph: counting new graphs
+    would call that a fall back, the cache entries on the code object do not."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    code = getattr(inspect.unwrap(getattr(target, "__func__", target)), "__code__", None)
+    return code is None or bool(_debug_get_cache_entry_list(code))
+
+
+def _dynamo_patch(*names: str) -> dict[str, bool]:
+    """The dynamo config flags among ``names`` that this torch has, set to True."""
+    config = torch._dynamo.config
+    return {name: True for name in names if hasattr(config, name)}
+
+
+@contextlib.contextmanager
+def no_recompile():
+    """While timing: a recompile raises (``error_on_recompile``) instead of compiling anew or, past the recompile
+    limit, running eager (``fail_on_recompile_limit_hit``)."""
+    with torch._dynamo.config.patch(**_dynamo_patch("error_on_recompile", "fail_on_recompile_limit_hit")):
+        yield
 
 
 # ------------------------------------------------------------------------------------------ environment
@@ -271,6 +378,16 @@ def environment(device: torch.device) -> Environment:
 class RunContext:
     device: torch.device
     quick: bool = False
+    #: Each provider is timed with every one of these, side by side (one result row each).
+    timers: tuple[str, ...] = ("do_bench",)
+    repeats: int = 1
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.timers if t not in TIMERS]
+        if unknown or not self.timers:
+            raise ValueError(f"unknown timer(s) {unknown or list(self.timers)}; use any of {list(TIMERS)}")
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
 
 
 Requirement = Callable[[RunContext], str | None]
@@ -413,6 +530,8 @@ class Result:
     timing: Timing | None = None
     nbytes: int | None = None
     copy_ms: float | None = None
+    timer: str = "do_bench"
+    repeats: int = 1
 
     @property
     def timed(self) -> bool:
@@ -443,6 +562,8 @@ class Result:
             "cuda": env.cuda,
             "tensorrt": env.tensorrt,
             "timestamp": env.timestamp,
+            "timer": self.timer,
+            "repeats": str(self.repeats),
         }
 
 
@@ -500,14 +621,29 @@ def select_providers(benchmark: Benchmark, patterns: Sequence[str] | None) -> li
 
 
 def compile_inductor(fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
-    """``torch.compile`` with inductor, static shapes, from a clean dynamo cache (``options``: more
-    ``torch.compile`` arguments, e.g. ``fullgraph=True``).
+    """``torch.compile`` with inductor, static shapes, compiled for this case (shape) from a clean dynamo cache
+    (``options``: more ``torch.compile`` arguments, e.g. ``fullgraph=True``).
 
-    Dynamo caches per code object, so the same function compiled for many sizes would hit the
-    recompile limit and silently fall back to eager; a reset per case avoids that.
+    Dynamo caches per code object, so the same function compiled for many sizes would hit the recompile limit
+    and silently fall back to eager; :func:`run` resets dynamo once per case (not here: a reset while another
+    provider of the case holds a compiled function would make that one recompile while it is timed), the first
+    call runs with the recompile limit as a hard failure, and it must produce at least one graph (else
+    :class:`CompileFallback`). Timing runs under :func:`no_recompile`.
     """
-    torch._dynamo.reset()
-    return torch.compile(fn, backend="inductor", dynamic=False, **options)
+    compiled = torch.compile(fn, backend=INDUCTOR_BACKEND, dynamic=False, **options)
+    checked = []
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if checked:
+            return compiled(*args, **kwargs)
+        with torch._dynamo.config.patch(**_dynamo_patch("fail_on_recompile_limit_hit")):
+            out = compiled(*args, **kwargs)
+        if not _has_compiled_code(fn):
+            raise CompileFallback(f"torch.compile produced no graph for {getattr(fn, '__name__', fn)}: it runs eager")
+        checked.append(True)
+        return out
+
+    return call
 
 
 class FunctionModule(torch.nn.Module):
@@ -647,10 +783,17 @@ class Progress:
             self._bar.close()
 
 
-def count_runs(benchmark: Benchmark, ctx: RunContext, dtypes: Sequence[torch.dtype] | None, providers) -> int:
+def count_runs(
+    benchmark: Benchmark,
+    ctx: RunContext,
+    dtypes: Sequence[torch.dtype] | None,
+    providers,
+    sizes: Sequence[tuple[int, ...]] | None = None,
+) -> int:
     plan = benchmark.plan(ctx.device, ctx.quick)
     per_case = len(select_providers(benchmark, providers)) + 1  # + the copy
-    return len(plan.sizes) * len(dtypes or plan.dtypes) * per_case
+    shapes = [s for s in sizes if len(s) == len(plan.sizes[0])] if sizes else plan.sizes
+    return len(shapes) * len(dtypes or plan.dtypes) * per_case
 
 
 def _first_line(err: BaseException) -> str:
@@ -681,18 +824,33 @@ def run(
     dtypes: Sequence[torch.dtype] | None = None,
     providers: Sequence[str] | None = None,
     progress: Progress | None = None,
+    sizes: Sequence[tuple[int, ...]] | None = None,
 ) -> list[Result]:
-    """Run every (size, dtype, provider) of a benchmark; one Result each, plus the copy per case."""
+    """Run every (size, dtype, provider) of a benchmark; one Result each, plus the copy per case.
+
+    ``sizes`` replaces the plan's sizes (shapes in the benchmark's own form, e.g. ``(rows, hidden)``).
+    """
     plan = benchmark.plan(ctx.device, ctx.quick)
     chosen = select_providers(benchmark, providers)
     static = {p.name: unmet(p.requires, ctx) for p in chosen}
     results: list[Result] = []
-    for shape in plan.sizes:
+    for shape in sizes or plan.sizes:
         for dtype in dtypes or plan.dtypes:
             results += _run_case(benchmark, ctx, shape, dtype, chosen, static, progress)
             if ctx.device.type == "cuda":
                 torch.cuda.empty_cache()
     return results
+
+
+def _measure_provider(provider: Provider, case: Case, timer: str) -> Callable[[], Timing]:
+    """A provider that times itself (through the harness): ``measure`` does it; the graph timer cannot."""
+
+    def measure() -> Timing:
+        if timer == "graph":
+            raise Skip("the harness times each enqueue with CUDA events; the graph timer does not apply")
+        return provider.measure(case)
+
+    return measure
 
 
 def _run_case(
@@ -704,15 +862,17 @@ def _run_case(
     static: dict[str, str | None],
     progress: Progress | None,
 ) -> list[Result]:
+    """Prepare every provider (build, first call, output check), then time them: once per repeat and timer, the
+    providers interleaved (copy first), so that a drift of the machine spreads over all of them alike."""
     label = f"{benchmark.name} {dtype_name(dtype)} {format_shape(shape)}"
     results: list[Result] = []
 
-    def record(provider: str, status: str, reason: str = "", **kw: Any) -> None:
-        results.append(
-            Result(
-                benchmark.name, provider, format_shape(shape), dtype_name(dtype), ctx.device.type, status, reason, **kw
-            )
-        )
+    def result(provider: str, status: str, reason: str, timer: str, **kw: Any) -> Result:
+        where = (benchmark.name, provider, format_shape(shape), dtype_name(dtype), ctx.device.type)
+        return Result(*where, status, reason, timer=timer, repeats=ctx.repeats, **kw)
+
+    def record(provider: str, status: str, reason: str = "") -> None:
+        results.extend(result(provider, status, reason, timer) for timer in ctx.timers)
         if progress is not None:
             progress.update(f"{label} {provider}")
 
@@ -723,12 +883,14 @@ def _run_case(
         for name in [COPY_PROVIDER, *(p.name for p in chosen)]:
             record(name, "error", f"could not build the inputs: {_first_line(err)}")
         return results
-    copy_ms = None
+    # torch.compile per shape: a clean dynamo cache for this case, before any provider compiles.
+    torch._dynamo.reset()
+    # name -> (timer -> a zero-argument timing, the mismatch found by the output check or "")
+    prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]] = {}
     if case.nbytes:
         try:
-            copy = copy_timing(case.nbytes, ctx.device, ctx.quick)
-            copy_ms = copy.median_ms
-            record(COPY_PROVIDER, "ok", timing=copy, nbytes=case.nbytes, copy_ms=copy_ms)
+            copy = copy_fn(case.nbytes, ctx.device)
+            prepared[COPY_PROVIDER] = (lambda timer: lambda: time_fn(copy, ctx.device, ctx.quick, timer), "")
         except Exception as err:  # noqa: BLE001
             record(COPY_PROVIDER, "error", _first_line(err))
     elif progress is not None:
@@ -739,28 +901,66 @@ def _run_case(
             continue
         try:
             if provider.measure is not None:
-                timing = provider.measure(case)
-                record(provider.name, "ok", timing=timing, nbytes=case.nbytes, copy_ms=copy_ms)
+                prepared[provider.name] = (lambda timer, p=provider: _measure_provider(p, case, timer), "")
                 continue
             fn = provider.factory(case)
             out = fn()
             _sync(ctx.device)
             mismatch = _compare(benchmark, expected, out, dtype) if provider.check else None
             del out
-            timing = time_fn(fn, ctx.device, ctx.quick)
-            del fn
-            record(
-                provider.name,
-                "mismatch" if mismatch else "ok",
+            prepared[provider.name] = (
+                lambda timer, fn=fn: lambda: time_fn(fn, ctx.device, ctx.quick, timer),
                 mismatch or "",
-                timing=timing,
-                nbytes=case.nbytes,
-                copy_ms=copy_ms,
             )
         except Skip as err:
             record(provider.name, "skipped", str(err))
         except Exception as err:  # noqa: BLE001 - reported, the run goes on
             record(provider.name, "error", _first_line(err))
+    for timer in ctx.timers:
+        results += _time_prepared(ctx, case, prepared, timer, result)
+    if progress is not None:
+        for name in prepared:
+            progress.update(f"{label} {name}")
+    # Providers in their declared order, the copy first, whatever order they finished in; timers in the given order.
+    order = {name: i for i, name in enumerate([COPY_PROVIDER, *(p.name for p in chosen)])}
+    results.sort(key=lambda r: (ctx.timers.index(r.timer), order.get(r.provider, len(order))))
+    return results
+
+
+def _time_prepared(
+    ctx: RunContext,
+    case: Case,
+    prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]],
+    timer: str,
+    result: Callable[..., Result],
+) -> list[Result]:
+    """Every prepared provider timed with ``timer``, ``ctx.repeats`` times, interleaved; one Result each, made by
+    ``result(provider, status, reason, timer, **timing_fields)``."""
+    samples: dict[str, list[Timing]] = {name: [] for name in prepared}
+    failed: dict[str, tuple[str, str]] = {}
+    timings = {name: make(timer) for name, (make, _mismatch) in prepared.items()}
+    with no_recompile():
+        for _ in range(ctx.repeats):
+            for name, timing in timings.items():
+                if name in failed:
+                    continue
+                try:
+                    samples[name].append(timing())
+                except (Skip, NotCapturable) as err:
+                    failed[name] = ("skipped", str(err))
+                except Exception as err:  # noqa: BLE001 - e.g. a recompile during timing: reported
+                    failed[name] = ("error", _first_line(err))
+    copy_ms = None
+    if COPY_PROVIDER in prepared and COPY_PROVIDER not in failed:
+        copy_ms = combine_repeats(samples[COPY_PROVIDER]).median_ms
+    results = []
+    for name, (_make, mismatch) in prepared.items():
+        if name in failed:
+            results.append(result(name, *failed[name], timer))
+            continue
+        timing = combine_repeats(samples[name])
+        status = "mismatch" if mismatch else "ok"
+        results.append(result(name, status, mismatch, timer, timing=timing, nbytes=case.nbytes, copy_ms=copy_ms))
     return results
 
 
@@ -809,7 +1009,10 @@ def _append(path: Path, columns: Sequence[str], rows: Sequence[dict]) -> None:
 def read_results(path: os.PathLike) -> list[dict[str, str]]:
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
-        if tuple(reader.fieldnames or ()) != COLUMNS:
+        columns = tuple(reader.fieldnames or ())
+        if columns == LEGACY_COLUMNS:
+            return [dict(row, timer="do_bench", repeats="1") for row in reader]
+        if columns != COLUMNS:
             raise ValueError(f"{path} is not a results CSV: columns {reader.fieldnames}, expected {list(COLUMNS)}")
         return list(reader)
 
@@ -820,17 +1023,19 @@ def read_results(path: os.PathLike) -> list[dict[str, str]]:
 def format_table(results: Sequence[Result]) -> str:
     """One block per case: the copy first, then each provider's time, GB/s and % of copy."""
     lines = []
-    cases: dict[tuple[str, str, str, str], list[Result]] = {}
+    cases: dict[tuple[str, str, str, str, str], list[Result]] = {}
     for r in results:
-        cases.setdefault((r.op, r.dtype, r.shape, r.device), []).append(r)
+        cases.setdefault((r.op, r.dtype, r.shape, r.device, r.timer), []).append(r)
     header = f"    {'provider':<30} {'median ms':>11} {'p20-p80 ms':>21} {'GB/s':>9} {'% copy':>7}  status"
-    for (op, dtype, shape, device), rows in cases.items():
+    # With repeats, p20-p80 is the spread of the repeats' medians.
+    for (op, dtype, shape, device, _timer), rows in cases.items():
         timed = [r for r in rows if r.timed]
         if not timed:
             continue
         nbytes = next((r.nbytes for r in timed if r.nbytes), None)
         moved = f"  {format_bytes(nbytes)} moved" if nbytes else ""
-        lines.append(f"{op}  {dtype}  {shape}  device={device}{moved}")
+        how = f"  timer={timed[0].timer}" + (f" x{timed[0].repeats} repeats" if timed[0].repeats > 1 else "")
+        lines.append(f"{op}  {dtype}  {shape}  device={device}{moved}{how}")
         lines.append(header)
         for r in timed:
             t = r.timing
@@ -890,24 +1095,67 @@ def run_suite(
     providers: Sequence[str] | None = None,
     csv_path: os.PathLike | None = None,
     show_progress: bool = True,
+    timers: Sequence[str] = ("do_bench",),
+    repeats: int = 1,
+    sizes: Sequence[tuple[int, ...]] | None = None,
 ) -> Report:
     """Run benchmarks side by side in one process, append the CSV, return the report."""
-    ctx = RunContext(resolve_device(device), quick)
+    ctx = RunContext(resolve_device(device), quick, tuple(timers), repeats)
     if providers:
         known = {name for b in benchmarks for name in b.provider_names}
         unknown = [pat for pat in providers if not any(fnmatch.fnmatchcase(n, pat) for n in known)]
         if unknown:
             raise ValueError(f"--providers {unknown} match no provider; known: {sorted(known)}")
     env = environment(ctx.device)
-    progress = Progress(sum(count_runs(b, ctx, dtypes, providers) for b in benchmarks), enabled=show_progress)
+    progress = Progress(sum(count_runs(b, ctx, dtypes, providers, sizes) for b in benchmarks), enabled=show_progress)
     results: list[Result] = []
     try:
         for benchmark in benchmarks:
-            results += run(benchmark, ctx, dtypes, providers, progress)
+            wanted = [shape for shape in sizes or () if len(shape) == len(benchmark.plan(ctx.device, quick).sizes[0])]
+            if sizes and not wanted:
+                continue
+            results += run(benchmark, ctx, dtypes, providers, progress, wanted or None)
     finally:
         progress.close()
     path = write_results(results, env, csv_path)
     return Report(env, results, path)
+
+
+def parse_timers(text: str | None) -> tuple[str, ...]:
+    """``"do_bench,graph"`` -> the timers, in order; None or empty -> do_bench."""
+    timers = tuple(dict.fromkeys(t.strip() for t in (text or "do_bench").split(",") if t.strip()))
+    unknown = [t for t in timers if t not in TIMERS]
+    if unknown or not timers:
+        raise ValueError(f"--timer: unknown {unknown or text!r}; use any of {list(TIMERS)}, comma-separated")
+    return timers
+
+
+def parse_sizes(text: str | None) -> tuple[tuple[int, ...], ...] | None:
+    """``"1x4096,8x4096"`` -> shapes; None or empty -> None (each benchmark's plan)."""
+    if not text:
+        return None
+    try:
+        return tuple(parse_shape(part.strip()) for part in text.split(",") if part.strip())
+    except ValueError as err:
+        raise ValueError(f"--sizes: {text!r} is not a comma-separated list of shapes like 1x4096 ({err})") from err
+
+
+def add_timing_arguments(parser: Any) -> None:
+    """--timer, --repeats and --sizes, shared by the scripts and ``torchtrt-plugins bench``."""
+    parser.add_argument(
+        "--timer",
+        default="do_bench",
+        help=f"do_bench (default: per call, host overhead included), graph (per call of {GRAPH_CALLS} calls "
+        "replayed in one CUDA graph: GPU time alone), or both: do_bench,graph (one row each)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="time every provider this many times, interleaved; report the spread"
+    )
+    parser.add_argument(
+        "--sizes",
+        help="comma-separated shapes replacing the plans' sizes, e.g. 1x4096,8x4096 (benchmarks whose "
+        "shapes have that many dimensions)",
+    )
 
 
 def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
@@ -920,6 +1168,7 @@ def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--providers", help=f"comma-separated glob patterns among {benchmark.provider_names}")
     parser.add_argument("--device", default="auto", help="auto (default), cuda or cpu")
     parser.add_argument("--csv", default=str(DEFAULT_CSV), help=f"results CSV to append to (default {DEFAULT_CSV})")
+    add_timing_arguments(parser)
     args = parser.parse_args(argv)
     try:
         report = run_suite(
@@ -929,6 +1178,9 @@ def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
             dtypes=parse_dtypes(args.dtypes),
             providers=[p for p in (args.providers or "").split(",") if p] or None,
             csv_path=args.csv,
+            timers=parse_timers(args.timer),
+            repeats=args.repeats,
+            sizes=parse_sizes(args.sizes),
         )
     except ValueError as err:
         parser.error(str(err))

@@ -30,7 +30,7 @@ SPEC = OpSpec(
     ),
     tactics=(
         Tactic(1, "warp_per_row", "one warp per row; small hidden sizes"),
-        Tactic(2, "block_per_row", "one 256-thread block per row, vectorized, row cached in registers"),
+        Tactic(2, "block_per_row", "one block per row (128-1024 threads by hidden size), vectorized, row in registers"),
     ),
     tolerances={
         torch.float32: Tolerance(1e-5, 1e-5),

@@ -472,6 +472,7 @@ def run_plugin(
     compare_runtime_outputs: bool = True,
     gate_timeout_s: float = 2.0,
     harness: str | Path | None = None,
+    enqueue_syncs_host: bool = False,
 ) -> HarnessResult:
     """Run one plugin through the harness.
 
@@ -488,6 +489,9 @@ def run_plugin(
         enqueue: force (True) or skip (False) the execution phase; None: when a GPU and tensors are there.
         compare_runtime_outputs: the runtime plugin must reproduce the build plugin's outputs bit for bit.
         gate_timeout_s: how long the stream gate holds before giving up (bounds every enqueue check).
+        enqueue_syncs_host: the op declares that enqueue reads back to the host (``OpSpec.enqueue_syncs_host``);
+            undeclared, enqueue must capture in a CUDA graph and replay to the same outputs ("graph-capture",
+            "graph-replay"); declared, it must not capture ("host-sync-declaration").
     """
     prepared, device_data, device = _prepare_inputs(inputs, enqueue)
     request = _request(library, name, version, namespace, fields, prepared, shape_inputs, profile, device_data)
@@ -497,6 +501,7 @@ def run_plugin(
         enqueue=enqueue is not False,
         compare_runtime_outputs=compare_runtime_outputs,
         gate_timeout_s=gate_timeout_s,
+        enqueue_syncs_host=bool(enqueue_syncs_host),
     )
     buffers: list[torch.Tensor] = []
 
@@ -556,6 +561,7 @@ def run_call(call: Any, *inputs: Any, library: str | Path | None = None, **kwarg
     arguments are those of :func:`run_plugin`.
     """
     kwargs.setdefault("shape_inputs", list(call.shape_inputs))
+    kwargs.setdefault("enqueue_syncs_host", _declares_host_sync(call.op))
     return run_plugin(
         library,
         call.plugin_name,
@@ -565,6 +571,16 @@ def run_call(call: Any, *inputs: Any, library: str | Path | None = None, **kwarg
         inputs=_call_inputs(call, inputs),
         **kwargs,
     )
+
+
+def _declares_host_sync(op: str) -> bool:
+    """``OpSpec.enqueue_syncs_host`` of a registered op (False for a name that is not one)."""
+    from .. import spec as spec_mod
+
+    try:
+        return bool(spec_mod.get(op).spec.enqueue_syncs_host)
+    except KeyError:
+        return False
 
 
 def _call_for(call_or_spec: Any, fields: Mapping[str, Any] | None) -> Any:

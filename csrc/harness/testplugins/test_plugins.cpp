@@ -194,8 +194,14 @@ cudaError_t ScalePlugin<F>::run(nvinfer1::PluginTensorDesc const* inputDesc,
 {
     float const value = mResource != nullptr ? *mResource : *mScale;
     cudaStream_t const launchOn = F == Fault::kDEFAULT_STREAM ? cudaStream_t{nullptr} : stream;
-    return scale(inputs[0], outputs[0], tp::volume(inputDesc[0].dims), value,
+    cudaError_t const err = scale(inputs[0], outputs[0], tp::volume(inputDesc[0].dims), value,
         inputDesc[0].type == nvinfer1::DataType::kHALF, this->tactic() == 2 ? 128 : 256, kernelFault(F), launchOn);
+    if constexpr (F == Fault::kSYNCS_HOST)
+    {
+        // As an op that reads a count back to size its output would: the host waits for the stream.
+        return err != cudaSuccess ? err : cudaStreamSynchronize(stream);
+    }
+    return err;
 }
 
 template <Fault F>
@@ -376,8 +382,8 @@ struct Register
 
 Register<ScalePlugin, Fault::kNONE, Fault::kTHROWS_IN_OUTPUT_SHAPES, Fault::kREADS_ABOVE_POS, Fault::kCLONE_ALLOCATES,
     Fault::kCLONE_SHARES_STATE, Fault::kWRITES_PAST_OUTPUT, Fault::kMODIFIES_INPUT, Fault::kDEFAULT_STREAM,
-    Fault::kSERIALIZE_CHANGES_FIELD, Fault::kACCEPTS_INVALID_FIELD, Fault::kUSES_RESOURCE, Fault::kLEAKS_RESOURCE> const
-    kScaleCreators{};
+    Fault::kSERIALIZE_CHANGES_FIELD, Fault::kACCEPTS_INVALID_FIELD, Fault::kUSES_RESOURCE, Fault::kLEAKS_RESOURCE,
+    Fault::kSYNCS_HOST> const kScaleCreators{};
 Register<PositivesPlugin, Fault::kNONE, Fault::kSIZE_TENSOR_1D, Fault::kSIZE_TENSOR_FLOAT> const kPositivesCreators{};
 tp::CreatorRegistration<tp::CreatorBase<DimOpsPlugin>> const kDimOpsCreator{};
 

@@ -37,6 +37,7 @@ enum class Fault : int32_t
     kLEAKS_RESOURCE,          // acquires the shared resource and never releases it
     kSIZE_TENSOR_1D,          // Positives: the size tensor is declared with shape [1]
     kSIZE_TENSOR_FLOAT,       // Positives: the size tensor is FLOAT
+    kSYNCS_HOST,              // enqueue synchronizes its stream with the host (no CUDA graph can capture it)
 };
 
 constexpr char const* scaleName(Fault fault)
@@ -57,6 +58,7 @@ constexpr char const* scaleName(Fault fault)
     case Fault::kLEAKS_RESOURCE: return "ScaleLeaksResource";
     case Fault::kSIZE_TENSOR_1D: return "PositivesSizeTensor1D";
     case Fault::kSIZE_TENSOR_FLOAT: return "PositivesSizeTensorFloat";
+    case Fault::kSYNCS_HOST: return "ScaleSyncsHost";
     }
     return "Unknown";
 }

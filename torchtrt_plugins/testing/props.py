@@ -1,0 +1,211 @@
+"""Property-based checks shared by the cpu and gpu tiers (``tests/cpu/test_op_props.py``,
+``tests/gpu/test_op_props_gpu.py``): hypothesis draws each op's inputs over shapes (empty, 1, odd, large), dtypes,
+memory layouts (contiguous, strided, transposed, offset by one element) and field values, and the op's output is
+compared with an independent float64 numpy formulation, not with the op's own reference code.
+
+Every registered op has an entry in :data:`CASES` (a test fails for an op without one). An entry draws one case
+(``draw(data, device) -> Case``) and checks an output (``check(case, out)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def hypothesis_settings(max_examples: int) -> settings:
+    """No deadline (first calls build kernels and caches); inputs are drawn big on purpose."""
+    too_slow_or_large = [HealthCheck.too_slow, HealthCheck.data_too_large]
+    return settings(max_examples=max_examples, deadline=None, suppress_health_check=too_slow_or_large)
+
+
+#: Extents that stress the kernels: empty, one, odd, around a warp and a vector, and one large odd size.
+EXTENTS = st.one_of(
+    st.sampled_from([0, 1, 2, 3, 7, 8, 31, 33, 64, 127, 129]),
+    st.integers(min_value=1, max_value=300),
+)
+LARGE_EXTENTS = st.sampled_from([1000, 4097, 12288, 16385])
+LAYOUTS = ("contiguous", "strided", "transposed", "offset")
+
+
+@dataclass
+class Case:
+    op: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+    def call(self, tactic: int | None = None) -> Any:
+        if tactic:
+            return getattr(torch.ops.torchtrt, f"{self.op}_tactic")(*self.args, **self.kwargs, tactic=tactic)
+        return getattr(torch.ops.torchtrt, self.op)(*self.args, **self.kwargs)
+
+
+def _values(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator, scale: float) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=generator, dtype=torch.float64).mul_(scale).to(dtype)
+    info = torch.iinfo(dtype)
+    low, high = max(info.min, -(2**31)), min(info.max, 2**31 - 1)
+    return torch.randint(low, high, shape, generator=generator, dtype=torch.int64).to(dtype)
+
+
+def tensor(
+    data: st.DataObject, shape: tuple[int, ...], dtype: torch.dtype, device: str, scale: float = 1.0
+) -> torch.Tensor:
+    """A tensor of ``shape`` in a drawn memory layout, values from a drawn seed (made on the CPU, then moved)."""
+    generator = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    layout = data.draw(st.sampled_from(LAYOUTS), label="layout")
+    if layout == "strided" and shape:
+        wide = _values((*shape[:-1], 2 * shape[-1]), dtype, generator, scale).to(device)
+        return wide[..., ::2]
+    if layout == "transposed" and len(shape) >= 2:
+        swapped = (*shape[:-2], shape[-1], shape[-2])
+        return _values(swapped, dtype, generator, scale).to(device).transpose(-1, -2)
+    if layout == "offset":
+        count = int(np.prod(shape)) if shape else 1
+        flat = _values((count + 1,), dtype, generator, scale).to(device)
+        return flat[1:].view(shape)  # data pointer one element past an allocation's start: unaligned vectors
+    return _values(shape, dtype, generator, scale).to(device)
+
+
+def as_numpy(t: torch.Tensor) -> np.ndarray:
+    """float64 for floating tensors (bf16 has no numpy type), the integer or bool type otherwise."""
+    t = t.detach().cpu()
+    return t.double().numpy() if t.dtype.is_floating_point else t.numpy()
+
+
+def _assert_allclose(out: torch.Tensor, expected: np.ndarray, atol: float, rtol: float, what: str) -> None:
+    got = as_numpy(out)
+    assert got.shape == expected.shape, f"{what}: shape {got.shape}, expected {expected.shape}"
+    if atol == 0 and rtol == 0:
+        same = (got == expected) | (np.isnan(got) & np.isnan(expected)) if got.dtype.kind == "f" else got == expected
+        bad = np.argwhere(~same)
+        assert bad.size == 0, f"{what}: {len(bad)} elements differ, first at {tuple(bad[0])}"
+        return
+    np.testing.assert_allclose(got, expected, atol=atol, rtol=rtol, err_msg=what)
+
+
+# ------------------------------------------------------------------------------------------ rms_norm
+
+
+def draw_rms_norm(data: st.DataObject, device: str) -> Case:
+    dtype = data.draw(st.sampled_from(FLOATS), label="dtype")
+    hidden = data.draw(st.one_of(EXTENTS.filter(bool), LARGE_EXTENTS), label="hidden")
+    lead = data.draw(st.lists(EXTENTS, min_size=0, max_size=2), label="leading dims")
+    if hidden * max(1, int(np.prod(lead))) > 2_000_000:
+        lead = [1]
+    scale = data.draw(st.sampled_from([1e-3, 1.0, 100.0]), label="scale")
+    eps = data.draw(st.sampled_from([1e-12, 1e-6, 1e-3, 0.5]), label="eps")
+    x = tensor(data, (*lead, hidden), dtype, device, scale)
+    weight = tensor(data, (hidden,), dtype, device)
+    return Case("rms_norm", (x, weight, eps), note=f"{dtype} {tuple(x.shape)} stride {x.stride()} eps {eps}")
+
+
+def check_rms_norm(case: Case, out: torch.Tensor) -> None:
+    from ..ops import rms_norm
+
+    x, weight, eps = case.args
+    assert out.dtype == x.dtype and out.shape == x.shape, case.note
+    xs = as_numpy(x)
+    expected = xs / np.sqrt(np.mean(xs * xs, axis=-1, keepdims=True) + eps) * as_numpy(weight)
+    tol = rms_norm.SPEC.tolerance(x.dtype)
+    # The tolerance is relative to the output's magnitude: |y| is about |weight| whatever the scale of x.
+    _assert_allclose(out, expected, tol.atol, tol.rtol, case.note)
+
+
+# ------------------------------------------------------------------------------------------ pad_to
+
+
+def draw_pad_to(data: st.DataObject, device: str) -> Case:
+    from ..ops import pad_to
+
+    dtype = data.draw(st.sampled_from(pad_to.DTYPES), label="dtype")
+    small = st.integers(0, 3)
+    batch, channels = data.draw(small, label="B"), data.draw(small, label="C")
+    big = data.draw(st.booleans(), label="large")
+    extent = st.sampled_from([1, 223, 224, 256, 1000, 1030]) if big else EXTENTS
+    h, w, height, width = (data.draw(extent, label=n) for n in ("H", "W", "height", "width"))
+    if big:
+        batch, channels = min(batch, 1), min(channels, 2)
+    if dtype == torch.int8:
+        value = float(data.draw(st.integers(-128, 127), label="value"))
+    else:
+        # Finite (the FLOAT32 field refuses inf and nan) and exact in fp32, as the plugin field carries it.
+        value = data.draw(st.floats(-1e4, 1e4, width=32), label="value")
+    x = tensor(data, (batch, channels, h, w), dtype, device, scale=100.0)
+    return Case("pad_to", (x, height, width, value), note=f"{dtype} {tuple(x.shape)} -> {height}x{width} value {value}")
+
+
+def check_pad_to(case: Case, out: torch.Tensor) -> None:
+    x, height, width, value = case.args
+    assert out.dtype == x.dtype and out.shape == (x.shape[0], x.shape[1], height, width), case.note
+    expected = np.full(tuple(out.shape), value, dtype=np.float64)
+    if x.dtype == torch.int8:
+        expected = expected.astype(np.int8)
+    else:
+        # The fill is rounded to the dtype once, as a copy of the value would be.
+        expected = as_numpy(torch.tensor(value, dtype=torch.float32).to(x.dtype)) * np.ones_like(expected)
+    h, w = min(x.shape[2], height), min(x.shape[3], width)
+    expected[:, :, :h, :w] = as_numpy(x)[:, :, :h, :w]
+    _assert_allclose(out, expected, 0.0, 0.0, case.note)
+
+
+# ------------------------------------------------------------------------------------------ masked_rows
+
+
+def draw_masked_rows(data: st.DataObject, device: str) -> Case:
+    from ..ops import masked_rows
+
+    dtype = data.draw(st.sampled_from(masked_rows.DTYPES), label="dtype")
+    rows = data.draw(st.one_of(EXTENTS, st.sampled_from([4097, 70_000])), label="rows")
+    row_shape = data.draw(st.lists(st.sampled_from([1, 2, 3, 5, 8, 16, 33]), max_size=2), label="row shape")
+    density = data.draw(st.sampled_from([0.0, 0.01, 0.5, 0.99, 1.0]), label="density")
+    generator = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="mask seed"))
+    mask = (torch.rand(rows, generator=generator) < density).to(device)
+    x = tensor(data, (rows, *row_shape), dtype, device, scale=1000.0)
+    return Case("masked_rows", (x, mask), note=f"{dtype} {tuple(x.shape)} stride {x.stride()} density {density}")
+
+
+def check_masked_rows(case: Case, out: torch.Tensor) -> None:
+    x, mask = case.args
+    keep = as_numpy(mask)
+    expected = as_numpy(x)[keep]
+    assert out.dtype == x.dtype and tuple(out.shape) == expected.shape, case.note
+    _assert_allclose(out, expected, 0.0, 0.0, case.note)
+
+
+@dataclass(frozen=True)
+class OpProps:
+    draw: Callable[[st.DataObject, str], Case]
+    check: Callable[[Case, Any], None]
+
+
+CASES: dict[str, OpProps] = {
+    "rms_norm": OpProps(draw_rms_norm, check_rms_norm),
+    "pad_to": OpProps(draw_pad_to, check_pad_to),
+    "masked_rows": OpProps(draw_masked_rows, check_masked_rows),
+}
+
+
+def examples(device: str, seed: int = 0) -> dict[str, Case]:
+    """One fixed, sizeable case per op (several waves of blocks, odd extents), for the multi-GPU, multi-stream and
+    multi-thread tests: the same case on another device or stream must give the same checked result."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(4099, 4096, generator=g).to(torch.bfloat16).to(device)
+    w = (1 + 0.1 * torch.randn(4096, generator=g)).to(torch.bfloat16).to(device)
+    image = torch.randn(2, 3, 223, 225, generator=g).to(device)
+    rows = torch.randn(100_001, 33, generator=g).to(device)
+    mask = (torch.rand(100_001, generator=g) < 0.5).to(device)
+    return {
+        "rms_norm": Case("rms_norm", (x, w, 1e-6), note=f"bf16 {tuple(x.shape)} on {device}"),
+        "pad_to": Case("pad_to", (image, 256, 240, 1.5), note=f"fp32 {tuple(image.shape)} -> 256x240 on {device}"),
+        "masked_rows": Case("masked_rows", (rows, mask), note=f"fp32 {tuple(rows.shape)} half kept on {device}"),
+    }
