@@ -11,18 +11,27 @@ from . import (
     _library,  # noqa: F401  (defines the torch ops)
     native,
     ops,  # noqa: F401  (registers the specs)
+    sdk,
 )
+from .declare import Declaration, DeclarationError, Range, declare
 from .lowering import lower, lower_with_report
 from .native import load_plugins, plugin_library_path
-from .spec import NAMESPACE, SpecError, all_ops, get
+from .spec import NAMESPACE, SpecError, Tolerance, all_ops, get, registered_ops
 
 __version__ = "0.1.0"
 
 __all__ = [
     "NAMESPACE",
+    "Declaration",
+    "DeclarationError",
+    "Range",
     "SpecError",
+    "Tolerance",
     "all_ops",
+    "declare",
     "get",
+    "registered_ops",
+    "sdk",
     "load_plugins",
     "lower",
     "lower_with_report",
