@@ -128,15 +128,33 @@ class _Translator:
                 out += [SIZE, self.sizes[expr]]
             else:
                 self._fail(where, whole, f"symbol {expr} is neither an input size nor a dynamic size")
-        elif expr.is_Add or expr.is_Mul:
-            code = ADD if expr.is_Add else MUL
-            args = list(expr.args)
-            for i, arg in enumerate(args):
-                if not (arg.is_Integer or not arg.is_number):
+        elif expr.is_Add:
+            # Terms with a minus sign become SUB, so no intermediate dimension goes negative.
+            positive = [a for a in expr.args if not a.could_extract_minus_sign()]
+            negative = [-a for a in expr.args if a.could_extract_minus_sign()]
+            if positive:
+                self._emit(positive[0], out, where, whole)
+            else:
+                out += [CONST, 0]
+            for arg in positive[1:]:
+                self._emit(arg, out, where, whole)
+                out.append(ADD)
+            for arg in negative:
+                self._emit(arg, out, where, whole)
+                out.append(SUB)
+        elif expr.is_Mul:
+            ceil = _ceil_division(expr)
+            if ceil is not None:
+                self._emit(ceil[0], out, where, whole)
+                self._emit(ceil[1], out, where, whole)
+                out.append(CEILDIV)
+                return
+            for i, arg in enumerate(expr.args):
+                if not arg.is_Integer and arg.is_number:
                     self._fail(where, whole, f"non-integer coefficient {arg}")
                 self._emit(arg, out, where, whole)
                 if i:
-                    out.append(code)
+                    out.append(MUL)
         elif expr.is_Pow and expr.exp.is_Integer and int(expr.exp) >= 1:
             for i in range(int(expr.exp)):
                 self._emit(expr.base, out, where, whole)
@@ -154,6 +172,17 @@ class _Translator:
                     out.append(code)
         else:
             self._fail(where, whole, f"{type(expr).__name__} is not supported")
+
+
+def _ceil_division(expr: Any) -> tuple[Any, Any] | None:
+    """(a, b) when expr is -((-a) // b), the usual way to write ceil(a / b) on sizes; else None."""
+    from torch.utils._sympy.functions import FloorDiv
+
+    if len(expr.args) == 2 and expr.args[0] == -1 and isinstance(expr.args[1], FloorDiv):
+        numerator, denominator = expr.args[1].args
+        if numerator.could_extract_minus_sign():
+            return -numerator, denominator
+    return None
 
 
 def _holds_for_all_sizes(expr: Any) -> bool:

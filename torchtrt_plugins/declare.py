@@ -26,6 +26,7 @@ launcher the plugin calls.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,8 +86,27 @@ def _overload(qualname: str) -> torch._ops.OpOverload:
         ) from None
 
 
-def _type_name(argument: Any) -> str:
-    return str(argument.type)
+def _schema_types(schema: Any) -> dict[str, str]:
+    """Argument name -> declared type, read from the schema's text: the parsed types say int for SymInt."""
+    text = str(schema)
+    inner = text[text.index("(") + 1 : text.rindex(") ->")]
+    parts, current, depth = [], "", 0
+    for char in inner:
+        depth += char in "([" and 1 or (char in ")]" and -1 or 0)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    types = {}
+    for part in parts:
+        declaration = part.split("=", 1)[0].strip()
+        if declaration in ("", "*"):
+            continue
+        type_text, _, name = declaration.rpartition(" ")
+        types[name] = re.sub(r"\(.*?\)", "", type_text)  # drop alias annotations: Tensor(a!) -> Tensor
+    return types
 
 
 class Declaration:
@@ -126,9 +146,10 @@ class Declaration:
         ranges, dtypes, same_dtype = dict(ranges or {}), dict(dtypes or {}), dict(same_dtype or {})
         if not 0.0 < self.size_opt <= 1.0:
             raise DeclarationError(f"{self.qualname}: size_opt must be in (0, 1], got {size_opt!r}")
+        self._types = _schema_types(self.schema)
         self._check_schema()
-        self.tensor_args = [a for a in self.schema.arguments if _type_name(a) == "Tensor"]
-        self.scalar_args = [a for a in self.schema.arguments if _type_name(a) != "Tensor"]
+        self.tensor_args = [a for a in self.schema.arguments if self._types[a.name] == "Tensor"]
+        self.scalar_args = [a for a in self.schema.arguments if self._types[a.name] != "Tensor"]
         tensor_names = {a.name for a in self.tensor_args}
         scalar_names = {a.name for a in self.scalar_args}
         for mapping, what, names in (
@@ -193,8 +214,10 @@ class Declaration:
             op_namespace=namespace,
             declaration=self,
         )
+        self._probing = example_inputs is not None
         if example_inputs is not None:
             derived = self.derive_for_values(*example_inputs)
+            self._probing = False
             if data_dependent is None:
                 self.spec = _replace(self.spec, requires_output_allocator=derived.num_size_tensors > 0)
             self.spec = _replace(self.spec, hidden_outputs=derived.num_size_tensors)
@@ -210,7 +233,7 @@ class Declaration:
 
     def _check_schema(self) -> None:
         for argument in self.schema.arguments:
-            type_name = _type_name(argument)
+            type_name = self._types[argument.name]
             if argument.alias_info is not None and argument.alias_info.is_write:
                 raise DeclarationError(
                     f"{self.qualname}: argument '{argument.name}' is mutated ({self.schema}); declared ops must be "
@@ -230,7 +253,7 @@ class Declaration:
                 )
 
     def _field(self, argument: Any, declared: Range | None) -> FieldSpec:
-        type_name = _type_name(argument)
+        type_name = self._types[argument.name]
         declared = declared or Range()
         has_default = argument.has_default_value()
         return FieldSpec(
@@ -279,7 +302,14 @@ class Declaration:
             tuple(sorted((k, v) for k, v in values.items() if k not in symbolic)),
             tuple(sorted((k, _derive._hint(values.get(k))) for k in symbolic)),
         )
-        return self._derive_cached(key)
+        derived = self._derive_cached(key)
+        if derived.num_size_tensors and not self.spec.requires_output_allocator and not self._probing:
+            raise _derive.DerivationError(
+                f"{self.label}: its fake kernel makes a data-dependent size (ctx.new_dynamic_size), so "
+                "Torch-TensorRT must run it with an output allocator; declare it with data_dependent=True "
+                "(or example_inputs=..., which finds out)"
+            )
+        return derived
 
     @functools.lru_cache(maxsize=256)  # noqa: B019 - declarations live as long as the process
     def _derive_cached(self, key: tuple) -> _derive.Derived:
@@ -297,12 +327,6 @@ class Declaration:
             size_upper=self.size_upper,
             size_opt=self.size_opt,
         )
-        if derived.num_size_tensors and not self.spec.requires_output_allocator:
-            raise _derive.DerivationError(
-                f"{self.label}: its fake kernel makes a data-dependent size (ctx.new_dynamic_size), so "
-                "Torch-TensorRT must run it with an output allocator; declare it with data_dependent=True "
-                "(or example_inputs=..., which finds out)"
-            )
         return derived
 
     def derive_for_values(self, *args: Any, is_symbolic: Callable[[Any], bool] | None = None, **kwargs: Any):
@@ -311,7 +335,7 @@ class Declaration:
         metas = [tensor_meta(bound[a.name], f"{self.label}: argument '{a.name}'") for a in self.tensor_args]
         is_symbolic = is_symbolic or _is_symbolic
         symbolic = frozenset(
-            a.name for a in self.scalar_args if _type_name(a) == "SymInt" and is_symbolic(bound[a.name])
+            a.name for a in self.scalar_args if self._types[a.name] == "SymInt" and is_symbolic(bound[a.name])
         )
         values = {a.name: _scalar_value(bound[a.name]) for a in self.scalar_args}
         return self.derive(metas, values, symbolic)

@@ -516,8 +516,10 @@ public:
                 {
                     return size_t{0};
                 }
+                // At the profile's largest shapes.
                 std::vector<nvinfer1::Dims> inDims;
                 std::vector<nvinfer1::DataType> inTypes;
+                std::vector<nvinfer1::Dims> outDims;
                 std::vector<nvinfer1::DataType> outTypes;
                 for (int32_t i = 0; i < nbInputs; ++i)
                 {
@@ -526,9 +528,10 @@ public:
                 }
                 for (int32_t o = 0; o < nbOutputs; ++o)
                 {
+                    outDims.push_back(outputs[o].max);
                     outTypes.push_back(outputs[o].desc.type);
                 }
-                return launchArgsFor(inDims.data(), inTypes.data(), nullptr, outTypes.data(), nullptr, nullptr,
+                return launchArgsFor(inDims.data(), inTypes.data(), outDims.data(), outTypes.data(), nullptr, nullptr,
                     nullptr, nullptr, [&](LaunchArgs const& args) { return mDecl.workspace(args); });
             });
     }
@@ -762,8 +765,7 @@ private:
     }
 
     // Builds the LaunchArgs of one call and passes them to `fn`. Output dims that depend on a data-dependent size
-    // are at the size's upper bound (evaluated from the input dims); the others come from `outDims`, or are
-    // evaluated when `outDims` is null (workspace queries at the profile's max).
+    // are at the size's upper bound (evaluated from the input dims); the others come from `outDims`.
     template <typename F>
     auto launchArgsFor(nvinfer1::Dims const* inDims, nvinfer1::DataType const* inTypes, nvinfer1::Dims const* outDims,
         nvinfer1::DataType const* outTypes, void const* const* inputs, void* const* outputs, void* workspace,
@@ -789,7 +791,8 @@ private:
                 dims.nbDims = static_cast<int32_t>(exprs.size());
                 for (size_t d = 0; d < exprs.size(); ++d)
                 {
-                    bool const known = outDims != nullptr && !usesSize(exprs[d]) && outDims[o].d[d] >= 0;
+                    bool const known = !usesSize(exprs[d]) && outDims[o].nbDims > static_cast<int32_t>(d)
+                        && outDims[o].d[d] >= 0;
                     dims.d[d] = known ? outDims[o].d[d] : evaluateConcrete(exprs[d], inDims, uppers);
                 }
             }
