@@ -90,7 +90,7 @@ class Derived:
 
 def _hint(value: Any) -> int | None:
     if isinstance(value, int):
-        return value
+        return int(value)
     node = getattr(value, "node", None)
     hint = getattr(node, "hint", None) if node is not None else None
     return int(hint) if hint is not None else None

@@ -193,7 +193,9 @@ class Declaration:
                     )
                 plugin_dtype = torch.int32
             inputs.append(
-                TensorSpec(argument.name, allowed, same_dtype_as=same_dtype.get(argument.name), plugin_dtype=plugin_dtype)
+                TensorSpec(
+                    argument.name, allowed, same_dtype_as=same_dtype.get(argument.name), plugin_dtype=plugin_dtype
+                )
             )
         fields = tuple(self._field(a, ranges.get(a.name)) for a in self.scalar_args)
         self.spec = OpSpec(
@@ -202,7 +204,8 @@ class Declaration:
             plugin_name=plugin_name or "".join(part.title() for part in name.split("_")),
             inputs=tuple(inputs),
             outputs=tuple(
-                TensorSpec(r.name or f"out{i}", tuple(_derive.TRT_DTYPE_CODES)) for i, r in enumerate(self.schema.returns)
+                TensorSpec(r.name or f"out{i}", tuple(_derive.TRT_DTYPE_CODES))
+                for i, r in enumerate(self.schema.returns)
             ),
             fields=fields,
             plugin_version=plugin_version,
@@ -284,7 +287,9 @@ class Declaration:
         tensors = [bound[a.name] for a in self.tensor_args]
         for argument, tensor in zip(self.tensor_args, tensors, strict=True):
             if not isinstance(tensor, torch.Tensor):
-                raise SpecError(f"{self.label}: argument '{argument.name}' must be a Tensor, got {type(tensor).__name__}")
+                raise SpecError(
+                    f"{self.label}: argument '{argument.name}' must be a Tensor, got {type(tensor).__name__}"
+                )
         self.spec.check_dtypes(tensors)
         for field in self.spec.fields:
             field.check(self.qualname, bound[field.arg])

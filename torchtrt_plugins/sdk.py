@@ -258,7 +258,9 @@ class PluginLibrary:
         archs = _build.cuda_archs()
         tables = generate_op_tables(self.declarations)
         launcher_table = generate_launcher_table(self.declarations)
-        directory = _build.cache_dir() / f"sdk-{self.name}-{self._inputs_hash(include, nvcc, archs, [tables, launcher_table])}"
+        directory = (
+            _build.cache_dir() / f"sdk-{self.name}-{self._inputs_hash(include, nvcc, archs, [tables, launcher_table])}"
+        )
         plugins = directory / f"lib{self.name}_plugins.so"
         launchers = directory / f"lib{self.name}_launchers.so"
         with _build._locked(directory):
@@ -383,13 +385,19 @@ def launch(declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any) -> Any:
     outputs = [torch.empty(s, dtype=d, device=device) for s, d in zip(out_shapes, derived.output_dtypes, strict=True)]
     sizes = [torch.zeros((), dtype=torch.int64, device=device) for _ in uppers]
     in_structs = (_Tensor * max(len(tensors), 1))(*[_tensor_struct(label, t) for t in tensors])
-    out_structs = (_Tensor * max(len(outputs) + len(sizes), 1))(
-        *[_tensor_struct(label, t) for t in outputs + sizes]
-    )
+    out_structs = (_Tensor * max(len(outputs) + len(sizes), 1))(*[_tensor_struct(label, t) for t in outputs + sizes])
     scalars = [float(f.check(declaration.qualname, bound[f.arg])) for f in declaration.spec.fields]
     scalar_array = (ctypes.c_double * max(len(scalars), 1))(*scalars)
     launch_args = _LaunchArgs(
-        in_structs, len(tensors), out_structs, len(outputs) + len(sizes), scalar_array, len(scalars), None, 0, tactic,
+        in_structs,
+        len(tensors),
+        out_structs,
+        len(outputs) + len(sizes),
+        scalar_array,
+        len(scalars),
+        None,
+        0,
+        tactic,
         torch.cuda.current_stream(device).cuda_stream,
     )
     lib = declaration.library.launchers()

@@ -241,7 +241,7 @@ def register(entry: OpEntry) -> OpEntry:
 
 def all_ops() -> list[OpEntry]:
     """Our catalogue: the ops whose plugins live in our own plugin library."""
-    return [entry for entry in _REGISTRY.values() if entry.library is None]
+    return [entry for entry in _REGISTRY.values() if entry.library is None and entry.spec.declaration is None]
 
 
 def registered_ops() -> list[OpEntry]:

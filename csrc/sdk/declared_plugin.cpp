@@ -83,8 +83,8 @@ struct ShapeProgram
             int64_t const n = take();
             if (n < 0 || n > limit)
             {
-                throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "': ", what, " must be in [0, ", limit,
-                    "], got ", n));
+                throw PluginError(
+                    concat("field '", kSHAPE_PROGRAM_FIELD, "': ", what, " must be in [0, ", limit, "], got ", n));
             }
             return static_cast<int32_t>(n);
         };
@@ -96,8 +96,8 @@ struct ShapeProgram
         int32_t const nbInputs = count("the input count", decl.nbInputs);
         if (nbInputs != decl.nbInputs)
         {
-            throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "' describes ", nbInputs, " inputs, expected ",
-                decl.nbInputs));
+            throw PluginError(
+                concat("field '", kSHAPE_PROGRAM_FIELD, "' describes ", nbInputs, " inputs, expected ", decl.nbInputs));
         }
         for (int32_t i = 0; i < nbInputs; ++i)
         {
@@ -125,8 +125,8 @@ struct ShapeProgram
         int32_t const nbOutputs = count("the output count", decl.nbOutputs);
         if (nbOutputs != decl.nbOutputs)
         {
-            throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "' describes ", nbOutputs, " outputs, expected ",
-                decl.nbOutputs));
+            throw PluginError(concat(
+                "field '", kSHAPE_PROGRAM_FIELD, "' describes ", nbOutputs, " outputs, expected ", decl.nbOutputs));
         }
         for (int32_t o = 0; o < nbOutputs; ++o)
         {
@@ -134,8 +134,8 @@ struct ShapeProgram
             out.dtypeCode = take();
             if (out.dtypeCode < -static_cast<int64_t>(nbInputs) || out.dtypeCode > 16)
             {
-                throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "': output ", o, " has dtype code ",
-                    out.dtypeCode));
+                throw PluginError(
+                    concat("field '", kSHAPE_PROGRAM_FIELD, "': output ", o, " has dtype code ", out.dtypeCode));
             }
             int32_t const rank = count("an output rank", kMAX_DIMS);
             for (int32_t d = 0; d < rank; ++d)
@@ -146,7 +146,8 @@ struct ShapeProgram
         }
         if (pos != tokens.size())
         {
-            throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "' has ", tokens.size() - pos, " trailing tokens"));
+            throw PluginError(
+                concat("field '", kSHAPE_PROGRAM_FIELD, "' has ", tokens.size() - pos, " trailing tokens"));
         }
         return program;
     }
@@ -477,8 +478,8 @@ public:
                 if (pos < nbInputs)
                 {
                     InputDecl const& in = mDecl.inputs[pos];
-                    bool const same = in.sameDtypeAs < 0 || in.sameDtypeAs >= pos
-                        || desc.type == inOut[in.sameDtypeAs].desc.type;
+                    bool const same
+                        = in.sameDtypeAs < 0 || in.sameDtypeAs >= pos || desc.type == inOut[in.sameDtypeAs].desc.type;
                     return accepts(in.dtypeMask, desc.type) && same;
                 }
                 std::vector<nvinfer1::DataType> inputTypes;
@@ -629,8 +630,7 @@ public:
                     outTypes.push_back(outputDesc[o].type);
                 }
                 cudaError_t const err = launchArgsFor(inDims.data(), inTypes.data(), outDims.data(), outTypes.data(),
-                    inputs, outputs, workspace, stream,
-                    [&](LaunchArgs const& args) { return tactic->launch(args); });
+                    inputs, outputs, workspace, stream, [&](LaunchArgs const& args) { return tactic->launch(args); });
                 if (err != cudaSuccess)
                 {
                     fail("launcher '", tactic->launcherName, "' returned ", cudaGetErrorName(err), ": ",
@@ -686,8 +686,8 @@ private:
 
     void log(std::string const& message) const noexcept
     {
-        plugin::log(Severity::kERROR, concat(mDecl.op, " (plugin ", mDecl.pluginNamespace, "::", mDecl.pluginName,
-                                          ") ", message));
+        plugin::log(Severity::kERROR,
+            concat(mDecl.op, " (plugin ", mDecl.pluginNamespace, "::", mDecl.pluginName, ") ", message));
     }
 
     template <typename... Args>
@@ -700,8 +700,8 @@ private:
     {
         if (nbInputs != mDecl.nbInputs || nbOutputs != getNbOutputs())
         {
-            fail("expected ", mDecl.nbInputs, " inputs and ", getNbOutputs(), " outputs (", mDecl.nbOutputs,
-                " and ", mProgram.sizes.size(), " size tensors), got ", nbInputs, " and ", nbOutputs);
+            fail("expected ", mDecl.nbInputs, " inputs and ", getNbOutputs(), " outputs (", mDecl.nbOutputs, " and ",
+                mProgram.sizes.size(), " size tensors), got ", nbInputs, " and ", nbOutputs);
         }
     }
 
@@ -709,8 +709,9 @@ private:
     {
         if (rank != mProgram.inputRanks[static_cast<size_t>(input)])
         {
-            fail("input '", mDecl.inputs[input].name, "' must have rank ", mProgram.inputRanks[static_cast<size_t>(input)],
-                " (the rank its shape program was derived for), got ", rank);
+            fail("input '", mDecl.inputs[input].name, "' must have rank ",
+                mProgram.inputRanks[static_cast<size_t>(input)], " (the rank its shape program was derived for), got ",
+                rank);
         }
     }
 
@@ -791,8 +792,8 @@ private:
                 dims.nbDims = static_cast<int32_t>(exprs.size());
                 for (size_t d = 0; d < exprs.size(); ++d)
                 {
-                    bool const known = !usesSize(exprs[d]) && outDims[o].nbDims > static_cast<int32_t>(d)
-                        && outDims[o].d[d] >= 0;
+                    bool const known
+                        = !usesSize(exprs[d]) && outDims[o].nbDims > static_cast<int32_t>(d) && outDims[o].d[d] >= 0;
                     dims.d[d] = known ? outDims[o].d[d] : evaluateConcrete(exprs[d], inDims, uppers);
                 }
             }
@@ -893,7 +894,8 @@ private:
             }
             if (!known)
             {
-                throw PluginError(concat("unknown field '", name ? name : "(null)", "' (expected one of: ", expected, ")"));
+                throw PluginError(
+                    concat("unknown field '", name ? name : "(null)", "' (expected one of: ", expected, ")"));
             }
         }
     }

@@ -17,7 +17,7 @@ namespace ttp::sdk
 struct InputDecl
 {
     char const* name;
-    uint32_t dtypeMask; // bit (1 << nvinfer1::DataType) per accepted type
+    uint32_t dtypeMask;  // bit (1 << nvinfer1::DataType) per accepted type
     int32_t sameDtypeAs; // an earlier input whose type this one must share, or -1
 };
 

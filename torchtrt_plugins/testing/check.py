@@ -27,6 +27,7 @@ the sample and the check.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,10 @@ def _split(sample: Any) -> tuple[tuple, dict]:
     return tuple(sample), {}
 
 
+def _call_with(op: Any, kwargs: dict, *args: Any) -> Any:
+    return op(*args, **kwargs)
+
+
 def _to(value: Any, device: Any) -> Any:
     return value.to(device) if isinstance(value, torch.Tensor) else value
 
@@ -83,9 +88,15 @@ def _outputs(value: Any) -> list[torch.Tensor]:
 def _assert_close(spec: spec_mod.OpSpec, actual: Any, expected: Any, what: str) -> None:
     for i, (a, e) in enumerate(zip(_outputs(actual), _outputs(expected), strict=True)):
         tolerance = spec.tolerance(e.dtype)
-        assert a.shape == e.shape, f"{spec.label}: {what}: output {i} has shape {tuple(a.shape)}, expected {tuple(e.shape)}"
+        assert a.shape == e.shape, (
+            f"{spec.label}: {what}: output {i} has shape {tuple(a.shape)}, expected {tuple(e.shape)}"
+        )
         torch.testing.assert_close(
-            a.cpu(), e.cpu(), atol=tolerance.atol, rtol=tolerance.rtol, msg=lambda m, i=i: f"{spec.label}: {what}: output {i}: {m}"
+            a.cpu(),
+            e.cpu(),
+            atol=tolerance.atol,
+            rtol=tolerance.rtol,
+            msg=lambda m, i=i: f"{spec.label}: {what}: output {i}: {m}",
         )
 
 
@@ -165,9 +176,7 @@ def _check_rtx(entry: spec_mod.OpEntry, call: Any) -> None:
             bad = fspec.min - (1 if not fspec.is_float else abs(fspec.min) + 1)
         if bad is None:
             continue
-        fields = [
-            _factory.FieldValue(f.name, f.type, bad if f.name == fspec.name else f.value) for f in call.fields
-        ]
+        fields = [_factory.FieldValue(f.name, f.type, bad if f.name == fspec.name else f.value) for f in call.fields]
         bad_call = _factory.PluginCall(**{**call.__dict__, "fields": fields})
         rejected = _factory.create_plugin(bad_call, trt.TensorRTPhase.BUILD, trt, registry)
         assert rejected is None, f"{entry.spec.label}: createPlugin accepted field '{fspec.name}' = {bad}"
@@ -233,10 +242,12 @@ def check_op(
         if "compile" in checks:
             torch._dynamo.reset()
             with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
-                compiled = torch.compile(lambda *a: overload(*a, **kwargs), fullgraph=True, dynamic=True)
+                compiled = torch.compile(functools.partial(_call_with, overload, kwargs), fullgraph=True, dynamic=True)
                 _assert_close(entry.spec, compiled(*args), eager, f"{where}: torch.compile")
-        call = _check_plan(entry, overload, args, kwargs, eager) if "plan" in checks else _factory.plan(
-            entry.spec, args, kwargs
+        call = (
+            _check_plan(entry, overload, args, kwargs, eager)
+            if "plan" in checks
+            else _factory.plan(entry.spec, args, kwargs)
         )
         if "harness" in checks:
             _check_harness(entry, call, args, kwargs, eager, report)

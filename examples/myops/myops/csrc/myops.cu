@@ -56,7 +56,8 @@ cudaError_t launchScaledAdd(LaunchArgs const& a, bool vector)
     float const alpha = static_cast<float>(a.scalars[0]);
     int const threads = 256;
     int64_t const work = vector ? (n + 3) / 4 : n;
-    int const blocks = static_cast<int>((work + threads - 1) / threads < 65535 ? (work + threads - 1) / threads : 65535);
+    int const blocks
+        = static_cast<int>((work + threads - 1) / threads < 65535 ? (work + threads - 1) / threads : 65535);
     if (vector)
     {
         scaledAddVectorKernel<T><<<blocks, threads, 0, a.stream>>>(x, y, out, n, alpha);

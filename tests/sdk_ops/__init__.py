@@ -29,7 +29,12 @@ def shapes_sizes(x_shape, w_shape, n, k):
 
 def _shapes_fake(x, w, n, k, flag=False, scale=1.0):
     torch._check(w.shape[0] == x.shape[1])
-    first = (x.shape[0] // k, -(-x.shape[1] // k), torch.sym_max(x.shape[0], n), torch.sym_min(n, x.shape[1]) * 2 - 1 + k)
+    first = (
+        x.shape[0] // k,
+        -(-x.shape[1] // k),
+        torch.sym_max(x.shape[0], n),
+        torch.sym_min(n, x.shape[1]) * 2 - 1 + k,
+    )
     return x.new_empty(first), x.new_empty((n + w.shape[0],), dtype=torch.int32)
 
 
@@ -61,7 +66,10 @@ SHAPES = ttp.declare(
     same_dtype={"w": "x"},
 )
 NONZERO_COUNT = ttp.declare(
-    "sdk_test::nonzero_count", library=LIBRARY, launcher="sdk_test::zeros", dtypes={"x": (torch.float32,)},
+    "sdk_test::nonzero_count",
+    library=LIBRARY,
+    launcher="sdk_test::zeros",
+    dtypes={"x": (torch.float32,)},
     example_inputs=(torch.zeros(4, 3),),
 )
 BROKEN = ttp.declare("sdk_test::broken", library=LIBRARY, launcher="sdk_test::failing", dtypes={"x": (torch.float32,)})
