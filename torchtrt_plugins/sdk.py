@@ -226,9 +226,9 @@ class PluginLibrary:
             if self._launchers is None:
                 lib = ctypes.CDLL(str(self.launcher_path()))
                 lib.ttp_sdk_launch.restype = ctypes.c_int32
-                lib.ttp_sdk_launch.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.c_void_p]
+                lib.ttp_sdk_launch.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(_LaunchArgs)]
                 lib.ttp_sdk_workspace.restype = ctypes.c_uint64
-                lib.ttp_sdk_workspace.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+                lib.ttp_sdk_workspace.argtypes = [ctypes.c_char_p, ctypes.POINTER(_LaunchArgs)]
                 self._launchers = lib
             return self._launchers
 

@@ -48,7 +48,7 @@ def test_check_op(myops, op):
 
 
 def test_the_example_packages_own_tests_pass():
-    env = dict(os.environ, PYTHONPATH=str(EXAMPLE))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(EXAMPLE), os.environ.get("PYTHONPATH")) if p))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=EXAMPLE,
