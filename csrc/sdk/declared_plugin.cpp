@@ -19,20 +19,8 @@ using plugin::Severity;
 // Shape program tokens (torchtrt_plugins/_derive.py).
 constexpr int64_t kMAGIC = 0x54545053;
 constexpr int64_t kVERSION = 1;
-enum Token : int64_t
-{
-    kCONST = 1,
-    kDIM = 2,
-    kSHAPE = 3,
-    kSIZE = 4,
-    kADD = 10,
-    kSUB = 11,
-    kMUL = 12,
-    kFLOORDIV = 13,
-    kCEILDIV = 14,
-    kMIN = 15,
-    kMAX = 16,
-};
+constexpr int64_t kCONST = 1, kDIM = 2, kSHAPE = 3, kSIZE = 4;                                          // leaves
+constexpr int64_t kADD = 10, kSUB = 11, kMUL = 12, kFLOORDIV = 13, kCEILDIV = 14, kMIN = 15, kMAX = 16; // operators
 
 bool isBinary(int64_t token)
 {
@@ -317,49 +305,15 @@ Tensor tensorOf(void const* data, nvinfer1::DataType type, nvinfer1::Dims const&
     return t;
 }
 
-class DeclaredPlugin : public nvinfer1::IPluginV3,
-                       public nvinfer1::IPluginV3OneCore,
-                       public nvinfer1::IPluginV3OneBuild,
-                       public nvinfer1::IPluginV3OneRuntime
+// The plugin name, version and namespace of a declared op, for its plugin (IPluginV3OneCore) and creator alike.
+template <typename Interface>
+class Named : public Interface
 {
 public:
-    DeclaredPlugin(OpDecl const& decl, std::vector<double> scalars, std::vector<int64_t> tokens)
+    explicit Named(OpDecl const& decl)
         : mDecl(decl)
-        , mScalars(std::move(scalars))
-        , mTokens(std::move(tokens))
-        , mProgram(ShapeProgram::parse(mTokens, decl))
     {
     }
-    DeclaredPlugin(DeclaredPlugin const& other)
-        : nvinfer1::IPluginV3(other)
-        , nvinfer1::IPluginV3OneCore(other)
-        , nvinfer1::IPluginV3OneBuild(other)
-        , nvinfer1::IPluginV3OneRuntime(other)
-        , mDecl(other.mDecl)
-        , mScalars(other.mScalars)
-        , mTokens(other.mTokens)
-        , mProgram(other.mProgram)
-        , mTactic(other.mTactic)
-    {
-    }
-    DeclaredPlugin& operator=(DeclaredPlugin const&) = delete;
-
-    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override
-    {
-        switch (type)
-        {
-        case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
-        case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
-        case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
-        }
-        return nullptr;
-    }
-
-    nvinfer1::IPluginV3* clone() noexcept override
-    {
-        return guarded<nvinfer1::IPluginV3*>("clone", nullptr, [&] { return new DeclaredPlugin(*this); });
-    }
-
     char const* getPluginName() const noexcept override
     {
         return mDecl.pluginName;
@@ -371,6 +325,65 @@ public:
     char const* getPluginNamespace() const noexcept override
     {
         return mDecl.pluginNamespace;
+    }
+
+protected:
+    OpDecl const& mDecl;
+};
+
+// The dims and types of a call's tensors: the profile's largest (build) or the actual ones (enqueue).
+struct Descs
+{
+    std::vector<nvinfer1::Dims> dims;
+    std::vector<nvinfer1::DataType> types;
+};
+
+template <typename Desc, typename Pick>
+Descs collect(Desc const* descs, int32_t count, Pick&& pick)
+{
+    Descs out;
+    for (int32_t i = 0; i < count; ++i)
+    {
+        auto const [dims, type] = pick(descs[i]);
+        out.dims.push_back(dims);
+        out.types.push_back(type);
+    }
+    return out;
+}
+
+Descs maxOf(nvinfer1::DynamicPluginTensorDesc const* descs, int32_t count)
+{
+    return collect(descs, count, [](auto const& d) { return std::make_pair(d.max, d.desc.type); });
+}
+
+Descs actualOf(nvinfer1::PluginTensorDesc const* descs, int32_t count)
+{
+    return collect(descs, count, [](auto const& d) { return std::make_pair(d.dims, d.type); });
+}
+
+class DeclaredPlugin : public plugin::PluginInterfaces<Named<nvinfer1::IPluginV3OneCore>>
+{
+public:
+    DeclaredPlugin(OpDecl const& decl, std::vector<double> scalars, std::vector<int64_t> tokens)
+        : PluginInterfaces(std::in_place, decl)
+        , mScalars(std::move(scalars))
+        , mTokens(std::move(tokens))
+        , mProgram(ShapeProgram::parse(mTokens, decl))
+    {
+    }
+    DeclaredPlugin(DeclaredPlugin const& other)
+        : PluginInterfaces(other)
+        , mScalars(other.mScalars)
+        , mTokens(other.mTokens)
+        , mProgram(other.mProgram)
+        , mTactic(other.mTactic)
+    {
+    }
+    DeclaredPlugin& operator=(DeclaredPlugin const&) = delete;
+
+    nvinfer1::IPluginV3* clone() noexcept override
+    {
+        return guarded<nvinfer1::IPluginV3*>("clone", nullptr, [&] { return new DeclaredPlugin(*this); });
     }
 
     int32_t getNbOutputs() const noexcept override
@@ -494,16 +507,7 @@ public:
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept override
     {
-        return guarded("configurePlugin", int32_t{1},
-            [&]
-            {
-                checkCounts(nbInputs, nbOutputs);
-                for (int32_t i = 0; i < nbInputs; ++i)
-                {
-                    checkRank(i, in[i].desc.dims.nbDims);
-                }
-                return int32_t{0};
-            });
+        return checkInputs("configurePlugin", nbInputs, nbOutputs, [&](int32_t i) { return in[i].desc.dims.nbDims; });
     }
 
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
@@ -518,22 +522,8 @@ public:
                     return size_t{0};
                 }
                 // At the profile's largest shapes.
-                std::vector<nvinfer1::Dims> inDims;
-                std::vector<nvinfer1::DataType> inTypes;
-                std::vector<nvinfer1::Dims> outDims;
-                std::vector<nvinfer1::DataType> outTypes;
-                for (int32_t i = 0; i < nbInputs; ++i)
-                {
-                    inDims.push_back(inputs[i].max);
-                    inTypes.push_back(inputs[i].desc.type);
-                }
-                for (int32_t o = 0; o < nbOutputs; ++o)
-                {
-                    outDims.push_back(outputs[o].max);
-                    outTypes.push_back(outputs[o].desc.type);
-                }
-                return launchArgsFor(inDims.data(), inTypes.data(), outDims.data(), outTypes.data(), nullptr, nullptr,
-                    nullptr, nullptr, [&](LaunchArgs const& args) { return mDecl.workspace(args); });
+                return launchArgsFor(maxOf(inputs, nbInputs), maxOf(outputs, nbOutputs), nullptr, nullptr, nullptr,
+                    nullptr, [&](LaunchArgs const& args) { return mDecl.workspace(args); });
             });
     }
 
@@ -590,16 +580,7 @@ public:
     int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::PluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept override
     {
-        return guarded("onShapeChange", int32_t{1},
-            [&]
-            {
-                checkCounts(nbInputs, nbOutputs);
-                for (int32_t i = 0; i < nbInputs; ++i)
-                {
-                    checkRank(i, in[i].dims.nbDims);
-                }
-                return int32_t{0};
-            });
+        return checkInputs("onShapeChange", nbInputs, nbOutputs, [&](int32_t i) { return in[i].dims.nbDims; });
     }
 
     int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
@@ -613,24 +594,9 @@ public:
                 {
                     fail("no launcher for tactic ", mTactic);
                 }
-                int32_t const nbInputs = mDecl.nbInputs;
-                int32_t const nbOutputs = getNbOutputs();
-                std::vector<nvinfer1::Dims> inDims;
-                std::vector<nvinfer1::DataType> inTypes;
-                std::vector<nvinfer1::Dims> outDims;
-                std::vector<nvinfer1::DataType> outTypes;
-                for (int32_t i = 0; i < nbInputs; ++i)
-                {
-                    inDims.push_back(inputDesc[i].dims);
-                    inTypes.push_back(inputDesc[i].type);
-                }
-                for (int32_t o = 0; o < nbOutputs; ++o)
-                {
-                    outDims.push_back(outputDesc[o].dims);
-                    outTypes.push_back(outputDesc[o].type);
-                }
-                cudaError_t const err = launchArgsFor(inDims.data(), inTypes.data(), outDims.data(), outTypes.data(),
-                    inputs, outputs, workspace, stream, [&](LaunchArgs const& args) { return tactic->launch(args); });
+                cudaError_t const err
+                    = launchArgsFor(actualOf(inputDesc, mDecl.nbInputs), actualOf(outputDesc, getNbOutputs()), inputs,
+                        outputs, workspace, stream, [&](LaunchArgs const& args) { return tactic->launch(args); });
                 if (err != cudaSuccess)
                 {
                     fail("launcher '", tactic->launcherName, "' returned ", cudaGetErrorName(err), ": ",
@@ -694,6 +660,22 @@ private:
     [[noreturn]] static void fail(Args const&... args)
     {
         throw PluginError(concat(args...));
+    }
+
+    // The counts, and each input's rank against the program's: what configurePlugin and onShapeChange check.
+    template <typename RankOf>
+    int32_t checkInputs(char const* method, int32_t nbInputs, int32_t nbOutputs, RankOf&& rankOf) const noexcept
+    {
+        return guarded(method, int32_t{1},
+            [&]
+            {
+                checkCounts(nbInputs, nbOutputs);
+                for (int32_t i = 0; i < nbInputs; ++i)
+                {
+                    checkRank(i, rankOf(i));
+                }
+                return int32_t{0};
+            });
     }
 
     void checkCounts(int32_t nbInputs, int32_t nbOutputs) const
@@ -768,10 +750,13 @@ private:
     // Builds the LaunchArgs of one call and passes them to `fn`. Output dims that depend on a data-dependent size
     // are at the size's upper bound (evaluated from the input dims); the others come from `outDims`.
     template <typename F>
-    auto launchArgsFor(nvinfer1::Dims const* inDims, nvinfer1::DataType const* inTypes, nvinfer1::Dims const* outDims,
-        nvinfer1::DataType const* outTypes, void const* const* inputs, void* const* outputs, void* workspace,
-        cudaStream_t stream, F&& fn) const -> decltype(fn(std::declval<LaunchArgs const&>()))
+    auto launchArgsFor(Descs const& inDescs, Descs const& outDescs, void const* const* inputs, void* const* outputs,
+        void* workspace, cudaStream_t stream, F&& fn) const -> decltype(fn(std::declval<LaunchArgs const&>()))
     {
+        nvinfer1::Dims const* inDims = inDescs.dims.data();
+        nvinfer1::DataType const* inTypes = inDescs.types.data();
+        nvinfer1::Dims const* outDims = outDescs.dims.data();
+        nvinfer1::DataType const* outTypes = outDescs.types.data();
         std::vector<int64_t> uppers;
         for (auto const& size : mProgram.sizes)
         {
@@ -809,7 +794,6 @@ private:
         return fn(args);
     }
 
-    OpDecl const& mDecl;
     std::vector<double> mScalars;
     std::vector<int64_t> mTokens;
     ShapeProgram mProgram;
@@ -820,11 +804,11 @@ private:
     nvinfer1::PluginFieldCollection mSerialCollection{};
 };
 
-class DeclaredCreator : public nvinfer1::IPluginCreatorV3One
+class DeclaredCreator : public Named<nvinfer1::IPluginCreatorV3One>
 {
 public:
     explicit DeclaredCreator(OpDecl const& decl)
-        : mDecl(decl)
+        : Named(decl)
     {
         for (int32_t f = 0; f < decl.nbFields; ++f)
         {
@@ -864,18 +848,6 @@ public:
     nvinfer1::PluginFieldCollection const* getFieldNames() noexcept override
     {
         return &mCollection;
-    }
-    char const* getPluginName() const noexcept override
-    {
-        return mDecl.pluginName;
-    }
-    char const* getPluginVersion() const noexcept override
-    {
-        return mDecl.pluginVersion;
-    }
-    char const* getPluginNamespace() const noexcept override
-    {
-        return mDecl.pluginNamespace;
     }
 
 private:
@@ -920,7 +892,6 @@ private:
             "' (the output shapes derived from the op's fake kernel; torchtrt_plugins' converter emits it)"));
     }
 
-    OpDecl const& mDecl;
     std::vector<nvinfer1::PluginField> mFields;
     nvinfer1::PluginFieldCollection mCollection{};
 };

@@ -19,9 +19,19 @@ FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 LIBRARY = ttp.sdk.PluginLibrary("myops", sources=[Path(__file__).parent / "csrc" / "myops.cu"])
 
 
+def reference_scaled_add(x: torch.Tensor, y: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+    """x + alpha * y in fp32, rounded once to x's dtype (what the kernels do)."""
+    return (x.float() + alpha * y.float()).to(x.dtype)
+
+
+def reference_filter_above(x: torch.Tensor, threshold: float) -> torch.Tensor:
+    flat = x.reshape(-1)
+    return flat[flat > threshold]
+
+
 @torch.library.custom_op("myops::scaled_add", mutates_args=(), device_types="cpu")
 def scaled_add(x: torch.Tensor, y: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
-    return (x.float() + alpha * y.float()).to(x.dtype)
+    return reference_scaled_add(x, y, alpha)
 
 
 @scaled_add.register_fake
@@ -32,7 +42,7 @@ def _(x, y, alpha=1.0):
 
 @torch.library.custom_op("myops::filter_above", mutates_args=(), device_types="cpu")
 def filter_above(x: torch.Tensor, threshold: float) -> torch.Tensor:
-    return x.reshape(-1)[x.reshape(-1) > threshold].clone()
+    return reference_filter_above(x, threshold).clone()
 
 
 @filter_above.register_fake
@@ -51,6 +61,7 @@ SCALED_ADD = ttp.declare(
     ranges={"alpha": ttp.Range(min=-1e4, max=1e4)},
     dtypes={"x": FLOATS, "y": FLOATS},
     same_dtype={"y": "x"},
+    reference=reference_scaled_add,
     tolerances={
         torch.float32: ttp.Tolerance(1e-6, 1e-6),
         torch.float16: ttp.Tolerance(1e-3, 1e-3),
@@ -66,4 +77,5 @@ FILTER_ABOVE = ttp.declare(
     ranges={"threshold": ttp.Range(min=-1e30, max=1e30)},
     dtypes={"x": (torch.float32,)},
     data_dependent=True,
+    reference=reference_filter_above,
 )

@@ -7,28 +7,19 @@ import torch
 from torchtrt_plugins.testing import check_op
 
 
-def reference_scaled_add(x, y, alpha=1.0):
-    return (x.float() + alpha * y.float()).to(x.dtype)
-
-
-def reference_filter_above(x, threshold):
-    flat = x.reshape(-1)
-    return flat[flat > threshold]
-
-
 @pytest.mark.parametrize("dtype", myops.FLOATS)
 def test_scaled_add(dtype):
     samples = [
         (torch.randn(3, 5, dtype=dtype), torch.randn(3, 5, dtype=dtype), 2.0),
         ((torch.randn(4099, dtype=dtype), torch.randn(4099, dtype=dtype)), {"alpha": -0.5}),
     ]
-    report = check_op(torch.ops.myops.scaled_add, samples, reference=reference_scaled_add)
+    report = check_op(torch.ops.myops.scaled_add, samples, reference=myops.reference_scaled_add)
     print(report)
 
 
 def test_filter_above():
     samples = [(torch.randn(3, 5), 0.1), (torch.randn(1000, 3), 2.5), (torch.randn(7), 100.0)]
-    report = check_op(torch.ops.myops.filter_above, samples, reference=reference_filter_above)
+    report = check_op(torch.ops.myops.filter_above, samples, reference=myops.reference_filter_above)
     print(report)
 
 
