@@ -292,3 +292,19 @@ def test_registration_is_generic(monkeypatch):
     registry.all_creators += [Creator(e.spec.creator_key) for e in sdk_test]
     registry.loaded.clear()
     assert native.load_plugins(registry) == ours and registry.loaded == []
+
+
+def test_check_op_also_takes_our_hand_written_plugins():
+    from torchtrt_plugins.ops import rms_norm
+    from torchtrt_plugins.testing import check_op
+
+    samples = [(torch.randn(3, 16), torch.randn(16), 1e-5)]
+    report = check_op(
+        torch.ops.torchtrt.rms_norm,
+        samples,
+        reference=rms_norm.reference,
+        checks=("eager", "opcheck", "plan", "harness"),
+    )
+    assert report.passed == ["eager", "opcheck", "plan", "harness"], report
+    with pytest.raises(ValueError, match="not an op with a plugin"):
+        check_op(torch.ops.aten.relu.default, [(torch.zeros(2),)])
