@@ -49,22 +49,14 @@ def _load_cuda_ops() -> None:
 
 def _register_with_torch_tensorrt() -> None:
     """Converters, and our creators in TensorRT's registry so saved engines deserialize in a fresh process."""
-    import warnings
-
-    from . import _compat, converters
+    from . import converters
 
     if not converters.register_all():
         return
     from . import lowering
 
     lowering.register_with_torch_tensorrt()
-    trt = _compat.tensorrt()
-    if trt is None or trt.__name__ != "tensorrt":
-        return
-    try:
-        load_plugins()
-    except Exception as err:  # noqa: BLE001 - the eager ops still work; conversion will report it again
-        warnings.warn(f"torchtrt_plugins: plugin library not loaded into TensorRT: {err}", stacklevel=2)
+    native.load_plugins_into_tensorrt()
 
 
 _load_cuda_ops()

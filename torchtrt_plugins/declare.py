@@ -393,8 +393,9 @@ def tensor_meta(value: Any, what: str) -> _derive.TensorMeta:
 def declare(op: Any, **options: Any) -> Declaration:
     """Declare a TensorRT plugin for the torch op ``op`` ("ns::name" or the op); see :class:`Declaration`.
 
-    Registers the op (converter with Torch-TensorRT when it imports; plugin library with ``load_plugins``; with a
-    ``library``, the eager CUDA kernel through the op's launcher). Returns the declaration.
+    Registers the op: its converter with Torch-TensorRT when that imports (and then its library with TensorRT's
+    registry, as ``import torchtrt_plugins`` does for ours); its library for ``load_plugins``; with a ``library``,
+    the eager CUDA kernel through the op's launcher. Returns the declaration.
     """
     eager_cuda = options.pop("eager_cuda", True)
     declaration = Declaration(op, **options)
@@ -405,7 +406,8 @@ def declare(op: Any, **options: Any) -> Declaration:
             from . import sdk
 
             sdk.register_eager_kernel(declaration)
-    from . import converters
+    from . import converters, native
 
-    converters.register_entry(declaration.entry)
+    if converters.register_entry(declaration.entry) and declaration.library is not None:
+        native.load_plugins_into_tensorrt()  # as at `import torchtrt_plugins`, for engines saved with this op
     return declaration

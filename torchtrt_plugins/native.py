@@ -123,3 +123,17 @@ def load_plugins(registry: Any = None) -> Path:
         for library, entries in _libraries().items():
             _load_library(registry, path if library is plugin_library_path else Path(library()), entries)
     return path
+
+
+def load_plugins_into_tensorrt() -> None:
+    """``load_plugins()`` into TensorRT's own registry where TensorRT imports (so saved engines deserialize in a
+    fresh process); a failure is a warning: the eager ops still work and conversion reports it again."""
+    import warnings
+
+    trt = _compat.tensorrt()
+    if trt is None or trt.__name__ != "tensorrt":
+        return
+    try:
+        load_plugins()
+    except Exception as err:  # noqa: BLE001 - see the docstring
+        warnings.warn(f"torchtrt_plugins: plugin library not loaded into TensorRT: {err}", stacklevel=2)

@@ -308,3 +308,30 @@ def test_check_op_also_takes_our_hand_written_plugins():
     assert report.passed == ["eager", "opcheck", "plan", "harness"], report
     with pytest.raises(ValueError, match="not an op with a plugin"):
         check_op(torch.ops.aten.relu.default, [(torch.zeros(2),)])
+
+
+def test_declare_registers_converter_and_loads_the_library_into_tensorrt(monkeypatch):
+    """With Torch-TensorRT and TensorRT importable, declare() registers the converter and loads the libraries into
+    TensorRT's registry, as `import torchtrt_plugins` does for ours."""
+    import types
+
+    from torchtrt_plugins import _compat
+
+    class Library:
+        added = []
+
+        def add(self, declaration):
+            self.added.append(declaration)
+
+        def plugin_path(self):
+            return "/theirs/lib.so"
+
+    registered, loaded = [], []
+    monkeypatch.setattr(spec_mod, "_REGISTRY", dict(spec_mod._REGISTRY))  # the op's library does not exist
+    monkeypatch.setattr(converters, "register_entry", lambda entry: registered.append(entry) or True)
+    monkeypatch.setattr(_compat, "tensorrt", lambda: types.SimpleNamespace(__name__="tensorrt"))
+    monkeypatch.setattr(native, "load_plugins", lambda registry=None: loaded.append(registry))
+    qualname = _define("loaded", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x))
+    declaration = ttp.declare(qualname, library=Library(), launcher="a::b", eager_cuda=False)
+    assert registered == [declaration.entry] and loaded == [None] and Library.added == [declaration]
+    assert declaration.entry.library() == "/theirs/lib.so"
