@@ -11,18 +11,27 @@ from . import (
     _library,  # noqa: F401  (defines the torch ops)
     native,
     ops,  # noqa: F401  (registers the specs)
+    sdk,
 )
+from .declare import Declaration, DeclarationError, Range, declare
 from .lowering import lower, lower_with_report
 from .native import load_plugins, load_program, plugin_library_path
-from .spec import NAMESPACE, SpecError, all_ops, get
+from .spec import NAMESPACE, SpecError, Tolerance, all_ops, get, registered_ops
 
 __version__ = "0.1.0"
 
 __all__ = [
     "NAMESPACE",
+    "Declaration",
+    "DeclarationError",
+    "Range",
     "SpecError",
+    "Tolerance",
     "all_ops",
+    "declare",
     "get",
+    "registered_ops",
+    "sdk",
     "load_plugins",
     "load_program",
     "lower",
@@ -41,22 +50,14 @@ def _load_cuda_ops() -> None:
 
 def _register_with_torch_tensorrt() -> None:
     """Converters, and our creators in TensorRT's registry so saved engines deserialize in a fresh process."""
-    import warnings
-
-    from . import _compat, converters
+    from . import converters
 
     if not converters.register_all():
         return
     from . import lowering
 
     lowering.register_with_torch_tensorrt()
-    trt = _compat.tensorrt()
-    if trt is None or trt.__name__ != "tensorrt":
-        return
-    try:
-        load_plugins()
-    except Exception as err:  # noqa: BLE001 - the eager ops still work; conversion will report it again
-        warnings.warn(f"torchtrt_plugins: plugin library not loaded into TensorRT: {err}", stacklevel=2)
+    native.load_plugins_into_tensorrt()
 
 
 _load_cuda_ops()

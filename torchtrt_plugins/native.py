@@ -67,10 +67,10 @@ def _registered_keys(registry: Any) -> set[tuple[str, str, str]] | None:
     }
 
 
-def _creators_present(registry: Any) -> list[bool]:
+def _creators_present(registry: Any, entries: list[spec_mod.OpEntry]) -> list[bool]:
     keys = _registered_keys(registry)
     present = []
-    for entry in spec_mod.all_ops():
+    for entry in entries:
         if keys is not None:
             present.append(entry.spec.creator_key in keys)
             continue
@@ -81,8 +81,37 @@ def _creators_present(registry: Any) -> list[bool]:
     return present
 
 
+def _libraries() -> dict[Any, list[spec_mod.OpEntry]]:
+    """Every plugin library with the ops whose creators it holds: ours first, then those of declared ops."""
+    groups: dict[Any, list[spec_mod.OpEntry]] = {plugin_library_path: []}
+    for entry in spec_mod.registered_ops():
+        if entry.library is None and entry.spec.declaration is not None:
+            continue  # declared without a library: its plugin is loaded by whoever built it
+        groups.setdefault(entry.library or plugin_library_path, []).append(entry)
+    return groups
+
+
+def _load_library(registry: Any, path: Path, entries: list[spec_mod.OpEntry]) -> None:
+    if all(_creators_present(registry, entries)):
+        return
+    handle = registry.load_library(str(path))
+    # A registry that already holds this library (loaded by a deserialized plan, or by another
+    # copy of the file) returns None: that is success as long as every creator is there.
+    missing = [
+        "/".join(entry.spec.creator_key)
+        for entry, ok in zip(entries, _creators_present(registry, entries), strict=True)
+        if not ok
+    ]
+    if missing:
+        raise RuntimeError(
+            f"torchtrt_plugins: loading {path} (handle {handle!r}) did not register the creators "
+            f"{missing}; see the TensorRT log for the reason"
+        )
+
+
 def load_plugins(registry: Any = None) -> Path:
-    """Register our plugin creators with a TensorRT plugin registry. Idempotent.
+    """Register the plugin creators of every op with a TensorRT plugin registry: ours, and those of the libraries
+    of declared ops (``torchtrt_plugins.declare``). Idempotent; returns the path of our library.
 
     ``registry`` defaults to ``tensorrt.get_plugin_registry()``. Loading twice, or after an engine
     holding our plugins was deserialized (which loads the library itself), is not an error.
@@ -91,20 +120,8 @@ def load_plugins(registry: Any = None) -> Path:
         registry = _compat.require_tensorrt().get_plugin_registry()
     path = plugin_library_path()
     with _lock:
-        if not all(_creators_present(registry)):
-            handle = registry.load_library(str(path))
-            # A registry that already holds this library (loaded by a deserialized plan, or by another
-            # copy of the file) returns None: that is success as long as every creator is there.
-            missing = [
-                "/".join(entry.spec.creator_key)
-                for entry, ok in zip(spec_mod.all_ops(), _creators_present(registry), strict=True)
-                if not ok
-            ]
-            if missing:
-                raise RuntimeError(
-                    f"torchtrt_plugins: loading {path} (handle {handle!r}) did not register the creators "
-                    f"{missing}; see the TensorRT log for the reason"
-                )
+        for library, entries in _libraries().items():
+            _load_library(registry, path if library is plugin_library_path else Path(library()), entries)
     return path
 
 
@@ -120,3 +137,17 @@ def load_program(path: str | os.PathLike, **kwargs: Any) -> Any:
         raise ImportError("torchtrt_plugins.load_program: Torch-TensorRT is not installed (pip install torch-tensorrt)")
     load_plugins()
     return torch_tensorrt.load(os.fspath(path), **kwargs)
+
+
+def load_plugins_into_tensorrt() -> None:
+    """``load_plugins()`` into TensorRT's own registry where TensorRT imports (so saved engines deserialize in a
+    fresh process); a failure is a warning: the eager ops still work and conversion reports it again."""
+    import warnings
+
+    trt = _compat.tensorrt()
+    if trt is None or trt.__name__ != "tensorrt":
+        return
+    try:
+        load_plugins()
+    except Exception as err:  # noqa: BLE001 - see the docstring
+        warnings.warn(f"torchtrt_plugins: plugin library not loaded into TensorRT: {err}", stacklevel=2)

@@ -55,6 +55,8 @@ class FieldSpec:
     required: bool = True
     shape_input: bool = False
     shape_input_sentinel: int = -1
+    #: A bool argument, carried as 0/1 in an integer field.
+    boolean: bool = False
     doc: str = ""
 
     def __post_init__(self) -> None:
@@ -66,6 +68,8 @@ class FieldSpec:
         return self.type.startswith("FLOAT")
 
     def expectation(self) -> str:
+        if self.boolean:
+            return "a bool"
         kind = "a float" if self.is_float else "an integer"
         parts = []
         if self.min is not None:
@@ -80,7 +84,8 @@ class FieldSpec:
         A SymInt for a ``shape_input`` field (fake kernels, tracing) is returned as it is, with its
         bounds recorded through ``torch._check`` instead of read.
         """
-        where = f"torchtrt.{op}: argument '{self.arg or self.name}'"
+        label = op.replace("::", ".") if "::" in op else f"{NAMESPACE}.{op}"
+        where = f"{label}: argument '{self.arg or self.name}'"
         if self.shape_input and isinstance(value, torch.SymInt):
             if self.min is not None:
                 low_ok = value >= self.min if self.min_inclusive else value > self.min
@@ -90,6 +95,10 @@ class FieldSpec:
                     SpecError, value <= self.max, lambda: f"{where} must be {self.expectation()}, got {value}"
                 )
             return value
+        if self.boolean:
+            if not isinstance(value, (bool, int)) or value not in (0, 1):
+                raise SpecError(f"{where} must be {self.expectation()}, got {value!r}")
+            return int(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SpecError(f"{where} must be {self.expectation()}, got {value!r}")
         if not self.is_float and not float(value).is_integer():
@@ -152,10 +161,20 @@ class OpSpec:
     #: opposite (a stale declaration is a violation too).
     enqueue_syncs_host: bool = False
     doc: str = ""
+    #: The torch namespace of the op (``torch.ops.<op_namespace>.<name>``); ours by default.
+    op_namespace: str = NAMESPACE
+    #: For ops declared with ``torchtrt_plugins.declare``: the declaration, which derives per call what the
+    #: generic plugin needs (the shape program). None for our hand-written plugins.
+    declaration: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def label(self) -> str:
+        """How messages name the op: ``torchtrt.rms_norm``, ``myops.scaled_add``."""
+        return f"{self.op_namespace}.{self.name}"
 
     @property
     def qualname(self) -> str:
-        return f"{NAMESPACE}::{self.name}"
+        return f"{self.op_namespace}::{self.name}"
 
     @property
     def creator_key(self) -> tuple[str, str, str]:
@@ -188,14 +207,14 @@ class OpSpec:
             if tensor.dtype not in spec.dtypes:
                 allowed = ", ".join(str(d).replace("torch.", "") for d in spec.dtypes)
                 raise SpecError(
-                    f"torchtrt.{self.name}: argument '{spec.name}' must have dtype in "
+                    f"{self.label}: argument '{spec.name}' must have dtype in "
                     f"{{{allowed}}}, got {str(tensor.dtype).replace('torch.', '')}"
                 )
             if spec.same_dtype_as is not None:
                 other = by_name[spec.same_dtype_as]
                 if tensor.dtype != other.dtype:
                     raise SpecError(
-                        f"torchtrt.{self.name}: argument '{spec.name}' must have the same dtype as "
+                        f"{self.label}: argument '{spec.name}' must have the same dtype as "
                         f"'{spec.same_dtype_as}' ({other.dtype}), got {tensor.dtype}"
                     )
 
@@ -209,24 +228,35 @@ class OpEntry:
     fake: Callable[..., Any]
     #: Validation of argument values shared by the fake kernel, the eager op and the converter.
     check_args: Callable[..., None] | None = None
+    #: The plugin library holding the op's creator: a callable returning its path; None is ours.
+    library: Callable[[], Any] | None = None
 
 
 _REGISTRY: dict[str, OpEntry] = {}
 
 
 def register(entry: OpEntry) -> OpEntry:
-    if entry.spec.name in _REGISTRY:
-        raise ValueError(f"op {entry.spec.name!r} registered twice")
-    _REGISTRY[entry.spec.name] = entry
+    """Register an op entry, keyed by its qualified name (``ns::op``)."""
+    if entry.spec.qualname in _REGISTRY:
+        raise ValueError(f"op {entry.spec.qualname!r} registered twice")
+    _REGISTRY[entry.spec.qualname] = entry
     return entry
 
 
 def all_ops() -> list[OpEntry]:
+    """Our catalogue: the ops whose plugins live in our own plugin library."""
+    return [entry for entry in _REGISTRY.values() if entry.library is None and entry.spec.declaration is None]
+
+
+def registered_ops() -> list[OpEntry]:
+    """Every op with a plugin: our catalogue and the ops declared by other packages."""
     return list(_REGISTRY.values())
 
 
 def get(name: str) -> OpEntry:
+    """The entry for ``ns::op``, or for a bare name in our namespace."""
+    qualname = name if "::" in name else f"{NAMESPACE}::{name}"
     try:
-        return _REGISTRY[name]
+        return _REGISTRY[qualname]
     except KeyError:
-        raise KeyError(f"no torchtrt op named {name!r}; known: {sorted(_REGISTRY)}") from None
+        raise KeyError(f"no op named {name!r} has a plugin; known: {sorted(_REGISTRY)}") from None

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/common.h"
@@ -138,6 +139,42 @@ std::string dimsString(nvinfer1::Dims const& dims);
 
 // ------------------------------------------------------------------------------------------ plugin base
 
+// The four IPluginV3 interfaces of one plugin object and the capability lookup over them, shared by PluginBase
+// and the SDK's generic plugin. `Core` is IPluginV3OneCore or a class deriving from it.
+template <typename Core = nvinfer1::IPluginV3OneCore>
+class PluginInterfaces : public nvinfer1::IPluginV3,
+                         public Core,
+                         public nvinfer1::IPluginV3OneBuild,
+                         public nvinfer1::IPluginV3OneRuntime
+{
+public:
+    PluginInterfaces() = default;
+    template <typename Arg>
+    PluginInterfaces(std::in_place_t /*tag*/, Arg&& coreArg)
+        : Core(std::forward<Arg>(coreArg))
+    {
+    }
+    PluginInterfaces(PluginInterfaces const& other)
+        : nvinfer1::IPluginV3(other)
+        , Core(other)
+        , nvinfer1::IPluginV3OneBuild(other)
+        , nvinfer1::IPluginV3OneRuntime(other)
+    {
+    }
+    PluginInterfaces& operator=(PluginInterfaces const&) = delete;
+
+    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override
+    {
+        switch (type)
+        {
+        case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
+        case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
+        case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
+        }
+        return nullptr;
+    }
+};
+
 // Derived provides:
 //   static constexpr char const* kNAME, kVERSION;
 //   static constexpr std::array<char const*, N> kINPUTS, kOUTPUTS (tensor names: they give the counts);
@@ -151,36 +188,18 @@ std::string dimsString(nvinfer1::Dims const& dims);
 // The base checks the input and output counts against kINPUTS and kOUTPUTS before calling any of them, so each
 // sees exactly those. Each may throw; the base turns exceptions into logged errors and error codes.
 template <typename Derived>
-class PluginBase : public nvinfer1::IPluginV3,
-                   public nvinfer1::IPluginV3OneCore,
-                   public nvinfer1::IPluginV3OneBuild,
-                   public nvinfer1::IPluginV3OneRuntime
+class PluginBase : public PluginInterfaces<>
 {
 public:
     PluginBase() = default;
     // A clone shares nothing mutable with its source: the serialization buffer is rebuilt on demand.
     PluginBase(PluginBase const& other)
-        : nvinfer1::IPluginV3(other)
-        , nvinfer1::IPluginV3OneCore(other)
-        , nvinfer1::IPluginV3OneBuild(other)
-        , nvinfer1::IPluginV3OneRuntime(other)
+        : PluginInterfaces<>(other)
         , mTactic(other.mTactic)
     {
     }
     PluginBase& operator=(PluginBase const&) = delete;
     ~PluginBase() override = default;
-
-    // IPluginV3
-    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override
-    {
-        switch (type)
-        {
-        case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
-        case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
-        case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
-        }
-        return nullptr;
-    }
 
     nvinfer1::IPluginV3* clone() noexcept override
     {

@@ -52,7 +52,8 @@ def test_plugin_library_path_override(library, monkeypatch, tmp_path):
 
 
 class FakeRegistry:
-    """Behaves like TensorRT's registry: a second load_library of the same file returns None."""
+    """Behaves like TensorRT's registry: a second load_library of the same file returns None. Its first load
+    registers every creator, also those of ops other tests declared (their libraries then need no load)."""
 
     def __init__(self, registers=True):
         self.creators = set()
@@ -64,7 +65,7 @@ class FakeRegistry:
             return None
         self.loaded.append(path)
         if self.registers:
-            self.creators |= {e.spec.creator_key for e in torchtrt_plugins.all_ops()}
+            self.creators |= {e.spec.creator_key for e in torchtrt_plugins.registered_ops()}
         return object()
 
     def get_creator(self, name, version, namespace):

@@ -32,6 +32,7 @@ __all__ = [
     "plan",
     "plan_node",
     "register_all",
+    "register_entry",
     "validate_node",
 ]
 
@@ -42,12 +43,17 @@ def converter_module(op_name: str):
     return importlib.import_module(f"{__name__}.{op_name}")
 
 
+def register_entry(entry: spec_mod.OpEntry) -> bool:
+    """Register the converter of one op (ours or declared) with Torch-TensorRT; False when it is not installed."""
+    return _factory.register(entry, make_converter(entry))
+
+
 def register_all() -> bool:
-    """Register all converters with Torch-TensorRT; False when Torch-TensorRT is not installed."""
+    """Register the converters of every op with a plugin (ours and declared ones) with Torch-TensorRT; False when
+    Torch-TensorRT is not installed. Ops declared later register themselves (``declare``)."""
     global _registered
     if _registered:
         return True
-    modules = [converter_module(entry.spec.name) for entry in spec_mod.all_ops()]
-    ok = all(_factory.register(module.ENTRY, module.convert) for module in modules)
+    ok = all([register_entry(entry) for entry in spec_mod.registered_ops()])
     _registered = ok
     return ok

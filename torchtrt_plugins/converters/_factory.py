@@ -23,6 +23,9 @@ from .._compat import require_tensorrt
 
 _LOGGER = logging.getLogger(__name__)
 
+#: The field carrying a declared op's shape program (csrc/sdk/declared_plugin.h: kSHAPE_PROGRAM_FIELD).
+PROGRAM_FIELD = "shape_program"
+
 
 @dataclass(frozen=True)
 class FieldValue:
@@ -74,19 +77,19 @@ def bind(spec: spec_mod.OpSpec, args: Sequence[Any], kwargs: dict) -> dict[str, 
     bound: dict[str, Any] = {}
     names = [a.name for a in schema.arguments]
     if len(args) > len(names):
-        raise spec_mod.SpecError(f"torchtrt.{spec.name}: expected at most {len(names)} arguments, got {len(args)}")
+        raise spec_mod.SpecError(f"{spec.label}: expected at most {len(names)} arguments, got {len(args)}")
     for name, value in zip(names, args, strict=False):  # args may stop early: defaults fill the rest
         bound[name] = value
     for name, value in kwargs.items():
         if name not in names:
-            raise spec_mod.SpecError(f"torchtrt.{spec.name}: unexpected argument '{name}'")
+            raise spec_mod.SpecError(f"{spec.label}: unexpected argument '{name}'")
         bound[name] = value
     for argument in schema.arguments:
         if argument.name not in bound:
             if argument.has_default_value():
                 bound[argument.name] = argument.default_value
             else:
-                raise spec_mod.SpecError(f"torchtrt.{spec.name}: missing argument '{argument.name}'")
+                raise spec_mod.SpecError(f"{spec.label}: missing argument '{argument.name}'")
     return bound
 
 
@@ -110,11 +113,15 @@ def plan(
             shape_inputs.append(value)
             fields.append(FieldValue(fspec.name, fspec.type, fspec.shape_input_sentinel))
         elif is_symbolic(value):
-            raise spec_mod.SpecError(
-                f"torchtrt.{spec.name}: argument '{fspec.arg}' must be a constant, got a symbolic value"
-            )
+            raise spec_mod.SpecError(f"{spec.label}: argument '{fspec.arg}' must be a constant, got a symbolic value")
         else:
-            fields.append(FieldValue(fspec.name, fspec.type, fspec.check(spec.name, value)))
+            fields.append(FieldValue(fspec.name, fspec.type, fspec.check(spec.qualname, value)))
+    num_outputs = spec.num_plugin_outputs
+    if spec.declaration is not None:
+        # The generic plugin's shape program, derived from the op's fake kernel for these inputs.
+        derived = spec.declaration.derive_for_values(is_symbolic=is_symbolic, **bound)
+        fields.append(FieldValue(PROGRAM_FIELD, "INT64", list(derived.program)))
+        num_outputs = len(spec.outputs) + derived.num_size_tensors
     return PluginCall(
         op=spec.name,
         plugin_name=spec.plugin_name,
@@ -124,7 +131,7 @@ def plan(
         tensor_inputs=[bound[t.name] for t in spec.inputs],
         shape_inputs=shape_inputs,
         input_casts=[t.plugin_dtype for t in spec.inputs],
-        num_outputs=spec.num_plugin_outputs,
+        num_outputs=num_outputs,
         num_op_outputs=len(spec.outputs),
         requires_output_allocator=spec.requires_output_allocator,
     )
@@ -134,11 +141,10 @@ def entry_for_target(target: Any) -> spec_mod.OpEntry | None:
     """The op entry whose torch op (an overload, or the packet ``symbolic_trace`` records) is ``target``, or None."""
     name = getattr(target, "name", None)
     qualname = name() if callable(name) else getattr(target, "_qualified_op_name", None)
-    if not qualname or not qualname.startswith(f"{spec_mod.NAMESPACE}::"):
+    if not isinstance(qualname, str) or "::" not in qualname:
         return None
-    op_name = qualname.split("::", 1)[1].split(".", 1)[0]
     try:
-        return spec_mod.get(op_name)
+        return spec_mod.get(qualname.split(".", 1)[0])
     except KeyError:
         return None
 
@@ -146,7 +152,7 @@ def entry_for_target(target: Any) -> spec_mod.OpEntry | None:
 def plan_node(node: torch.fx.Node) -> PluginCall:
     entry = entry_for_target(node.target)
     if entry is None:
-        raise ValueError(f"node {node.name} ({node.target}) is not a torchtrt op")
+        raise ValueError(f"node {node.name} ({node.target}) is not an op with a plugin")
     return plan(entry.spec, node.args, node.kwargs)
 
 
@@ -165,7 +171,7 @@ def validate_node(node: torch.fx.Node, settings: Any = None) -> bool:
         call = plan(entry.spec, node.args, node.kwargs)
         fakes = [_fake_value(t) for t in call.tensor_inputs]
         if any(not isinstance(f, torch.Tensor) for f in fakes):
-            raise spec_mod.SpecError(f"torchtrt.{entry.spec.name}: tensor inputs have no shape metadata")
+            raise spec_mod.SpecError(f"{entry.spec.label}: tensor inputs have no shape metadata")
         entry.spec.check_dtypes(fakes)
     except (spec_mod.SpecError, TypeError, ValueError) as err:
         _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", node.name, err)
@@ -279,7 +285,7 @@ def register(entry: spec_mod.OpEntry, converter: Callable) -> bool:
         return False
     from torch_tensorrt.dynamo.conversion._ConverterRegistry import dynamo_tensorrt_converter
 
-    packet = getattr(getattr(torch.ops, spec_mod.NAMESPACE), entry.spec.name)
+    packet = getattr(getattr(torch.ops, entry.spec.op_namespace), entry.spec.name)
     for overload in packet.overloads():
         dynamo_tensorrt_converter(
             getattr(packet, overload),

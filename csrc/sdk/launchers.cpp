@@ -1,0 +1,44 @@
+// The eager side of a declared-op library (lib<name>_launchers.so): the torch adapter in Python calls the same
+// launchers as the plugin through these two C entry points. Links the CUDA runtime only; no TensorRT.
+#include <cstring>
+
+#include "ttp_sdk.h"
+
+namespace ttp::sdk
+{
+// Generated from the declarations (torchtrt_plugins.sdk): every (op, tactic) -> launcher row.
+LauncherEntry const* launcherTable(int32_t& count);
+} // namespace ttp::sdk
+
+namespace
+{
+ttp::sdk::LauncherEntry const* find(char const* op, int32_t tactic)
+{
+    int32_t count = 0;
+    ttp::sdk::LauncherEntry const* table = ttp::sdk::launcherTable(count);
+    for (int32_t i = 0; i < count; ++i)
+    {
+        if (std::strcmp(table[i].op, op) == 0 && table[i].tactic == tactic)
+        {
+            return &table[i];
+        }
+    }
+    return nullptr;
+}
+} // namespace
+
+// Returns the launcher's cudaError_t, or -1 when the library has no launcher for (op, tactic).
+extern "C" __attribute__((visibility("default"))) int32_t ttp_sdk_launch(
+    char const* op, int32_t tactic, ttp::sdk::LaunchArgs const* args)
+{
+    ttp::sdk::LauncherEntry const* entry = find(op, tactic);
+    return entry == nullptr ? -1 : static_cast<int32_t>(entry->launch(*args));
+}
+
+// Workspace bytes the op's launchers need for `args` (data pointers null); 0 when it declares none.
+extern "C" __attribute__((visibility("default"))) uint64_t ttp_sdk_workspace(
+    char const* op, ttp::sdk::LaunchArgs const* args)
+{
+    ttp::sdk::LauncherEntry const* entry = find(op, 0);
+    return entry == nullptr || entry->workspace == nullptr ? 0 : entry->workspace(*args);
+}

@@ -1,0 +1,70 @@
+// The launcher ABI of the torchtrt_plugins SDK: what a user's kernel launcher receives, from the eager torch op
+// and from the generic TensorRT plugin alike. No torch and no TensorRT types: raw pointers, dims, dtypes,
+// scalars, workspace and stream in; cudaError_t out.
+//
+//   cudaError_t myLauncher(ttp::sdk::LaunchArgs const& args);          // a kernel (one per tactic)
+//   size_t myWorkspace(ttp::sdk::LaunchArgs const& args);              // optional: scratch bytes
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+#include "kernels/common.h"
+
+namespace ttp::sdk
+{
+
+constexpr int32_t kMAX_DIMS = 8;
+
+struct Tensor
+{
+    void* data; // device memory; an input's is read-only
+    DType dtype;
+    int32_t rank;
+    int64_t dims[kMAX_DIMS];
+
+    int64_t numel() const noexcept
+    {
+        int64_t n = 1;
+        for (int32_t i = 0; i < rank; ++i)
+        {
+            n *= dims[i];
+        }
+        return n;
+    }
+};
+
+struct LaunchArgs
+{
+    Tensor const* inputs; // the op's tensor arguments, schema order, contiguous
+    int32_t nbInputs;
+    // The op's outputs, contiguous, at their shapes; a data-dependent dimension is at its upper bound (the
+    // launcher writes the rows it produces compactly from the start). Then one 0-D kINT64 size tensor per
+    // data-dependent size (ctx.new_dynamic_size in the fake kernel), which the launcher must write.
+    Tensor const* outputs;
+    int32_t nbOutputs;
+    // The op's scalar arguments in schema order (bools as 0/1). A SymInt argument that reaches the plugin as a
+    // shape input holds INT64_MIN here: read the size from the output dims instead.
+    double const* scalars;
+    int32_t nbScalars;
+    void* workspace;
+    size_t workspaceSize;
+    int32_t tactic; // the declared tactic being run (0: the default launcher)
+    cudaStream_t stream;
+};
+
+using Launcher = cudaError_t (*)(LaunchArgs const& args);
+// Called with null data pointers and the largest dims the call may see.
+using WorkspaceSize = size_t (*)(LaunchArgs const& args);
+
+// One (op, tactic) -> launcher row of a library's launcher table (generated from the declarations).
+struct LauncherEntry
+{
+    char const* op;
+    int32_t tactic;
+    Launcher launch;
+    WorkspaceSize workspace;
+};
+
+} // namespace ttp::sdk

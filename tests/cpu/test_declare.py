@@ -1,0 +1,337 @@
+"""torchtrt_plugins.declare: the declaration from the op's schema, the shape program derived from its fake kernel,
+the errors a user gets, and the generic registration (converters, plugin libraries) of declared ops."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import sdk_ops
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import torchtrt_plugins as ttp
+from torchtrt_plugins import _derive, converters, native
+from torchtrt_plugins import spec as spec_mod
+from torchtrt_plugins.converters import _factory
+
+_LIB = torch.library.Library("decl_test", "DEF")
+
+
+def _define(name: str, schema: str, fake, cpu=None):
+    _LIB.define(name + schema)
+    torch.library.register_fake(f"decl_test::{name}", fake, lib=_LIB)
+    if cpu is not None:
+        _LIB.impl(name, cpu, "CPU")
+    return f"decl_test::{name}"
+
+
+BRANCHING = _define("branching", "(Tensor x, SymInt n) -> Tensor", lambda x, n: x.new_empty((max(x.shape[0], n),)))
+MODULO = _define("modulo", "(Tensor x) -> Tensor", lambda x: x.new_empty((x.shape[0] % 3,)))
+UNBOUNDED = _define(
+    "unbounded", "(Tensor x) -> Tensor", lambda x: x.new_empty((torch.library.get_ctx().new_dynamic_size(),))
+)
+BOOL_OUT = _define("bool_out", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x, dtype=torch.bool))
+LIST_ARG = _define("list_arg", "(Tensor x, int[] sizes) -> Tensor", lambda x, sizes: torch.empty_like(x))
+MUTATES = _define("mutates", "(Tensor(a!) x) -> Tensor", lambda x: torch.empty_like(x))
+PLAIN = _define("plain", "(Tensor x, Tensor y, float alpha=1.0) -> Tensor", lambda x, y, alpha=1.0: torch.empty_like(x))
+
+
+def test_fields_inputs_and_names_come_from_the_schema():
+    spec = sdk_ops.SHAPES.spec
+    assert spec.qualname == "sdk_test::shapes"
+    assert (spec.plugin_name, spec.plugin_namespace, spec.plugin_version) == ("Shapes", "sdk_test", "1")
+    assert [t.name for t in spec.inputs] == ["x", "w"]
+    fields = {f.name: f for f in spec.fields}
+    assert [(f.name, f.type) for f in spec.fields] == [
+        ("n", "INT64"),
+        ("k", "INT64"),
+        ("flag", "INT32"),
+        ("scale", "FLOAT64"),
+    ]
+    assert fields["n"].shape_input and not fields["k"].shape_input
+    assert fields["k"].required and (fields["k"].min, fields["k"].max) == (1, 16)
+    assert fields["flag"].boolean and fields["flag"].default is False and not fields["flag"].required
+    assert fields["scale"].default == 1.0 and fields["scale"].min_inclusive is False
+    assert [t.value for t in spec.tactics] == [3, 7]
+    assert spec.inputs[1].same_dtype_as == "x"
+
+
+def test_declared_ranges_drive_the_eager_checks():
+    x, w = torch.zeros(4, 3), torch.zeros(3)
+    sdk_ops.SHAPES.check_args(x, w, 2, 3, True, 0.5)
+    with pytest.raises(ttp.SpecError, match=r"sdk_test\.shapes: argument 'k' must be an integer >= 1 and <= 16, got 0"):
+        sdk_ops.SHAPES.check_args(x, w, 2, 0)
+    with pytest.raises(ttp.SpecError, match=r"sdk_test\.shapes: argument 'scale' must be a float > 0, got 0.0"):
+        sdk_ops.SHAPES.check_args(x, w, 2, 3, False, 0.0)
+    with pytest.raises(ttp.SpecError, match=r"argument 'flag' must be a bool, got 2"):
+        sdk_ops.SHAPES.check_args(x, w, 2, 3, 2)
+    with pytest.raises(ttp.SpecError, match=r"argument 'w' must have the same dtype as 'x'"):
+        sdk_ops.SHAPES.check_args(x, w.half(), 2, 3)
+    with pytest.raises(ttp.SpecError, match=r"argument 'x' must have dtype in \{float32, float16\}, got int32"):
+        sdk_ops.SHAPES.check_args(x.int(), w.int(), 2, 3)
+
+
+class _Marked(int):
+    """An int the test's is_symbolic treats as a symbolic SymInt."""
+
+
+def _operators(expr):
+    found, i = [], 0
+    while i < len(expr):
+        if expr[i] >= _derive.ADD:
+            found.append(expr[i])
+            i += 1
+        else:
+            i += 1 + (2 if expr[i] in (_derive.DIM, _derive.SHAPE) else 1)
+    return found
+
+
+def _traced(fn, *args):
+    graph = make_fx(fn, tracing_mode="symbolic")(*args)
+    return graph, [n for n in graph.graph.nodes if n.op == "call_function" and "sdk_test" in str(n.target)]
+
+
+@pytest.mark.parametrize("k", [1, 3, 16])
+def test_shape_program_matches_the_fake_kernel(k):
+    """The program, evaluated at concrete sizes, gives what the fake kernel gives (every operator is used)."""
+    # n = 9 arrives as a shape input, as a symbolic SymInt does.
+    call = converters.plan(
+        sdk_ops.SHAPES.spec,
+        (torch.zeros(6, 5), torch.zeros(5), _Marked(9), k),
+        is_symbolic=lambda v: isinstance(v, _Marked),
+    )
+    program = call.field_value("shape_program")
+    assert call.shape_inputs == [9] and call.field_value("n") == -(2**63)
+    parsed = _derive.Program.parse(program)
+    assert parsed.input_ranks == (2, 1) and parsed.num_shape_inputs == 1
+    operators = set(itertools.chain.from_iterable(_operators(e) for _, dims in parsed.outputs for e in dims))
+    assert {_derive.MAX, _derive.MIN, _derive.MUL, _derive.ADD} <= operators
+    if k > 1:
+        assert {_derive.FLOORDIV, _derive.CEILDIV} <= operators
+    for rows, cols, n in itertools.product([0, 1, 5, 17], [1, 4, 9], [0, 2, 11]):
+        expected = sdk_ops.shapes_sizes((rows, cols), (cols,), n, k)
+        shapes, uppers = _derive.evaluate(program, [(rows, cols), (cols,)], [[n]])
+        assert uppers == [] and shapes == [e for e in expected], (rows, cols, n)
+    assert _derive.output_dtypes(program, [torch.float16, torch.float16]) == [torch.float16, torch.int32]
+
+
+def test_symbolic_symint_becomes_a_shape_input():
+    graph, (node,) = _traced(
+        lambda x, w, y: torch.ops.sdk_test.shapes(x, w, y.shape[0], 2),
+        *(torch.zeros(6, 5), torch.zeros(5), torch.zeros(9)),
+    )
+    assert _factory.entry_for_target(node.target) is sdk_ops.SHAPES.entry
+    assert _factory.validate_node(node)
+    call = _factory.plan_node(node)
+    assert len(call.shape_inputs) == 1 and call.field_value("n") == -(2**63)
+    parsed = _derive.Program.parse(call.field_value("shape_program"))
+    assert parsed.num_shape_inputs == 1
+    shapes, _ = _derive.evaluate(call.field_value("shape_program"), [(6, 5), (5,)], [[9]])
+    assert shapes == [e for e in sdk_ops.shapes_sizes((6, 5), (5,), 9, 2)]
+
+
+def test_data_dependent_size_becomes_a_size_tensor():
+    spec = sdk_ops.NONZERO_COUNT.spec
+    assert spec.requires_output_allocator and spec.hidden_outputs == 1  # found out from example_inputs
+    call = converters.plan(spec, (torch.zeros(4, 3),))
+    assert call.num_outputs == 2 and call.requires_output_allocator
+    shapes, uppers = _derive.evaluate(call.field_value("shape_program"), [(4, 3)])
+    assert uppers == [1 << 20] and shapes == [(1 << 20, 3)]
+    assert _derive.evaluate(call.field_value("shape_program"), [(4, 3)], sizes=[2])[0] == [(2, 3)]
+    parsed = _derive.Program.parse(call.field_value("shape_program"))
+    opt, _ = parsed.sizes[0]
+    assert _derive.evaluate_expr(opt, [(4, 3)], [], []) == 1 << 19  # the declared optimum: half the bound
+
+
+def test_torch_check_gives_the_upper_bound_and_size_upper_overrides():
+    program = converters.plan(_KEPT.spec, (torch.zeros(5, 2),)).field_value("shape_program")
+    shapes, uppers = _derive.evaluate(program, [(5, 2)])
+    assert uppers == [10] and shapes == [(10,)]
+    override = ttp.declare(UNBOUNDED, data_dependent=True, size_upper=lambda x: x.shape[0] * 3)
+    program = converters.plan(override.spec, (torch.zeros(7),)).field_value("shape_program")
+    assert _derive.evaluate(program, [(7,)])[1] == [21]
+
+
+_KEPT_QUALNAME = _define(
+    "kept",
+    "(Tensor x) -> Tensor",
+    lambda x: _kept_fake(x),
+)
+
+
+def _kept_fake(x):
+    kept = torch.library.get_ctx().new_dynamic_size()
+    torch._check(kept <= x.shape[0] * x.shape[1])
+    return x.new_empty((kept,))
+
+
+_KEPT = ttp.declare(_KEPT_QUALNAME, data_dependent=True)
+
+
+@pytest.mark.parametrize(
+    ("op", "options", "args", "message"),
+    [
+        (
+            BRANCHING,
+            {},
+            (torch.zeros(3), 5),
+            r"decl_test\.branching: its fake kernel branches on sizes .*torch\.sym_max",
+        ),
+        (
+            MODULO,
+            {},
+            (torch.zeros(3),),
+            r"decl_test\.modulo: output 0 dim 0 has size Mod\(.*\), which the plugin cannot",
+        ),
+        (
+            UNBOUNDED,
+            {"data_dependent": True},
+            (torch.zeros(3),),
+            r"decl_test\.unbounded: output size u\d+ .*no upper bound",
+        ),
+        ("decl_test::kept", {}, (torch.zeros(3, 2),), r"decl_test\.kept: .*data-dependent size.*data_dependent=True"),
+        (BOOL_OUT, {}, (torch.zeros(3),), r"decl_test\.bool_out: output 0 has dtype torch\.bool"),
+    ],
+    ids=["branching", "modulo", "unbounded", "undeclared-dds", "bool-output"],
+)
+def test_derivation_errors_name_op_and_reason(op, options, args, message):
+    declaration = ttp.Declaration(op, **options)
+    with pytest.raises(_derive.DerivationError, match=message):
+        converters.plan(declaration.spec, args)
+
+
+def test_outputs_override_replaces_the_fake_kernel():
+    declaration = ttp.Declaration(MODULO, outputs=lambda x: x.new_empty((x.shape[0] // 3,)))
+    program = converters.plan(declaration.spec, (torch.zeros(10),)).field_value("shape_program")
+    assert _derive.evaluate(program, [(10,)])[0] == [(3,)]
+
+
+@pytest.mark.parametrize(
+    ("op", "options", "message"),
+    [
+        (
+            PLAIN,
+            {"ranges": {"alhpa": ttp.Range(min=0)}},
+            r"decl_test::plain: ranges names argument 'alhpa'.*\['alpha'\]",
+        ),
+        (PLAIN, {"dtypes": {"alpha": (torch.float32,)}}, r"dtypes names argument 'alpha', which is not a tensor"),
+        (PLAIN, {"same_dtype": {"x": "y"}}, r"same_dtype\['x'\] must name an earlier tensor argument"),
+        (PLAIN, {"tactics": {0: "a::b"}}, r"tactic values must be ints > 0"),
+        (PLAIN, {"dtypes": {"x": (torch.bool, torch.float32)}}, r"argument 'x' may be bool only on its own"),
+        (LIST_ARG, {}, r"decl_test::list_arg: argument 'sizes' has type int\[\], which a plugin cannot take"),
+        (MUTATES, {}, r"decl_test::mutates: argument 'x' is mutated"),
+        ("decl_test::missing", {}, r"decl_test::missing: no such torch op"),
+    ],
+)
+def test_declaration_errors_name_op_and_argument(op, options, message):
+    with pytest.raises(ttp.DeclarationError, match=message):
+        ttp.Declaration(op, **options)
+
+
+def test_launcher_names_must_be_cxx_functions():
+    from torchtrt_plugins import sdk
+
+    declaration = ttp.Declaration(PLAIN, launcher="not a name")
+    with pytest.raises(ttp.SpecError, match=r"decl_test\.plain: launcher 'not a name' is not a C\+\+ function name"):
+        sdk.generate_op_tables([declaration])
+
+
+def test_generated_tables_carry_the_declaration():
+    from torchtrt_plugins import sdk
+
+    text = sdk.generate_op_tables([sdk_ops.SHAPES])
+    assert '{"k", FT::kINT64, true, 0.0, 1.0, 16.0, true, kNaN}' in text
+    assert '{"n", FT::kINT64, true, 0.0, 0.0, kInf, true, -9.223372036854776e+18}' in text
+    assert '{"flag", FT::kINT32, false, 0.0, 0.0, 1.0, true, kNaN}' in text
+    assert '{"scale", FT::kFLOAT64, false, 1.0, 0.0, kInf, false, kNaN}' in text
+    assert '{{"x", 3u, -1}, {"w", 3u, 0}}' in text  # FLOAT | HALF; w shares x's type
+    assert '{{0, "sdk_test::zeros", &sdk_test::zeros}, {3, "sdk_test::zeros", &sdk_test::zeros}' in text
+    assert "&sdk_test::zerosWorkspace" in text
+    rows = sdk.generate_launcher_table([sdk_ops.SHAPES])
+    assert '{"sdk_test::shapes", 7, &sdk_test::zeros, &sdk_test::zerosWorkspace}' in rows
+
+
+def test_registration_is_generic(monkeypatch):
+    """register_all and load_plugins cover declared ops (before: only the ops of our own catalogue)."""
+    registered = []
+    monkeypatch.setattr(converters, "_registered", False)
+    monkeypatch.setattr(_factory, "register", lambda entry, converter: registered.append(entry.spec.qualname) or True)
+    assert converters.register_all()
+    assert {"torchtrt::rms_norm", "sdk_test::shapes", "sdk_test::nonzero_count"} <= set(registered)
+    assert sdk_ops.SHAPES.entry in spec_mod.registered_ops()
+    assert sdk_ops.SHAPES.entry not in spec_mod.all_ops()  # the catalogue stays ours
+
+    class Registry:
+        def __init__(self):
+            self.loaded, self.all_creators = [], []
+
+        def load_library(self, path):
+            self.loaded.append(str(path))
+            return object()
+
+    class Creator:
+        def __init__(self, key):
+            self.name, self.plugin_version, self.plugin_namespace = key
+
+    registry = Registry()
+    ours = "/ours/libtorchtrt_plugins_v3.so"
+    monkeypatch.setattr(native, "plugin_library_path", lambda build=True: ours)
+    theirs = "/theirs/libsdk_test_plugins.so"
+    for entry in spec_mod.registered_ops():
+        if entry.library is not None:
+            path = theirs if entry.spec.qualname.startswith("sdk_test::") else "/other/lib.so"
+            monkeypatch.setattr(entry, "library", lambda path=path: path)
+    sdk_test = [e for e in spec_mod.registered_ops() if e.spec.qualname.startswith("sdk_test::")]
+    registry.all_creators = [Creator(e.spec.creator_key) for e in spec_mod.registered_ops() if e not in sdk_test]
+    with pytest.raises(
+        RuntimeError, match=r"libsdk_test_plugins\.so .*did not register the creators.*Shapes/1/sdk_test"
+    ):
+        native.load_plugins(registry)
+    assert registry.loaded == [theirs]  # ours and the others already hold their creators
+    registry.all_creators += [Creator(e.spec.creator_key) for e in sdk_test]
+    registry.loaded.clear()
+    assert native.load_plugins(registry) == ours and registry.loaded == []
+
+
+def test_check_op_also_takes_our_hand_written_plugins():
+    from torchtrt_plugins.ops import rms_norm
+    from torchtrt_plugins.testing import check_op
+
+    samples = [(torch.randn(3, 16), torch.randn(16), 1e-5)]
+    report = check_op(
+        torch.ops.torchtrt.rms_norm,
+        samples,
+        reference=rms_norm.reference,
+        checks=("eager", "opcheck", "plan", "harness"),
+    )
+    assert report.passed == ["eager", "opcheck", "plan", "harness"], report
+    with pytest.raises(ValueError, match="not an op with a plugin"):
+        check_op(torch.ops.aten.relu.default, [(torch.zeros(2),)])
+
+
+def test_declare_registers_converter_and_loads_the_library_into_tensorrt(monkeypatch):
+    """With Torch-TensorRT and TensorRT importable, declare() registers the converter and loads the libraries into
+    TensorRT's registry, as `import torchtrt_plugins` does for ours."""
+    import types
+
+    from torchtrt_plugins import _compat
+
+    class Library:
+        added = []
+
+        def add(self, declaration):
+            self.added.append(declaration)
+
+        def plugin_path(self):
+            return "/theirs/lib.so"
+
+    registered, loaded = [], []
+    monkeypatch.setattr(spec_mod, "_REGISTRY", dict(spec_mod._REGISTRY))  # the op's library does not exist
+    monkeypatch.setattr(converters, "register_entry", lambda entry: registered.append(entry) or True)
+    monkeypatch.setattr(_compat, "tensorrt", lambda: types.SimpleNamespace(__name__="tensorrt"))
+    monkeypatch.setattr(native, "load_plugins", lambda registry=None: loaded.append(registry))
+    qualname = _define("loaded", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x))
+    declaration = ttp.declare(qualname, library=Library(), launcher="a::b", eager_cuda=False)
+    assert registered == [declaration.entry] and loaded == [None] and Library.added == [declaration]
+    assert declaration.entry.library() == "/theirs/lib.so"

@@ -1,0 +1,158 @@
+"""The SDK: a declared-op library built with torchtrt_plugins.sdk (tests/sdk_ops), driven through the harness
+without a GPU: exports, dependencies, fields, shapes from the shape program (vs. Python), size tensors, tactics,
+workspace, and createPlugin rejecting bad fields and malformed programs with a message naming op and field."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import sdk_ops
+import torch
+
+from torchtrt_plugins import _derive, converters
+from torchtrt_plugins.testing import ShapeArg, TensorArg, run_call, run_plugin
+
+
+@pytest.fixture(scope="module")
+def library():
+    from torchtrt_plugins import _build
+
+    try:
+        return sdk_ops.LIBRARY.build()
+    except _build.BuildError as err:
+        pytest.fail(f"the SDK must build a declared-op library wherever nvcc and the TensorRT headers are: {err}")
+
+
+def _exports(path) -> set[str]:
+    out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.split()[-2] in ("T", "D", "B")}
+
+
+def test_plugin_library_exports_and_links_only_what_it_must(library):
+    assert _exports(library.plugins) == {"getCreators", "setLoggerFinder"}
+    assert _exports(library.launchers) == {"ttp_sdk_launch", "ttp_sdk_workspace"}
+    needed = subprocess.run(["readelf", "-d", str(library.plugins)], capture_output=True, text=True).stdout
+    assert "libcudart" in needed
+    assert "nvinfer" not in needed and "torch" not in needed and "c10" not in needed
+
+
+def _shapes_call(k=3):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    graph = make_fx(lambda x, w, y: torch.ops.sdk_test.shapes(x, w, y.shape[0], k), tracing_mode="symbolic")(
+        torch.zeros(6, 5), torch.zeros(5), torch.zeros(9)
+    )
+    (node,) = [n for n in graph.graph.nodes if n.target == torch.ops.sdk_test.shapes.default]
+    return converters.plan_node(node)
+
+
+def test_creator_fields_are_the_schema_scalars_and_the_program(library):
+    result = run_call(_shapes_call(), TensorArg((6, 5)), TensorArg((5,)), library=library.plugins, shape_inputs=[9])
+    result.assert_conformant()
+    creator = result.creator("Shapes", namespace="sdk_test")
+    assert [(f["name"], f["type"]) for f in creator["fields"]] == [
+        ("n", "INT64"),
+        ("k", "INT64"),
+        ("flag", "INT32"),
+        ("scale", "FLOAT64"),
+        ("shape_program", "INT64"),
+    ]
+    assert result.tactics == [3, 7]
+    assert result.output_types == ["FLOAT", "INT32"]
+    assert result.timing_cache_id.startswith("sdk_test::shapes_v1")
+
+
+@pytest.mark.parametrize("k", [1, 3, 16])
+def test_output_shapes_match_the_python_evaluation(library, k):
+    """The C++ plugin's IExprBuilder expressions, at min/opt/max and concrete, equal the program evaluated in Python
+    (which tests/cpu/test_declare.py checks against the fake kernel)."""
+    call = _shapes_call(k)
+    points = {"min": ((1, 5), 1), "opt": ((6, 5), 4), "max": ((30, 5), 20), "concrete": ((6, 5), 9)}
+    result = run_call(
+        call,
+        TensorArg((6, 5)),
+        TensorArg((5,)),
+        library=library.plugins,
+        shape_inputs=[ShapeArg((9,), min=(1,), opt=(4,), max=(20,))],
+        profile=[((1, 5), (6, 5), (30, 5)), ((5,), (5,), (5,))],
+    )
+    result.assert_conformant()
+    program = call.field_value("shape_program")
+    for point, (x_shape, n) in points.items():
+        expected, _ = _derive.evaluate(program, [x_shape, (5,)], [[n]])
+        assert [tuple(s) for s in result.output_shapes[point]] == expected, point
+    assert result.workspace_size == 30 * 5 * 4  # the declared workspace function at the profile's max
+
+
+def test_data_dependent_size_is_a_size_tensor(library):
+    call = converters.plan(sdk_ops.NONZERO_COUNT.spec, (torch.zeros(4, 3),))
+    result = run_call(call, TensorArg((4, 3)), library=library.plugins, profile=[((1, 3), (4, 3), (8, 3))])
+    result.assert_conformant()
+    assert result.size_tensors == [{"output": 1, "opt": str(1 << 19), "upper": str(1 << 20)}]
+    assert result.output_types == ["FLOAT", "INT64"]
+    assert result.output_shapes["max"][0] == [1 << 20, 3]
+
+
+def _program(call):
+    return list(call.field_value("shape_program"))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda f, p: f + [("alhpa", "FLOAT64", 1.0)],
+            r"unknown field 'alhpa' \(expected one of: n, k, flag, scale, shape_program\)",
+        ),
+        (
+            lambda f, p: [x if x[0] != "k" else ("k", "INT64", 0) for x in f],
+            r"field 'k' must be an integer >= 1 and <= 16, got 0",
+        ),
+        (lambda f, p: [x for x in f if x[0] != "shape_program"], r"missing field 'shape_program'"),
+        (lambda f, p: _with_program(f, [1, 2, 3]), r"'shape_program' is not a version-1 shape program"),
+        (lambda f, p: _with_program(f, p + [0]), r"'shape_program' has 1 trailing tokens"),
+        (lambda f, p: _with_program(f, p[:2] + [1] + p[3:]), r"'shape_program' describes 1 inputs, expected 2"),
+        (lambda f, p: _with_program(f, _bad_dim(p)), r"'shape_program': operand out of range"),
+    ],
+    ids=["misspelled", "out-of-range", "no-program", "not-a-program", "trailing", "input-count", "bad-dim"],
+)
+def test_create_plugin_rejects_bad_fields_naming_op_and_field(library, change, message):
+    call = _shapes_call()
+    fields = [(f.name, f.type, f.value) for f in call.fields]
+    bad = change(fields, _program(call))
+    result = run_plugin(
+        library.plugins,
+        "Shapes",
+        namespace="sdk_test",
+        fields=fields,
+        inputs=[TensorArg((6, 5)), TensorArg((5,))],
+        shape_inputs=[9],
+        invalid_fields=[bad],
+    )
+    result.assert_conformant()
+    (invalid,) = result.invalid_fields
+    assert invalid.rejected
+    text = "\n".join(line.message for line in invalid.log)
+    assert "sdk_test::shapes (plugin sdk_test::Shapes) createPlugin" in text
+    assert pytest.importorskip("re").search(message, text), text
+
+
+def _with_program(fields, program):
+    return [x if x[0] != "shape_program" else ("shape_program", "INT64", program) for x in fields]
+
+
+def _bad_dim(program):
+    # The first output's first dim reads DIM 0 0: make it DIM 0 9 (x has rank 2).
+    parsed = _derive.Program.parse(program)
+    start = len(program) - sum(1 + 1 + sum(1 + len(e) for e in dims) for _, dims in parsed.outputs) + 2
+    bad = list(program)
+    assert bad[start + 1 : start + 4] == [_derive.DIM, 0, 0]
+    bad[start + 3] = 9
+    return bad
+
+
+def test_rank_the_program_was_not_derived_for_is_an_error(library):
+    call = converters.plan(sdk_ops.NONZERO_COUNT.spec, (torch.zeros(4, 3),))
+    result = run_call(call, TensorArg((4, 3, 2)), library=library.plugins)
+    assert any("input 'x' must have rank 2" in line.message for line in result.log), result.log_text()

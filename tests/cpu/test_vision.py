@@ -1,0 +1,144 @@
+"""torchvision::roi_align and torchvision::nms through the public declare path (torchtrt_plugins.vision): the
+schemas and fake kernels as torchvision has them, the declarations they give, our references against closed-form
+cases, and check_op's cpu-tier checks (plan, shape program, harness build phase, registry)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from torchtrt_plugins import _derive, converters, vision
+from torchtrt_plugins.testing import ShapeArg, TensorArg, check_op, run_call
+
+
+def test_schemas_are_torchvisions():
+    assert str(torch.ops.torchvision.roi_align.default._schema) == "torchvision::" + vision.ROI_ALIGN_SCHEMA
+    assert str(torch.ops.torchvision.nms.default._schema) == "torchvision::" + vision.NMS_SCHEMA
+
+
+def test_declarations_come_from_the_schemas():
+    fields = {f.name: f for f in vision.ROI_ALIGN.spec.fields}
+    assert [(f.name, f.type) for f in vision.ROI_ALIGN.spec.fields] == [
+        ("spatial_scale", "FLOAT64"),
+        ("pooled_height", "INT64"),
+        ("pooled_width", "INT64"),
+        ("sampling_ratio", "INT64"),
+        ("aligned", "INT32"),
+    ]
+    assert fields["pooled_height"].shape_input and fields["aligned"].boolean
+    nms = vision.NMS.spec
+    assert nms.requires_output_allocator and [t.name for t in nms.inputs] == ["dets", "scores"]
+    assert vision.NMS.workspace == "ttp::vision::nmsWorkspaceSize"
+
+
+def _boxes(n: int, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    corner = torch.rand(n, 2, generator=generator) * 100
+    size = torch.rand(n, 2, generator=generator) * 40 + 1
+    return torch.cat([corner, corner + size], 1), torch.rand(n, generator=generator)
+
+
+def test_nms_reference_on_a_known_case():
+    dets = torch.tensor([[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30], [0, 0, 10, 10.0]])
+    scores = torch.tensor([0.9, 0.8, 0.7, 0.95])
+    # IoU(3, 0) = 1, IoU(3, 1) = 81 / 119 = 0.68: both go at 0.5 and stay at 0.7 / 1.0 respectively.
+    assert vision.reference_nms(dets, scores, 0.5).tolist() == [3, 2]
+    assert vision.reference_nms(dets, scores, 0.7).tolist() == [3, 1, 2]
+    assert vision.reference_nms(dets, scores, 1.0).tolist() == [3, 0, 1, 2]
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+def test_roi_align_reference_on_a_linear_image(aligned, sampling_ratio):
+    """On value = 100 y + x, bilinear sampling is exact and the bin average is the bin centre's value."""
+    height, width = 40, 50
+    ys, xs = torch.meshgrid(
+        torch.arange(height, dtype=torch.float64), torch.arange(width, dtype=torch.float64), indexing="ij"
+    )
+    image = (100 * ys + xs).float().expand(2, 3, height, width).contiguous()
+    rois = torch.tensor([[1, 4.0, 6.0, 30.0, 26.0], [0, 10.0, 2.0, 22.0, 36.0]])
+    scale, ph, pw = 0.5, 3, 4
+    out = vision.reference_roi_align(image, rois, scale, ph, pw, sampling_ratio, aligned)
+    offset = 0.5 if aligned else 0.0
+    for k, roi in enumerate(rois.tolist()):
+        x1, y1 = roi[1] * scale - offset, roi[2] * scale - offset
+        bin_w, bin_h = (roi[3] - roi[1]) * scale / pw, (roi[4] - roi[2]) * scale / ph
+        centre_y = torch.tensor([y1 + (i + 0.5) * bin_h for i in range(ph)])
+        centre_x = torch.tensor([x1 + (j + 0.5) * bin_w for j in range(pw)])
+        expected = 100 * centre_y[:, None] + centre_x[None, :]
+        torch.testing.assert_close(out[k], expected.expand(3, ph, pw).float(), atol=1e-3, rtol=1e-5)
+
+
+def test_roi_align_outside_the_image_is_zero():
+    image = torch.ones(1, 1, 8, 8)
+    out = vision.reference_roi_align(image, torch.tensor([[0, 20.0, 20.0, 30.0, 30.0]]), 1.0, 2, 2, 2, False)
+    assert torch.equal(out, torch.zeros(1, 1, 2, 2))
+
+
+def test_check_op_roi_align():
+    generator = torch.Generator().manual_seed(1)
+    image = torch.randn(2, 3, 16, 20, generator=generator)
+    rois = torch.tensor([[0, 1.0, 1.0, 12.0, 9.0], [1, 0.0, 3.0, 19.0, 15.5], [0, -3.0, -2.0, 5.0, 30.0]])
+    samples = [(image, rois, 0.5, 3, 4, 2, True), (image, rois, 1.0, 2, 5, 0, False)]
+    report = check_op(torch.ops.torchvision.roi_align, samples, reference=vision.reference_roi_align)
+    assert {"eager", "opcheck", "compile", "plan", "harness"} <= set(report.passed), report
+
+
+def test_check_op_nms():
+    samples = [_boxes(50), (*_boxes(1, seed=2), 0.5), (*_boxes(200, seed=3), 0.7)]
+    samples[0] = (*samples[0], 0.3)
+    report = check_op(torch.ops.torchvision.nms, samples, reference=vision.reference_nms)
+    assert {"eager", "opcheck", "compile", "plan", "harness"} <= set(report.passed), report
+
+
+def test_nms_output_is_a_size_tensor_bounded_by_the_box_count():
+    dets, scores = _boxes(20)
+    call = converters.plan(vision.NMS.spec, (dets, scores, 0.5))
+    assert call.num_outputs == 2 and call.requires_output_allocator
+    result = run_call(
+        call,
+        TensorArg((20, 4)),
+        TensorArg((20,)),
+        library=vision.LIBRARY.plugin_path(),
+        profile=[((1, 4), (20, 4), (1000, 4)), ((1,), (20,), (1000,))],
+    )
+    result.assert_conformant()
+    assert result.output_types == ["INT64", "INT64"]
+    assert [s["output"] for s in result.size_tensors] == [1]
+    assert result.output_shapes["max"][0] == [1000] and result.output_shapes["min"][0] == [0]
+    assert result.workspace_size > 1000 * 16 * 8  # the overlap bit matrix at the profile's max
+
+
+def test_symbolic_pooled_size_is_a_shape_input():
+    image, rois = torch.randn(1, 4, 12, 12), torch.tensor([[0, 0.0, 0.0, 8.0, 8.0]])
+
+    def fn(image, rois, like):
+        return torch.ops.torchvision.roi_align(image, rois, 1.0, like.shape[0], 3, 2, False)
+
+    graph = make_fx(fn, tracing_mode="symbolic")(image, rois, torch.zeros(5))
+    (node,) = [n for n in graph.graph.nodes if n.target == torch.ops.torchvision.roi_align.default]
+    assert converters.validate_node(node)
+    call = converters.plan_node(node)
+    assert len(call.shape_inputs) == 1 and call.field_value("pooled_height") == -(2**63)
+    assert call.field_value("pooled_width") == 3
+    result = run_call(
+        call,
+        TensorArg((1, 4, 12, 12)),
+        TensorArg((1, 5)),
+        library=vision.LIBRARY.plugin_path(),
+        shape_inputs=[ShapeArg((5,), min=(1,), opt=(5,), max=(9,))],
+    )
+    result.assert_conformant()
+    assert result.output_shapes["max"] == [[1, 4, 9, 3]] and result.output_shapes["concrete"] == [[1, 4, 5, 3]]
+    program = call.field_value("shape_program")
+    assert _derive.evaluate(program, [(7, 4, 12, 12), (11, 5)], [[5]])[0] == [(11, 4, 5, 3)]
+
+
+def test_benchmark_says_why_it_cannot_run(capsys):
+    from torchtrt_plugins.benchmarks import bench_vision
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the benchmark would run")
+    assert bench_vision.main(["--quick"]) == 0
+    assert "skipped: no CUDA GPU visible to torch" in capsys.readouterr().out

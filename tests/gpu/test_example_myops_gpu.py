@@ -1,0 +1,41 @@
+"""The example package's numerics on a GPU: every tactic of its launchers against the reference, eager and through
+the plugin (check_op enqueues every tactic in the harness and compares with eager)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from example_package import import_myops
+
+from torchtrt_plugins import sdk
+from torchtrt_plugins.testing import check_op
+
+myops = import_myops()
+
+
+@pytest.mark.parametrize("dtype", myops.FLOATS)
+@pytest.mark.parametrize("shape", [(1,), (3, 5), (4097,), (33, 129), (2, 3, 1000)], ids=str)
+@pytest.mark.parametrize("tactic", [0, 1, 2])
+def test_scaled_add_every_tactic(dtype, shape, tactic):
+    x, y = torch.randn(shape, dtype=dtype, device="cuda"), torch.randn(shape, dtype=dtype, device="cuda")
+    got = sdk.launch(myops.SCALED_ADD, x, y, -1.5, tactic=tactic)
+    tolerance = myops.SCALED_ADD.spec.tolerance(dtype)
+    torch.testing.assert_close(got, myops.reference_scaled_add(x, y, -1.5), atol=tolerance.atol, rtol=tolerance.rtol)
+
+
+@pytest.mark.parametrize("numel, threshold", [(1, 0.0), (511, 0.0), (513, -10.0), (100_000, 1.0), (7, 100.0)])
+def test_filter_above(numel, threshold):
+    x = torch.randn(numel, device="cuda")
+    got = torch.ops.myops.filter_above(x, threshold)
+    assert torch.equal(got, myops.reference_filter_above(x, threshold))
+
+
+def test_check_op_on_gpu():
+    samples = [
+        (torch.randn(33, 129), torch.randn(33, 129), 0.25),
+        (torch.randn(4099, dtype=torch.bfloat16), torch.randn(4099, dtype=torch.bfloat16), 2.0),
+    ]
+    report = check_op(torch.ops.myops.scaled_add, samples, reference=myops.reference_scaled_add)
+    assert "harness enqueue" not in report.skipped and "eager CUDA" not in report.skipped, report
+    report = check_op(torch.ops.myops.filter_above, [(torch.randn(1000), 0.5)], reference=myops.reference_filter_above)
+    assert "harness enqueue" not in report.skipped, report

@@ -1,0 +1,59 @@
+"""Our roi_align and nms kernels on a GPU against torchvision's own CUDA kernels (against our references where
+torchvision is not installed), eagerly through the launcher and through the plugin's enqueue."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torchtrt_plugins import sdk, vision
+from torchtrt_plugins.testing import check_op
+
+
+def _expected(op: str, *args):
+    if vision.TORCHVISION:
+        return getattr(torch.ops.torchvision, op)(*args)
+    cpu = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
+    reference = vision.reference_nms if op == "nms" else vision.reference_roi_align
+    return reference(*cpu).to(args[0].device)
+
+
+def _boxes(n: int, seed: int):
+    generator = torch.Generator().manual_seed(seed)
+    corner = torch.rand(n, 2, generator=generator) * 200
+    size = torch.rand(n, 2, generator=generator) * 60 + 1
+    return torch.cat([corner, corner + size], 1).cuda(), torch.rand(n, generator=generator).cuda()
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 1000, 5000])
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.9])
+def test_nms_matches_torchvision(n, threshold):
+    dets, scores = _boxes(n, seed=n)
+    got = sdk.launch(vision.NMS, dets, scores, threshold)
+    assert torch.equal(got.cpu(), _expected("nms", dets, scores, threshold).cpu())
+
+
+@pytest.mark.parametrize("dtype", vision.FLOATS)
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+def test_roi_align_matches_torchvision(dtype, aligned, sampling_ratio):
+    generator = torch.Generator().manual_seed(0)
+    image = torch.randn(2, 16, 50, 60, generator=generator).to("cuda", dtype)
+    corner = torch.rand(40, 2, generator=generator) * 100 - 10
+    size = torch.rand(40, 2, generator=generator) * 80
+    batch = torch.randint(0, 2, (40, 1), generator=generator).float()
+    rois = torch.cat([batch, corner, corner + size], 1).to("cuda", dtype)
+    args = (image, rois, 0.5, 7, 6, sampling_ratio, aligned)
+    got = sdk.launch(vision.ROI_ALIGN, *args)
+    tolerance = vision.ROI_ALIGN.spec.tolerance(dtype)
+    torch.testing.assert_close(got, _expected("roi_align", *args), atol=tolerance.atol, rtol=tolerance.rtol)
+
+
+def test_check_op_on_gpu():
+    dets, scores = _boxes(300, seed=7)
+    report = check_op(torch.ops.torchvision.nms, [(dets.cpu(), scores.cpu(), 0.5)], checks=("plan", "harness"))
+    assert "harness enqueue" not in report.skipped, report
+    image = torch.randn(1, 8, 32, 32)
+    rois = torch.tensor([[0, 2.0, 3.0, 20.0, 25.0], [0, 0.0, 0.0, 31.0, 31.0]])
+    report = check_op(torch.ops.torchvision.roi_align, [(image, rois, 1.0, 4, 4, 2, True)], checks=("plan", "harness"))
+    assert "harness enqueue" not in report.skipped, report

@@ -1,0 +1,46 @@
+"""Declared-op plugins (tests/sdk_ops, built with the SDK) inside NVIDIA's own registry (tensorrt_rtx): creators,
+createPlugin in both phases from the converter's fields, and a call without its shape program rejected."""
+
+from __future__ import annotations
+
+import importlib
+
+import sdk_ops
+import torch
+
+from torchtrt_plugins import converters
+
+
+def test_tensorrt_rtx_registry_creates_the_declared_plugins():
+    trt = importlib.import_module("tensorrt_rtx")
+    registry = trt.get_plugin_registry()
+    registry.load_library(str(sdk_ops.LIBRARY.plugin_path()))
+    calls = [
+        converters.plan(sdk_ops.SHAPES.spec, (torch.zeros(6, 5), torch.zeros(5), 9, 3)),
+        converters.plan(sdk_ops.NONZERO_COUNT.spec, (torch.zeros(4, 3),)),
+    ]
+    for call in calls:
+        creator = registry.get_creator(*call.creator_key)
+        assert creator is not None, call.creator_key
+        assert [f.name for f in creator.field_names] == [f.name for f in call.fields]
+        fields = converters.field_collection(call, trt)
+        for phase in (trt.TensorRTPhase.BUILD, trt.TensorRTPhase.RUNTIME):
+            assert creator.create_plugin(call.plugin_name, fields, phase) is not None
+        bad = converters.PluginCall(
+            **{**call.__dict__, "fields": [f for f in call.fields if f.name != "shape_program"]}
+        )
+        assert (
+            creator.create_plugin(call.plugin_name, converters.field_collection(bad, trt), trt.TensorRTPhase.BUILD)
+            is None
+        )
+
+
+def test_load_plugins_loads_declared_libraries():
+    trt = importlib.import_module("tensorrt_rtx")
+    import torchtrt_plugins
+
+    registry = trt.get_plugin_registry()
+    torchtrt_plugins.load_plugins(registry)
+    keys = {(c.name, c.plugin_version, c.plugin_namespace) for c in registry.all_creators}
+    assert sdk_ops.SHAPES.spec.creator_key in keys and sdk_ops.BROKEN.spec.creator_key in keys
+    torchtrt_plugins.load_plugins(registry)  # idempotent

@@ -1,0 +1,35 @@
+// Launchers of the SDK test ops (tests/cpu/sdk_ops/__init__.py): they fill the outputs with zeros, which is all
+// the shape tests need; a workspace function and a failing launcher exercise those paths.
+#include "sdk/ttp_sdk.h"
+
+namespace sdk_test
+{
+
+cudaError_t zeros(ttp::sdk::LaunchArgs const& a)
+{
+    for (int32_t o = 0; o < a.nbOutputs; ++o)
+    {
+        int64_t const bytes = a.outputs[o].numel() * ttp::dtypeSize(a.outputs[o].dtype);
+        if (bytes > 0)
+        {
+            cudaError_t const err = cudaMemsetAsync(a.outputs[o].data, 0, static_cast<size_t>(bytes), a.stream);
+            if (err != cudaSuccess)
+            {
+                return err;
+            }
+        }
+    }
+    return cudaSuccess;
+}
+
+size_t zerosWorkspace(ttp::sdk::LaunchArgs const& a)
+{
+    return static_cast<size_t>(a.inputs[0].numel()) * 4;
+}
+
+cudaError_t failing(ttp::sdk::LaunchArgs const& /*a*/)
+{
+    return cudaErrorInvalidValue;
+}
+
+} // namespace sdk_test

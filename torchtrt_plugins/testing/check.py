@@ -1,0 +1,270 @@
+"""``check_op``: test an op that has a plugin (ours or declared with ``torchtrt_plugins.declare``) in one call.
+
+From the user's own pytest::
+
+    from torchtrt_plugins.testing import check_op
+
+    def test_scaled_add():
+        report = check_op(torch.ops.myops.scaled_add, [(x, y, 2.0)], reference=my_reference)
+        print(report)            # what ran, what was skipped and why
+
+Each sample (a tuple of arguments, or ``(args, kwargs)``) goes through:
+
+- ``eager``: the op against ``reference`` (on the sample's device, and on CUDA when a GPU is there);
+- ``opcheck``: ``torch.library.opcheck``;
+- ``compile``: ``torch.compile(fullgraph=True)`` against eager;
+- ``plan``: the op traced symbolically (``make_fx``), the converter's validator and plan for its node, and the
+  shape program evaluated at the sample's shapes against eager's output shapes;
+- ``harness``: the plugin through the conformance harness (every rule; ``enqueue`` for every tactic, compared with
+  eager, when a GPU is there);
+- ``rtx``: where ``tensorrt_rtx`` imports, the plugin library in NVIDIA's registry: creators, ``create_plugin`` in
+  both phases from the converter's fields, an out-of-range field rejected;
+- ``trt``: where TensorRT and Torch-TensorRT import (and a GPU), ``torch_tensorrt.compile`` against eager.
+
+A check that cannot run here is skipped with its reason; a failing one raises ``AssertionError`` naming the op,
+the sample and the check.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import _derive
+from .. import spec as spec_mod
+from ..converters import _factory
+
+CHECKS = ("eager", "opcheck", "compile", "plan", "harness", "rtx", "trt")
+
+
+@dataclass
+class CheckReport:
+    op: str
+    passed: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        lines = [f"check_op {self.op}: passed {', '.join(self.passed) or 'nothing'}"]
+        lines += [f"  skipped {name}: {why}" for name, why in self.skipped.items()]
+        return "\n".join(lines)
+
+
+def _entry(op: Any) -> spec_mod.OpEntry:
+    entry = _factory.entry_for_target(op)
+    if entry is None and isinstance(op, str):
+        entry = spec_mod.get(op)
+    if entry is None:
+        raise ValueError(f"check_op: {op!r} is not an op with a plugin (declare it with torchtrt_plugins.declare)")
+    return entry
+
+
+def _overload(entry: spec_mod.OpEntry) -> Any:
+    return getattr(getattr(torch.ops, entry.spec.op_namespace), entry.spec.name).default
+
+
+def _split(sample: Any) -> tuple[tuple, dict]:
+    if isinstance(sample, tuple) and len(sample) == 2 and isinstance(sample[1], dict) and isinstance(sample[0], tuple):
+        return sample[0], sample[1]
+    return tuple(sample), {}
+
+
+def _call_with(op: Any, kwargs: dict, *args: Any) -> Any:
+    return op(*args, **kwargs)
+
+
+def _to(value: Any, device: Any) -> Any:
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def _outputs(value: Any) -> list[torch.Tensor]:
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def _assert_close(spec: spec_mod.OpSpec, actual: Any, expected: Any, what: str) -> None:
+    for i, (a, e) in enumerate(zip(_outputs(actual), _outputs(expected), strict=True)):
+        tolerance = spec.tolerance(e.dtype)
+        assert a.shape == e.shape, (
+            f"{spec.label}: {what}: output {i} has shape {tuple(a.shape)}, expected {tuple(e.shape)}"
+        )
+        torch.testing.assert_close(
+            a.cpu(),
+            e.cpu(),
+            atol=tolerance.atol,
+            rtol=tolerance.rtol,
+            msg=lambda m, i=i: f"{spec.label}: {what}: output {i}: {m}",
+        )
+
+
+def _traced_node(fn: Callable, args: tuple, kwargs: dict, target: Any) -> torch.fx.Node:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    graph = make_fx(lambda *a: fn(*a, **kwargs), tracing_mode="symbolic")(*args)
+    for node in graph.graph.nodes:
+        if node.op == "call_function" and node.target == target:
+            return node
+    raise AssertionError(f"{target}: not found in the traced graph {graph.graph}")
+
+
+def _check_plan(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> Any:
+    spec = entry.spec
+    node = _traced_node(op, args, kwargs, op)
+    assert _factory.validate_node(node), f"{spec.label}: the converter's validator rejects {node.format_node()}"
+    _factory.plan_node(node)  # symbolic sizes: what a dynamic-shape engine gets
+    call = _factory.plan(spec, args, kwargs)
+    assert len(call.tensor_inputs) == len(spec.inputs)
+    program = next((f.value for f in call.fields if f.name == _factory.PROGRAM_FIELD), None)
+    if program is not None:
+        shapes = [tuple(t.shape) for t in call.tensor_inputs]
+        outputs = _outputs(eager)
+        sizes = None
+        uppers = _derive.evaluate(program, shapes)[1]
+        if uppers:
+            # Each dynamic size takes its eager value: the dims of the outputs that use it.
+            sizes = _sizes_from_eager(program, shapes, outputs)
+            for k, (value, upper) in enumerate(zip(sizes, uppers, strict=True)):
+                assert 0 <= value <= upper, f"{spec.label}: dynamic size {k} is {value}, above its upper bound {upper}"
+        expected, _ = _derive.evaluate(program, shapes, sizes=sizes)
+        actual = [tuple(o.shape) for o in outputs]
+        assert expected == actual, f"{spec.label}: the shape program gives {expected}, eager gives {actual}"
+        dtypes = _derive.output_dtypes(program, [t.dtype for t in call.tensor_inputs])
+        assert dtypes == [o.dtype for o in outputs], f"{spec.label}: the shape program gives dtypes {dtypes}"
+    return call
+
+
+def _sizes_from_eager(program: Sequence[int], shapes: list, outputs: list[torch.Tensor]) -> list[int]:
+    parsed = _derive.Program.parse(program)
+    found: dict[int, int] = {}
+    for (_, dims), out in zip(parsed.outputs, outputs, strict=True):
+        for expr, actual in zip(dims, out.shape, strict=True):
+            if len(expr) == 2 and expr[0] == _derive.SIZE:
+                found[expr[1]] = int(actual)
+    return [found.get(k, 0) for k in range(len(parsed.sizes))]
+
+
+def _check_harness(entry: spec_mod.OpEntry, call: Any, args: tuple, kwargs: dict, eager: Any, report: CheckReport):
+    from .harness import run_call
+
+    library = entry.library() if entry.library is not None else None
+    tensors = [_to(t, "cuda") if torch.cuda.is_available() else t for t in call.tensor_inputs]
+    result = run_call(call, *tensors, library=library)
+    result.assert_conformant()
+    if result.enqueue_skipped:
+        report.skipped["harness enqueue"] = result.enqueue_skipped
+        return
+    spec = entry.spec
+    for record in result.runs:
+        outputs = record.outputs[: len(spec.outputs)]
+        _assert_close(spec, outputs, eager, f"plugin enqueue ({record.phase}, tactic {record.tactic})")
+
+
+def _check_rtx(entry: spec_mod.OpEntry, call: Any) -> None:
+    trt = importlib.import_module("tensorrt_rtx")
+    registry = trt.get_plugin_registry()
+    for phase in (trt.TensorRTPhase.BUILD, trt.TensorRTPhase.RUNTIME):
+        plugin = _factory.create_plugin(call, phase, trt, registry)
+        assert plugin is not None, f"{entry.spec.label}: tensorrt_rtx's registry did not create {call.creator_key}"
+    for fspec in entry.spec.fields:
+        bad = None
+        if fspec.max is not None and not fspec.shape_input:
+            bad = fspec.max + (1 if not fspec.is_float else abs(fspec.max) + 1)
+        elif fspec.min is not None and not fspec.shape_input:
+            bad = fspec.min - (1 if not fspec.is_float else abs(fspec.min) + 1)
+        if bad is None:
+            continue
+        fields = [_factory.FieldValue(f.name, f.type, bad if f.name == fspec.name else f.value) for f in call.fields]
+        bad_call = _factory.PluginCall(**{**call.__dict__, "fields": fields})
+        rejected = _factory.create_plugin(bad_call, trt.TensorRTPhase.BUILD, trt, registry)
+        assert rejected is None, f"{entry.spec.label}: createPlugin accepted field '{fspec.name}' = {bad}"
+
+
+def _check_trt(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> None:
+    import torch_tensorrt
+
+    class Module(torch.nn.Module):
+        def forward(self, *a):
+            return op(*a, **kwargs)
+
+    cuda_args = tuple(_to(a, "cuda") for a in args)
+    tensors = [a for a in cuda_args if isinstance(a, torch.Tensor)]
+    compiled = torch_tensorrt.compile(Module().eval().cuda(), ir="dynamo", inputs=tensors, min_block_size=1)
+    _assert_close(entry.spec, compiled(*cuda_args), eager, "torch_tensorrt.compile")
+
+
+def _missing(module: str) -> str | None:
+    try:
+        importlib.import_module(module)
+    except Exception as err:  # noqa: BLE001 - any import failure means the tier cannot run
+        return f"{module} is not importable ({type(err).__name__})"
+    return None
+
+
+def check_op(
+    op: Any,
+    sample_inputs: Sequence[Any],
+    reference: Callable[..., Any] | None = None,
+    *,
+    checks: Sequence[str] = CHECKS,
+    opcheck_utils: Sequence[str] | None = None,
+) -> CheckReport:
+    """Run every check on every sample; return what passed and what was skipped (and why). See the module doc."""
+    entry = _entry(op)
+    overload = _overload(entry)
+    unknown = sorted(set(checks) - set(CHECKS))
+    if unknown:
+        raise ValueError(f"check_op: unknown checks {unknown}; known: {list(CHECKS)}")
+    report = CheckReport(entry.spec.qualname)
+    gpu = torch.cuda.is_available()
+    for index, sample in enumerate(sample_inputs):
+        args, kwargs = _split(sample)
+        where = f"sample {index}"
+        eager = overload(*args, **kwargs)
+        cuda_args = tuple(_to(a, "cuda") for a in args) if gpu else None
+        if "eager" in checks:
+            if reference is not None:
+                _assert_close(entry.spec, eager, reference(*args, **kwargs), f"{where}: eager vs reference")
+            if gpu:
+                _assert_close(
+                    entry.spec, overload(*cuda_args, **kwargs), eager, f"{where}: eager CUDA vs eager {args[0].device}"
+                )
+            else:
+                report.skipped["eager CUDA"] = "no CUDA GPU visible to torch"
+        if "opcheck" in checks:
+            utils = tuple(opcheck_utils) if opcheck_utils is not None else torch.library._OPCHECK_DEFAULT_UTILS
+            for sample_args in [args] + ([cuda_args] if gpu else []):
+                result = torch.library.opcheck(overload, sample_args, kwargs, test_utils=utils, raise_exception=False)
+                failed = {k: v for k, v in result.items() if v != "SUCCESS"}
+                assert not failed, f"{entry.spec.label}: {where}: opcheck failed: {failed}"
+        if "compile" in checks:
+            torch._dynamo.reset()
+            with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+                compiled = torch.compile(functools.partial(_call_with, overload, kwargs), fullgraph=True, dynamic=True)
+                _assert_close(entry.spec, compiled(*args), eager, f"{where}: torch.compile")
+        call = (
+            _check_plan(entry, overload, args, kwargs, eager)
+            if "plan" in checks
+            else _factory.plan(entry.spec, args, kwargs)
+        )
+        if "harness" in checks:
+            _check_harness(entry, call, args, kwargs, eager, report)
+        if "rtx" in checks:
+            missing = _missing("tensorrt_rtx")
+            if missing:
+                report.skipped["rtx"] = missing
+            else:
+                _check_rtx(entry, call)
+        if "trt" in checks:
+            missing = "no CUDA GPU visible to torch" if not gpu else _missing("tensorrt") or _missing("torch_tensorrt")
+            if missing:
+                report.skipped["trt"] = missing
+            else:
+                _check_trt(entry, overload, args, kwargs, eager)
+    report.passed = [c for c in checks if c not in report.skipped]
+    return report
+
+
+__all__ = ["CHECKS", "CheckReport", "check_op"]

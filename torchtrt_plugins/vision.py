@@ -1,0 +1,204 @@
+"""torchvision::roi_align and torchvision::nms as TensorRT plugins, through the public ``declare`` path.
+
+``import torchtrt_plugins.vision`` (after ``import torchvision`` where it is installed) declares both ops from
+torchvision's own schemas and fake kernels, with our kernels (``csrc/kernels/roi_align.cu``, ``nms.cu``) as their
+launchers, built with the SDK like any user package. torchvision's own eager kernels stay in place; ours run in
+the plugin and through :func:`torchtrt_plugins.sdk.launch`. Without torchvision (e.g. next to a CPU-only torch its
+ops do not load with), the two schemas and fake kernels are defined here exactly as torchvision defines them, with
+:func:`reference_roi_align` and :func:`reference_nms` as their CPU kernels.
+
+torchvision's nms fake kernel gives its output size no bound (``create_unbacked_symint``), so the declaration
+supplies it: at most one kept index per box (``size_upper``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import torch
+
+from . import _build, sdk
+from .declare import Range, declare
+from .spec import Tolerance
+
+ROI_ALIGN_SCHEMA = (
+    "roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, "
+    "int sampling_ratio, bool aligned) -> Tensor"
+)
+NMS_SCHEMA = "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
+
+
+def _torchvision_loaded() -> bool:
+    try:
+        importlib.import_module("torchvision")
+    except Exception:  # noqa: BLE001 - absent, or present but unable to load its ops with this torch
+        pass
+    try:
+        return hasattr(torch.ops.torchvision, "nms") and hasattr(torch.ops.torchvision, "roi_align")
+    except (AttributeError, RuntimeError):
+        return False
+
+
+TORCHVISION = _torchvision_loaded()
+
+
+def reference_roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
+    """torchvision's RoIAlign forward in plain torch (fp32 accumulation), one RoI at a time."""
+    n, channels, height, width = input.shape
+    out = input.new_zeros((rois.shape[0], channels, pooled_height, pooled_width))
+    offset = 0.5 if aligned else 0.0
+    data = input.float()
+    for k, roi in enumerate(rois.float().tolist()):
+        batch = int(roi[0])
+        x1, y1 = roi[1] * spatial_scale - offset, roi[2] * spatial_scale - offset
+        roi_w, roi_h = roi[3] * spatial_scale - offset - x1, roi[4] * spatial_scale - offset - y1
+        if not aligned:
+            roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
+        bin_h, bin_w = roi_h / pooled_height, roi_w / pooled_width
+        grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_h / pooled_height)
+        grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_w / pooled_width)
+        ys = torch.tensor(
+            [y1 + ph * bin_h + (iy + 0.5) * bin_h / grid_h for ph in range(pooled_height) for iy in range(grid_h)]
+        )
+        xs = torch.tensor(
+            [x1 + pw * bin_w + (ix + 0.5) * bin_w / grid_w for pw in range(pooled_width) for ix in range(grid_w)]
+        )
+        samples = _bilinear(data[batch], ys, xs, height, width)  # (C, PH * gh, PW * gw)
+        samples = samples.reshape(channels, pooled_height, grid_h, pooled_width, grid_w)
+        out[k] = (samples.sum(dim=(2, 4)) / max(grid_h * grid_w, 1)).to(input.dtype)
+    return out
+
+
+def _bilinear(plane: torch.Tensor, ys: torch.Tensor, xs: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    def axis(values: torch.Tensor, size: int):
+        outside = (values < -1.0) | (values > size)
+        values = values.clamp(min=0.0)
+        low = values.floor().long()
+        at_edge = low >= size - 1
+        low = torch.where(at_edge, size - 1, low)
+        high = torch.where(at_edge, size - 1, low + 1)
+        values = torch.where(at_edge, low.float(), values)
+        frac = values - low.float()
+        return low, high, frac, outside
+
+    y0, y1, ly, y_out = axis(ys, height)
+    x0, x1, lx, x_out = axis(xs, width)
+    hy, hx = 1.0 - ly, 1.0 - lx
+
+    def at(r, c):
+        return plane[:, r][:, :, c]
+
+    value = (
+        hy[:, None] * hx[None, :] * at(y0, x0)
+        + hy[:, None] * lx[None, :] * at(y0, x1)
+        + ly[:, None] * hx[None, :] * at(y1, x0)
+        + ly[:, None] * lx[None, :] * at(y1, x1)
+    )
+    return value.masked_fill(y_out[:, None] | x_out[None, :], 0.0)
+
+
+def reference_nms(dets: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torch.Tensor:
+    """Greedy NMS in plain torch: indices of kept boxes by decreasing score (IoU > threshold suppresses)."""
+    order = torch.argsort(scores, descending=True, stable=True)
+    boxes = dets.float()[order]
+    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    removed = torch.zeros(len(order), dtype=torch.bool)
+    keep = []
+    for i in range(len(order)):
+        if removed[i]:
+            continue
+        keep.append(int(order[i]))
+        left = torch.maximum(boxes[i, 0], boxes[:, 0])
+        top = torch.maximum(boxes[i, 1], boxes[:, 1])
+        right = torch.minimum(boxes[i, 2], boxes[:, 2])
+        bottom = torch.minimum(boxes[i, 3], boxes[:, 3])
+        inter = (right - left).clamp(min=0) * (bottom - top).clamp(min=0)
+        iou = inter / (areas[i] + areas - inter)
+        later = torch.arange(len(order)) > i
+        removed |= later & (iou > iou_threshold)
+    return torch.tensor(keep, dtype=torch.int64)
+
+
+def _define_torchvision_ops() -> torch.library.Library:
+    """torchvision's two schemas and fake kernels, as torchvision registers them, for when it is absent."""
+    lib = torch.library.Library("torchvision", "DEF")
+    lib.define(ROI_ALIGN_SCHEMA)
+    lib.define(NMS_SCHEMA)
+
+    def fake_roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
+        torch._check(rois.size(1) == 5, lambda: "rois must have shape as Tensor[K, 5]")
+        torch._check(
+            input.dtype == rois.dtype,
+            lambda: (
+                "Expected tensor for input to have the same type as tensor for rois; "
+                f"but type {input.dtype} does not equal {rois.dtype}"
+            ),
+        )
+        num_rois = rois.size(0)
+        _, channels, height, width = input.size()
+        return input.new_empty((num_rois, channels, pooled_height, pooled_width))
+
+    def fake_nms(dets, scores, iou_threshold):
+        torch._check(dets.dim() == 2, lambda: f"boxes should be a 2d tensor, got {dets.dim()}D")
+        torch._check(dets.size(1) == 4, lambda: f"boxes should have 4 elements in dimension 1, got {dets.size(1)}")
+        torch._check(scores.dim() == 1, lambda: f"scores should be a 1d tensor, got {scores.dim()}")
+        torch._check(
+            dets.size(0) == scores.size(0),
+            lambda: (
+                "boxes and scores should have same number of elements in dimension 0, "
+                f"got {dets.size(0)} and {scores.size(0)}"
+            ),
+        )
+        num_to_keep = torch.library.get_ctx().new_dynamic_size()
+        return dets.new_empty(num_to_keep, dtype=torch.long)
+
+    torch.library.register_fake("torchvision::roi_align", fake_roi_align, lib=lib)
+    torch.library.register_fake("torchvision::nms", fake_nms, lib=lib)
+    lib.impl("roi_align", reference_roi_align, "CPU")
+    lib.impl("nms", reference_nms, "CPU")
+    return lib
+
+
+_LIB = None if TORCHVISION else _define_torchvision_ops()
+
+_KERNELS = _build.source_dir() / "csrc" / "kernels"
+LIBRARY = sdk.PluginLibrary("torchtrt_vision", sources=[_KERNELS / "roi_align.cu", _KERNELS / "nms.cu"])
+
+FLOATS = (torch.float32, torch.float16)
+
+ROI_ALIGN = declare(
+    "torchvision::roi_align",
+    library=LIBRARY,
+    plugin_name="RoIAlign",
+    plugin_namespace="torchtrt_vision",
+    launcher="ttp::vision::roiAlign",
+    ranges={
+        "spatial_scale": Range(min=0.0, min_inclusive=False),
+        "pooled_height": Range(min=1),
+        "pooled_width": Range(min=1),
+    },
+    dtypes={"input": FLOATS, "rois": FLOATS},
+    same_dtype={"rois": "input"},
+    reference=reference_roi_align,
+    tolerances={torch.float32: Tolerance(1e-5, 1e-5), torch.float16: Tolerance(1e-2, 1e-2)},
+    eager_cuda=not TORCHVISION,
+)
+
+NMS = declare(
+    "torchvision::nms",
+    library=LIBRARY,
+    plugin_name="NMS",
+    plugin_namespace="torchtrt_vision",
+    launcher="ttp::vision::nms",
+    workspace="ttp::vision::nmsWorkspaceSize",
+    ranges={"iou_threshold": Range(min=0.0, max=1.0)},
+    dtypes={"dets": (torch.float32,), "scores": (torch.float32,)},
+    reference=reference_nms,
+    data_dependent=True,
+    size_upper=lambda dets, scores, iou_threshold: dets.shape[0],
+    tolerances={torch.int64: Tolerance(0.0, 0.0)},
+    eager_cuda=not TORCHVISION,
+)
+
+__all__ = ["LIBRARY", "NMS", "ROI_ALIGN", "TORCHVISION", "reference_nms", "reference_roi_align"]
