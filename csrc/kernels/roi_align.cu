@@ -1,6 +1,6 @@
 #include "roi_align.h"
 
-#include <cuda_fp16.h>
+#include "type_utils.cuh"
 
 namespace ttp::vision
 {
@@ -34,7 +34,7 @@ __device__ float bilinear(T const* plane, int64_t height, int64_t width, float y
     float const lx = x - static_cast<float>(x0);
     float const hy = 1.0F - ly;
     float const hx = 1.0F - lx;
-    auto at = [&](int64_t r, int64_t c) { return static_cast<float>(plane[r * width + c]); };
+    auto at = [&](int64_t r, int64_t c) { return toFloat(plane[r * width + c]); };
     return hy * hx * at(y0, x0) + hy * lx * at(y0, x1) + ly * hx * at(y1, x0) + ly * lx * at(y1, x1);
 }
 
@@ -58,12 +58,12 @@ __global__ void roiAlignKernel(T const* input, T const* rois, T* output, int64_t
         int64_t const c = (index / g.pooledWidth / g.pooledHeight) % g.channels;
         int64_t const k = index / g.pooledWidth / g.pooledHeight / g.channels;
         T const* roi = rois + k * 5;
-        auto const batch = static_cast<int64_t>(static_cast<float>(roi[0]));
+        auto const batch = static_cast<int64_t>(toFloat(roi[0]));
         float const offset = g.aligned ? 0.5F : 0.0F;
-        float const x1 = static_cast<float>(roi[1]) * g.scale - offset;
-        float const y1 = static_cast<float>(roi[2]) * g.scale - offset;
-        float roiWidth = static_cast<float>(roi[3]) * g.scale - offset - x1;
-        float roiHeight = static_cast<float>(roi[4]) * g.scale - offset - y1;
+        float const x1 = toFloat(roi[1]) * g.scale - offset;
+        float const y1 = toFloat(roi[2]) * g.scale - offset;
+        float roiWidth = toFloat(roi[3]) * g.scale - offset - x1;
+        float roiHeight = toFloat(roi[4]) * g.scale - offset - y1;
         if (!g.aligned)
         {
             roiWidth = fmaxf(roiWidth, 1.0F);
@@ -91,7 +91,7 @@ __global__ void roiAlignKernel(T const* input, T const* rois, T* output, int64_t
                 sum += bilinear(plane, g.height, g.width, y, x);
             }
         }
-        output[index] = static_cast<T>(sum / count);
+        output[index] = fromFloat<T>(sum / count);
     }
 }
 
