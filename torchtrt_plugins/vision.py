@@ -4,7 +4,8 @@
 torchvision's own schemas and fake kernels, with our kernels (``csrc/kernels/roi_align.cu``, ``nms.cu``) as their
 launchers, built with the SDK like any user package. torchvision's own eager kernels stay in place; ours run in
 the plugin and through :func:`torchtrt_plugins.sdk.launch`. Without torchvision (e.g. next to a CPU-only torch its
-ops do not load with), the two schemas and fake kernels are defined here exactly as torchvision defines them, with
+ops do not load with), the two schemas and fake kernels are defined here as torchvision defines them (the nms
+fake's kept count has no lower bound of 2 here; torchvision's has one), with
 :func:`reference_roi_align` and :func:`reference_nms` as their CPU kernels.
 
 torchvision's nms fake kernel gives its output size no bound (``create_unbacked_symint``), so the declaration

@@ -86,10 +86,20 @@ def test_check_op_roi_align():
 
 
 def test_check_op_nms():
-    samples = [_boxes(50), (*_boxes(1, seed=2), 0.5), (*_boxes(200, seed=3), 0.7)]
-    samples[0] = (*samples[0], 0.3)
+    samples = [(*_boxes(50), 0.3), (*_boxes(200, seed=3), 0.7)]
     report = check_op(torch.ops.torchvision.nms, samples, reference=vision.reference_nms)
     assert {"eager", "opcheck", "compile", "plan", "harness"} <= set(report.passed), report
+
+
+def test_check_op_nms_keeps_a_single_box():
+    # torchvision's own fake kernel makes the kept count with create_unbacked_symint(), whose lower bound is 2, so
+    # torch.compile of torchvision's nms asserts `u0 >= 2` when one box is kept (seen with torchvision 0.26 on the
+    # GPU machine): an upstream limit, not ours. Our stand-in fake (no torchvision) has no such bound.
+    checks = ("eager", "opcheck", "plan", "harness") + (() if vision.TORCHVISION else ("compile",))
+    report = check_op(
+        torch.ops.torchvision.nms, [(*_boxes(1, seed=2), 0.5)], reference=vision.reference_nms, checks=checks
+    )
+    assert set(checks) <= set(report.passed), report
 
 
 def test_nms_output_is_a_size_tensor_bounded_by_the_box_count():
