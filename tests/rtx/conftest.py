@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,16 +229,11 @@ def trt_log(trt: Any) -> TrtLog:
 
 @pytest.fixture(scope="session")
 def plugin_library() -> Path:
-    """The plugin library (TORCHTRT_PLUGINS_LIBRARY, else built from this checkout)."""
+    """The plugin library (TORCHTRT_PLUGINS_LIBRARY, else the wheel's prebuilt one, else built from the sources)."""
     if not os.environ.get("TORCHTRT_PLUGINS_LIBRARY"):
-        needs = {
-            "nvcc": _build.nvcc_path(),
-            "cmake": shutil.which("cmake"),
-            "TensorRT headers": _build.tensorrt_include_dir(),
-        }
-        missing = [name for name, found in needs.items() if not found]
-        if missing:
-            pytest.skip(f"rtx tier: cannot build the plugin library ({', '.join(missing)} not found)")
+        reason = _build.plugin_library_unavailable()
+        if reason:
+            pytest.skip(f"rtx tier: {reason}")
     return native.plugin_library_path()
 
 
