@@ -16,6 +16,7 @@ import importlib
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,16 @@ def _missing(tier: str) -> str | None:
             except Exception as err:  # noqa: BLE001
                 return f"trt tier: {module} is not importable ({err}); pip install -e '.[trt]' on a TensorRT machine"
     return None
+
+
+def pytest_configure(config):
+    # Inductor sets this on its first compile; set it first, to a folder of this run, so that no test changes the
+    # environment and no run depends on what an earlier run left in the cache.
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchinductor_tests_")
+    # torch's config modules exist before the first test, so the guard below sees a change even in the first test.
+    for module in ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config"):
+        importlib.import_module(module)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -114,7 +125,9 @@ def _config_modules() -> dict[str, Any]:
 
 
 def _logger_state(logger: logging.Logger) -> tuple:
-    return logger.level, tuple(logger.handlers), logger.propagate, logger.disabled
+    # pytest's own capture handlers come and go with each test phase.
+    handlers = frozenset(h for h in logger.handlers if not type(h).__module__.startswith("_pytest"))
+    return logger.level, logger.propagate, logger.disabled, handlers
 
 
 def global_state() -> dict[str, Any]:
@@ -124,6 +137,8 @@ def global_state() -> dict[str, Any]:
     state: dict[str, Any] = {"os.environ": dict(os.environ), "cwd": os.getcwd(), "sys.path": list(sys.path)}
     for name, module in _config_modules().items():
         state[f"config {name}"] = module.get_config_copy()
+        # A deleted entry (what a monkeypatch of the module may leave behind) is hidden, not changed.
+        state[f"config {name} hidden entries"] = sorted(k for k, e in getattr(module, "_config", {}).items() if e.hide)
     loggers = {"<root>": logging.getLogger()}
     loggers.update(
         (name, logger)
@@ -150,6 +165,8 @@ def _differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         if key not in after or after[key] == old:
             continue
         new = after[key]
+        if key.startswith("logger ") and old[:3] == new[:3] and new[3] <= old[3]:
+            continue  # a handler gone is torch's lazy setup (torch.__trace drops its own); a handler added is a leak
         if isinstance(old, dict) and isinstance(new, dict):
             changed = sorted(k for k in old.keys() | new.keys() if old.get(k, "<unset>") != new.get(k, "<unset>"))
             detail = ", ".join(f"{k}: {old.get(k, '<unset>')!r} -> {new.get(k, '<unset>')!r}" for k in changed)
