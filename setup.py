@@ -59,25 +59,25 @@ class BuildPy(build_py):
         shutil.rmtree(native, ignore_errors=True)
         shutil.copytree(HERE / "csrc", native / "csrc", ignore=shutil.ignore_patterns("__pycache__", "*.o", "*.so"))
         shutil.copy2(HERE / "CMakeLists.txt", native / "CMakeLists.txt")
-        self.distribution.torchtrt_plugins_prebuilt = self._prebuild(package / "lib")
+        self._prebuild(package / "lib")
 
-    def _prebuild(self, lib_dir: Path) -> bool:
+    def _prebuild(self, lib_dir: Path) -> None:
         mode = os.environ.get("TORCHTRT_PLUGINS_PREBUILT", "auto")
         if mode not in ("auto", "0", "1"):
             raise SystemExit(f"TORCHTRT_PLUGINS_PREBUILT must be auto, 0 or 1, got {mode!r}")
         if mode == "0":
             _say("TORCHTRT_PLUGINS_PREBUILT=0: sources-only wheel (the plugin library is built on first use)")
-            return False
+            return
         builder = _build_module()
         missing = builder.plugin_build_prerequisites()
         if missing:
             if mode == "1":
                 raise SystemExit("TORCHTRT_PLUGINS_PREBUILT=1 but " + "; ".join(missing))
             _say("sources-only wheel (the plugin library is built on first use): " + "; ".join(missing))
-            return False
+            return
         headers = builder.find_tensorrt_headers()
         archs = os.environ.get("TORCHTRT_PLUGINS_WHEEL_ARCHS", builder.WHEEL_CUDA_ARCHS)
-        build_dir = Path(self.build_temp).resolve() / "native"
+        build_dir = Path(self.get_finalized_command("build").build_temp).resolve() / "native"
         _say(f"building the plugin library and harness for CUDA architectures {archs} against {headers.describe()}")
         start = time.monotonic()
         builder.run_cmake(
@@ -96,21 +96,23 @@ class BuildPy(build_py):
         info = {"cuda_archs": archs, "tensorrt_headers": ".".join(map(str, headers.version)), "build_seconds": seconds}
         (lib_dir / "build_info.json").write_text(json.dumps(info, indent=1) + "\n")
         _say(f"built in {seconds:.0f} s: {', '.join(names)}")
-        return True
 
 
 class BdistWheel(bdist_wheel):
-    """A wheel with prebuilt libraries is tagged for its platform (py3-none-linux_x86_64), else py3-none-any."""
+    """A wheel with prebuilt libraries installs to platlib and is tagged for its platform (py3-none-linux_x86_64);
+    a sources-only one is py3-none-any."""
 
     def finalize_options(self) -> None:
+        mode = os.environ.get("TORCHTRT_PLUGINS_PREBUILT", "auto")
+        binary = mode == "1" or (mode == "auto" and not _build_module().plugin_build_prerequisites())
+        if binary:
+            self.distribution.has_ext_modules = lambda: True
         super().finalize_options()
-        self.root_is_pure = False
+        self.root_is_pure = not binary
 
     def get_tag(self) -> tuple[str, str, str]:
-        platform_tag = super().get_tag()[2]
-        if getattr(self.distribution, "torchtrt_plugins_prebuilt", False):
-            return "py3", "none", platform_tag
-        return "py3", "none", "any"
+        tag = super().get_tag()
+        return ("py3", "none", tag[2]) if not self.root_is_pure else tag
 
 
 setup(cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel})
