@@ -358,7 +358,6 @@ def run_cmake(
 def build_torch_extension(quiet: bool = False):
     """Build (or load from the cache) the torch extension with the CUDA ops; returns the loaded module."""
     import torch
-    from torch.utils import cpp_extension
 
     root = source_dir()
     if not torch.cuda.is_available():
@@ -371,6 +370,8 @@ def build_torch_extension(quiet: bool = False):
             f"this torch's ABI, which needs the CUDA toolkit (CUDA {torch.version.cuda}, like torch); install it or "
             "set CUDA_HOME (the TensorRT plugin library needs no compiler when it comes prebuilt in the wheel)"
         )
+    from torch.utils import cpp_extension  # imports setuptools: only once a build can happen
+
     archs = cuda_archs()
     cflags = ["-O3"]
     cuda_cflags = ["-O3", "--expt-relaxed-constexpr"]

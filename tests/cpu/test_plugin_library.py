@@ -180,3 +180,12 @@ def test_load_plugins_reports_missing_creators(library, monkeypatch):
     monkeypatch.setenv("TORCHTRT_PLUGINS_LIBRARY", str(library))
     with pytest.raises(RuntimeError, match="did not register the creators"):
         native.load_plugins(FakeRegistry(registers=False))
+
+
+def test_cuda_ops_without_nvcc_say_what_they_need(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(_build, "nvcc_path", lambda: None)
+    with pytest.raises(_build.BuildError, match=r"nvcc not found: the CUDA ops .* are compiled on first use"):
+        _build.build_torch_extension(quiet=True)
