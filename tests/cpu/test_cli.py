@@ -136,17 +136,14 @@ def test_build_failure_is_reported_and_exits_1(monkeypatch, capsys):
     assert "skipped: no CUDA GPU visible to torch" in out
 
 
-def test_build_of_a_cached_library(capsys):
-    library, status = cli.cached_plugin_library()
-    if library is None:
-        pytest.skip(f"plugin library not cached ({status}); `torchtrt-plugins build` compiles it (minutes)")
+def test_build_of_a_cached_library(build, capsys):
     code = cli.main(["build"])
     out = capsys.readouterr().out
-    if _build.prebuilt_libraries() is not None:
-        assert code == 0 and f"prebuilt (from the wheel; --force builds from the sources): {library}" in out
+    if build.prebuilt:
+        assert code == 0 and f"prebuilt (from the wheel; --force builds from the sources): {build.library}" in out
         return
     # The C++ sources change under active development: either outcome is fine, reported clearly.
-    assert (code == 0 and "up to date (cached)" in out) or (code == 1 and "FAILED" in out)
+    assert (code == 0 and f"up to date (cached): {build.library}" in out) or (code == 1 and "FAILED" in out)
 
 
 def test_bench_quick_on_cpu_writes_csv_and_says_what_did_not_run(tmp_path, capsys):
