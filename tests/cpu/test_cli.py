@@ -129,7 +129,7 @@ def test_build_failure_is_reported_and_exits_1(monkeypatch, capsys):
     monkeypatch.setattr(cli, "plugin_build_prerequisites", lambda: None)
     monkeypatch.setattr(cli, "torch_ops_prerequisites", lambda: "no CUDA GPU visible to torch")
     monkeypatch.setattr(_build, "build_plugin_library", failing_build)
-    assert cli.main(["build"]) == 1
+    assert cli.main(["build", "--force"]) == 1  # --force: from the sources, even where a wheel carries the library
     out = capsys.readouterr().out
     assert "FAILED: the plugin library did not build" in out
     assert "identifier 'boom' is undefined" in out
