@@ -70,6 +70,7 @@ def test_prebuilt_library_is_used_without_nvcc_or_headers(library, monkeypatch, 
     _no_compiler_no_headers(monkeypatch, tmp_path)
     assert _build.plugin_library_unavailable() is None
     assert torchtrt_plugins.plugin_library_path() == lib / _build.PLUGIN_LIBRARY_NAME
+    assert native.plugin_library_path(build=False) == lib / _build.PLUGIN_LIBRARY_NAME
     found = _build.build_plugin_library()
     assert found.prebuilt and not found.built_now and found.harness == lib / _build.HARNESS_LIBRARY_NAME
     assert found.broken_plugins == lib / _build.BROKEN_PLUGINS_LIBRARY_NAME
