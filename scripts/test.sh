@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# The test command (README "The two commands"; .ci/run runs exactly this). Works on a fresh CPU machine:
-# installs torch's CPU wheel if torch is missing (never the CUDA build), the package with its test
-# and rtx extras, checks formatting, then runs every tier; tiers whose requirements are missing
-# (gpu, trt without a GPU/TensorRT) skip with the reason.
+# The test command (README "The two commands"; .ci/run runs exactly this, in a fresh virtual environment).
+# Works on a fresh machine: installs torch's CPU wheel when torch is missing (never the CUDA build), pins the
+# torch that is installed for every later pip call (PIP_CONSTRAINT: the extras here and the packages a tier's
+# conftest installs), installs this checkout editable with its test and rtx extras (nothing is compiled at install
+# time), checks formatting, then runs pytest over tests/: every tier, those whose requirements are missing skip
+# with the reason. Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# The CPU wheel (local version +cpu) is on PyTorch's CPU index, not on PyPI, so no CUDA build can match it.
+TORCH_CPU=${TORCHTRT_PLUGINS_TORCH:-torch==2.13.0+cpu}
+TORCH_CPU_INDEX=${TORCHTRT_PLUGINS_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
 
 if ! $PY -c "import torch" 2>/dev/null; then
-  $PY -m pip install -q "torch==2.13.0"   # the CPU wheel on our machines
+  echo "+ pip install $TORCH_CPU"
+  $PY -m pip install -q "$TORCH_CPU" --extra-index-url "$TORCH_CPU_INDEX" --timeout 15 --retries 1
 fi
-$PY -m pip install -q --no-build-isolation -e ".[test,rtx]"
+constraints=$(mktemp)
+trap 'rm -f "$constraints"' EXIT
+$PY -c "import torch; print(f'torch=={torch.__version__}')" 2>/dev/null >"$constraints"
+export PIP_CONSTRAINT=$constraints
+echo "+ pip install -e .[test,rtx] (constraint: $(cat "$constraints"))"
+$PY -m pip install -q -e ".[test,rtx]"
 
 $PY -m ruff check .
 $PY -m ruff format --check .
-git ls-files 'csrc/*.h' 'csrc/*.cpp' 'csrc/*.cu' 'csrc/*.cuh' | xargs clang-format --dry-run --Werror
+# The clang-format of the test extra (this Python's scripts folder, else the one on PATH).
+clang_format=$($PY -c "import os, sysconfig; print(os.path.join(sysconfig.get_path('scripts'), 'clang-format'))")
+[ -x "$clang_format" ] || clang_format=clang-format
+git ls-files 'csrc/*.h' 'csrc/*.cpp' 'csrc/*.cu' 'csrc/*.cuh' | xargs "$clang_format" --dry-run --Werror
 
 $PY -m pytest -q -rs "$@"

@@ -1,14 +1,24 @@
-"""Tier markers and their skip reasons, and the fixtures every tier shares.
+"""Tier markers and their skip reasons, the fixtures every tier shares, and the global-state guard.
 
 Tests live in tests/<tier>/ and are marked with that tier automatically; a tier whose requirements
 are missing is skipped with a reason that says what is missing.
+
+Every test must leave the process as it found it (tests pass in any order): a test that changes an
+environment variable, a torch config module (change them only through ``config.patch``), a logger's level or
+handlers, torch's global switches or our own switches without restoring them errors in its teardown, naming what
+it leaked.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import logging
+import os
+import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,6 +56,16 @@ def _missing(tier: str) -> str | None:
     return None
 
 
+def pytest_configure(config):
+    # Inductor sets this on its first compile; set it first, to a folder of this run, so that no test changes the
+    # environment and no run depends on what an earlier run left in the cache.
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchinductor_tests_")
+    # torch's config modules exist before the first test, so the guard below sees a change even in the first test.
+    for module in ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config"):
+        importlib.import_module(module)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         tier = Path(str(item.fspath)).parent.name
@@ -59,12 +79,122 @@ def pytest_collection_modifyitems(config, items):
                 break
 
 
-@pytest.fixture(scope="session")
-def build():
-    """The plugin library, the harness and the broken test plugins (``_build.PluginBuild``), built once per change."""
+def pytest_report_header(config) -> list[str]:
+    """Which torchtrt_plugins is under test (a checkout or an installed wheel) and where its libraries come from."""
+    import torchtrt_plugins
     from torchtrt_plugins import _build
 
+    prebuilt = _build.prebuilt_libraries()
+    try:
+        sources = str(_build.source_dir())
+    except _build.BuildError as err:
+        sources = str(err)
+    return [
+        f"torchtrt_plugins: {Path(torchtrt_plugins.__file__).parent}",
+        f"  plugin library: {f'prebuilt {prebuilt.directory}' if prebuilt else 'built from the sources on first use'}",
+        f"  native sources: {sources}",
+        f"  TensorRT headers: {_build.find_tensorrt_headers().describe()}",
+    ]
+
+
+@pytest.fixture(scope="session")
+def build():
+    """The plugin library, the harness and the broken test plugins (``_build.PluginBuild``): prebuilt (a wheel),
+    cached or built now. Skips saying what is missing where they can be neither found nor built; fails where a
+    build with everything present fails."""
+    from torchtrt_plugins import _build
+
+    reason = _build.plugin_library_unavailable()
+    if reason:
+        pytest.skip(f"needs the plugin library: {reason}")
     try:
         return _build.build_plugin_library()
     except _build.BuildError as err:
-        pytest.fail(f"plugin library and harness must build on every machine with nvcc and the TensorRT headers: {err}")
+        pytest.fail(
+            f"the plugin library and harness must build wherever nvcc, cmake and the TensorRT headers are: {err}"
+        )
+
+
+# ------------------------------------------------------------------------------------------ global-state guard
+
+_STATE_BEFORE = pytest.StashKey[dict]()
+#: Loggers whose level, handlers and propagation a test must leave as it found them.
+_WATCHED_LOGGER_PREFIXES = ("torch", "torchtrt_plugins")
+
+
+def _config_modules() -> dict[str, Any]:
+    from torch.utils._config_module import ConfigModule
+
+    return {name: m for name, m in list(sys.modules.items()) if isinstance(m, ConfigModule)}
+
+
+def _logger_state(logger: logging.Logger) -> tuple:
+    # pytest's own capture handlers come and go with each test phase.
+    handlers = frozenset(h for h in logger.handlers if not type(h).__module__.startswith("_pytest"))
+    return logger.level, logger.propagate, logger.disabled, handlers
+
+
+def global_state() -> dict[str, Any]:
+    """What a test may change only for its own duration."""
+    import torch
+
+    state: dict[str, Any] = {"os.environ": dict(os.environ), "cwd": os.getcwd(), "sys.path": list(sys.path)}
+    for name, module in _config_modules().items():
+        state[f"config {name}"] = module.get_config_copy()
+        # A deleted entry (what a monkeypatch of the module may leave behind) is hidden, not changed.
+        state[f"config {name} hidden entries"] = sorted(k for k, e in getattr(module, "_config", {}).items() if e.hide)
+    loggers = {"<root>": logging.getLogger()}
+    loggers.update(
+        (name, logger)
+        for name, logger in list(logging.Logger.manager.loggerDict.items())
+        if isinstance(logger, logging.Logger) and name.split(".")[0] in _WATCHED_LOGGER_PREFIXES
+    )
+    state["logging.disable"] = logging.root.manager.disable
+    state.update((f"logger {name}", _logger_state(logger)) for name, logger in loggers.items())
+    state["torch switches"] = (
+        torch.get_default_dtype(),
+        torch.is_grad_enabled(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.get_num_threads(),
+    )
+    lowering = sys.modules.get("torchtrt_plugins.lowering")
+    if lowering is not None:
+        state["torchtrt_plugins.lowering._enabled"] = lowering._enabled
+    return state
+
+
+def _differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    leaks = []
+    for key, old in before.items():
+        if key not in after or after[key] == old:
+            continue
+        new = after[key]
+        if key.startswith("logger ") and old[:3] == new[:3] and new[3] <= old[3]:
+            continue  # a handler gone is torch's lazy setup (torch.__trace drops its own); a handler added is a leak
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed = sorted(k for k in old.keys() | new.keys() if old.get(k, "<unset>") != new.get(k, "<unset>"))
+            detail = ", ".join(f"{k}: {old.get(k, '<unset>')!r} -> {new.get(k, '<unset>')!r}" for k in changed)
+            leaks.append(f"{key}: {detail}")
+        else:
+            leaks.append(f"{key}: {old!r} -> {new!r}")
+    return leaks
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_STATE_BEFORE] = global_state()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    before = item.stash.get(_STATE_BEFORE, None)
+    if before is not None:
+        leaks = _differences(before, global_state())
+        if leaks:
+            pytest.fail(
+                f"{item.nodeid} leaked global state (restore it: monkeypatch, config.patch):\n  " + "\n  ".join(leaks),
+                pytrace=False,
+            )
+    return result

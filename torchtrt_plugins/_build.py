@@ -2,12 +2,16 @@
 
 Two products:
 - the TensorRT plugin library (``libtorchtrt_plugins_v3.so``, CMake target ``torchtrt_plugins_v3``) and the
-  conformance harness, built with CMake/nvcc against the TensorRT headers (no libnvinfer, no libtorch);
+  conformance harness, built with CMake/nvcc against the TensorRT headers (no libnvinfer, no libtorch). A wheel
+  carries them prebuilt (``torchtrt_plugins/lib``); from a source checkout they are built on first use;
 - the torch extension registering the CUDA implementations of the ops, built with
-  ``torch.utils.cpp_extension`` when a CUDA GPU is present.
+  ``torch.utils.cpp_extension`` on first use when a CUDA GPU is present (it is tied to the torch ABI, so never
+  prebuilt).
 
-Both are cached under ``$TORCHTRT_PLUGINS_CACHE`` (default ``~/.cache/torchtrt_plugins``), keyed by a
-hash of the sources and build settings, so a build happens once per change.
+The sources are the checkout's ``csrc/`` and ``CMakeLists.txt``, or the copy a wheel carries in
+``torchtrt_plugins/_native``. Builds are cached under ``$TORCHTRT_PLUGINS_CACHE`` (default
+``~/.cache/torchtrt_plugins``), keyed by a hash of the sources and build settings, so a build happens once per
+change.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PLUGIN_LIBRARY_NAME = "libtorchtrt_plugins_v3.so"
@@ -27,6 +33,26 @@ HARNESS_LIBRARY_NAME = "libtorchtrt_plugins_harness.so"
 BROKEN_PLUGINS_LIBRARY_NAME = "libttp_broken_plugins.so"
 TORCH_EXTENSION_NAME = "torchtrt_plugins_cuda_ops"
 DEFAULT_CUDA_ARCH = "90"
+#: CMake CUDA architectures of the libraries a wheel carries: SASS for the data-center (sm_80 A100, sm_90
+#: H100/H200, sm_100 B200, sm_103 B300) and consumer (sm_86 RTX 30, sm_89 RTX 40/L4/L40, sm_120 RTX 50)
+#: GPUs CUDA 13's nvcc supports from sm_80 up, plus PTX of the newest (compute_120) for later GPUs.
+WHEEL_CUDA_ARCHS = "80-real;86-real;89-real;90-real;100-real;103-real;120"
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+#: Where a wheel carries the native sources (``CMakeLists.txt`` and ``csrc/``) ...
+BUNDLED_SOURCE_DIR = PACKAGE_DIR / "_native"
+#: ... and the prebuilt plugin library, harness and the harness's broken test plugins.
+PREBUILT_DIR = PACKAGE_DIR / "lib"
+
+#: TensorRT major versions whose headers the plugin library builds against (the ``v_1_0`` IPluginV3 interfaces).
+SUPPORTED_TENSORRT_MAJORS = (10, 11)
+HEADERS_NEEDED = (
+    "the TensorRT C++ headers (NvInferRuntime.h and the rest of TensorRT's include/) of TensorRT 10.x or 11.x "
+    "(the v_1_0 IPluginV3 interfaces): the include/ folder of the open-source TensorRT release "
+    "(https://github.com/NVIDIA/TensorRT, tags v10.* or v11.*), of the TensorRT tar package, or the Debian package "
+    "libnvinfer-headers-dev. Set TENSORRT_INCLUDE_DIR to that folder or TENSORRT_ROOT to the folder holding it. "
+    "The pip packages of TensorRT carry no headers: a wheel of torchtrt-plugins carries the library prebuilt"
+)
 
 
 class BuildError(RuntimeError):
@@ -37,16 +63,26 @@ def _message(text: str) -> None:
     print(f"[torchtrt_plugins] {text}", file=sys.stderr, flush=True)
 
 
+def _is_source_root(root: Path) -> bool:
+    return (root / "csrc").is_dir() and (root / "CMakeLists.txt").is_file()
+
+
 def source_dir() -> Path:
-    """The checkout holding ``csrc/`` and ``CMakeLists.txt``."""
+    """The native sources (``csrc/`` and ``CMakeLists.txt``).
+
+    ``TORCHTRT_PLUGINS_SOURCE_DIR`` if set; else the checkout this package is imported from (a source or editable
+    install); else the copy an installed wheel carries (``torchtrt_plugins/_native``).
+    """
     override = os.environ.get("TORCHTRT_PLUGINS_SOURCE_DIR")
-    root = Path(override) if override else Path(__file__).resolve().parent.parent
-    if not (root / "csrc").is_dir() or not (root / "CMakeLists.txt").is_file():
-        raise BuildError(
-            f"native sources not found under {root}; install torchtrt-plugins from a source checkout "
-            "(pip install -e .) or set TORCHTRT_PLUGINS_SOURCE_DIR to one"
-        )
-    return root
+    candidates = [Path(override)] if override else [PACKAGE_DIR.parent, BUNDLED_SOURCE_DIR]
+    for root in candidates:
+        if _is_source_root(root):
+            return root
+    raise BuildError(
+        f"native sources (csrc/ and CMakeLists.txt) not found under {' or '.join(map(str, candidates))}; "
+        "reinstall torchtrt-plugins (its wheel and a source checkout both carry them) or set "
+        "TORCHTRT_PLUGINS_SOURCE_DIR to a checkout"
+    )
 
 
 def cache_dir() -> Path:
@@ -58,26 +94,89 @@ def cache_dir() -> Path:
     return path
 
 
-def tensorrt_include_dir() -> Path | None:
-    """TensorRT headers: ``TENSORRT_INCLUDE_DIR``, ``TENSORRT_ROOT/include``, then known places."""
-    candidates = []
-    if os.environ.get("TENSORRT_INCLUDE_DIR"):
-        candidates.append(Path(os.environ["TENSORRT_INCLUDE_DIR"]))
-    if os.environ.get("TENSORRT_ROOT"):
-        candidates.append(Path(os.environ["TENSORRT_ROOT"]) / "include")
+# ------------------------------------------------------------------------------------------ TensorRT headers
+
+
+def tensorrt_header_version(include: Path) -> tuple[int, int, int] | None:
+    """(major, minor, patch) from ``NvInferVersion.h``, or None when it cannot be read."""
     try:
-        root = source_dir()
-        candidates += [
-            root / ".deps" / "tensorrt" / "include",
-            root.parent / "shared" / "third_party" / "tensorrt" / "include",
-        ]
-    except BuildError:
-        pass
-    candidates += [Path("/usr/include/x86_64-linux-gnu"), Path("/usr/local/tensorrt/include")]
-    for candidate in candidates:
-        if (candidate / "NvInferRuntime.h").is_file():
-            return candidate.resolve()
-    return None
+        text = (include / "NvInferVersion.h").read_text(errors="replace")
+    except OSError:
+        return None
+    parts = []
+    for part in ("MAJOR", "MINOR", "PATCH"):
+        # 11.x defines NV_TENSORRT_MAJOR through TRT_MAJOR_<flavour>; 10.x defines the number directly.
+        found = re.search(rf"#define\s+TRT_{part}_\w+\s+(\d+)", text) or re.search(
+            rf"#define\s+NV_TENSORRT_{part}\s+(\d+)", text
+        )
+        if found is None:
+            return None
+        parts.append(int(found.group(1)))
+    return parts[0], parts[1], parts[2]
+
+
+@dataclass
+class HeaderSearch:
+    """Where the TensorRT headers were found (``include`` and how: ``source``), or why not (``tried``)."""
+
+    include: Path | None
+    source: str = ""
+    version: tuple[int, int, int] | None = None
+    tried: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if self.include is None:
+            return "not found (tried: " + "; ".join(self.tried) + ")"
+        version = ".".join(map(str, self.version)) if self.version else "?"
+        return f"{self.include} (TensorRT {version}, from {self.source})"
+
+    def error(self) -> str:
+        """What a build needs when no headers were found."""
+        return f"TensorRT headers not found; the plugin library needs {HEADERS_NEEDED}. Tried: {'; '.join(self.tried)}"
+
+
+def _system_include_dirs() -> list[tuple[str, Path]]:
+    """Where system packages put the headers: Debian/Ubuntu's multiarch folder, then /usr/include (RPMs)."""
+    machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine().lower())
+    return [
+        ("the Debian packages' folder", Path("/usr/include") / f"{machine}-linux-gnu"),
+        ("/usr/include", Path("/usr/include")),
+    ]
+
+
+def find_tensorrt_headers() -> HeaderSearch:
+    """TensorRT headers: ``TENSORRT_INCLUDE_DIR``, else ``TENSORRT_ROOT/include`` (the tar layout), else the
+    Debian packages' ``/usr/include/<arch>-linux-gnu``, else ``/usr/include``.
+
+    A variable that is set decides: when it names no usable headers, the search stops there with the reason.
+    """
+    search = HeaderSearch(None)
+    candidates: list[tuple[str, Path]] = []
+    if os.environ.get("TENSORRT_INCLUDE_DIR"):
+        candidates.append(("TENSORRT_INCLUDE_DIR", Path(os.environ["TENSORRT_INCLUDE_DIR"])))
+    elif os.environ.get("TENSORRT_ROOT"):
+        candidates.append(("TENSORRT_ROOT/include", Path(os.environ["TENSORRT_ROOT"]) / "include"))
+    else:
+        candidates += _system_include_dirs()
+    for source, candidate in candidates:
+        if not (candidate / "NvInferRuntime.h").is_file():
+            search.tried.append(f"{source}: {candidate} has no NvInferRuntime.h")
+            continue
+        version = tensorrt_header_version(candidate)
+        if version is None or version[0] not in SUPPORTED_TENSORRT_MAJORS:
+            found = ".".join(map(str, version)) if version else "an unknown version (no readable NvInferVersion.h)"
+            search.tried.append(f"{source}: {candidate} holds TensorRT {found}, not 10.x or 11.x")
+            continue
+        return HeaderSearch(candidate.resolve(), source, version, search.tried)
+    return search
+
+
+def tensorrt_include_dir() -> Path | None:
+    """The folder holding the TensorRT headers (see ``find_tensorrt_headers``), or None."""
+    return find_tensorrt_headers().include
+
+
+# ------------------------------------------------------------------------------------------ toolchain
 
 
 def nvcc_path() -> str | None:
@@ -88,12 +187,6 @@ def nvcc_path() -> str | None:
         if home and (Path(home) / "bin" / "nvcc").is_file():
             return str(Path(home) / "bin" / "nvcc")
     return None
-
-
-def missing_build_tools() -> list[str]:
-    """What building the plugin library needs and this machine lacks (empty when it can build)."""
-    needs = {"nvcc": nvcc_path(), "cmake": shutil.which("cmake"), "TensorRT headers": tensorrt_include_dir()}
-    return [name for name, found in needs.items() if not found]
 
 
 def cuda_archs() -> str:
@@ -140,6 +233,8 @@ class PluginBuild:
     built_now: bool
     #: The harness's deliberately broken test plugins (built with the harness).
     broken_plugins: Path | None = None
+    #: True for the libraries a wheel carries (``torchtrt_plugins/lib``), False for a build from the sources.
+    prebuilt: bool = False
 
 
 _NATIVE_PATTERNS = (
@@ -155,22 +250,64 @@ def plugin_build_dir(root: Path, include: Path, nvcc: str, archs: str) -> Path:
     return cache_dir() / f"plugins-{_hash_sources(root, _NATIVE_PATTERNS, f'{include}|{archs}|{nvcc}')}"
 
 
+def prebuilt_libraries() -> PluginBuild | None:
+    """The libraries an installed wheel carries (``torchtrt_plugins/lib``), or None (a source checkout)."""
+    library = PREBUILT_DIR / PLUGIN_LIBRARY_NAME
+    if not library.is_file():
+        return None
+    harness, broken = PREBUILT_DIR / HARNESS_LIBRARY_NAME, PREBUILT_DIR / BROKEN_PLUGINS_LIBRARY_NAME
+    return PluginBuild(
+        PREBUILT_DIR,
+        library,
+        harness if harness.is_file() else None,
+        built_now=False,
+        broken_plugins=broken if broken.is_file() else None,
+        prebuilt=True,
+    )
+
+
+def plugin_build_prerequisites() -> list[str]:
+    """What a build of the plugin library from the sources lacks here (empty when it can build)."""
+    reasons = []
+    try:
+        source_dir()
+    except BuildError as err:
+        reasons.append(str(err))
+    headers = find_tensorrt_headers()
+    if headers.include is None:
+        reasons.append(headers.error())
+    if nvcc_path() is None:
+        reasons.append("nvcc not found: install the CUDA toolkit or set CUDA_HOME")
+    if shutil.which("cmake") is None:
+        reasons.append("cmake not found: pip install cmake")
+    return reasons
+
+
+_CANNOT_BUILD = "cannot build the plugin library from the sources: "
+
+
+def plugin_library_unavailable() -> str | None:
+    """Why ``build_plugin_library()`` can give no library here (none prebuilt, and a build lacks something), or
+    None when it can."""
+    if prebuilt_libraries() is not None:
+        return None
+    missing = plugin_build_prerequisites()
+    return _CANNOT_BUILD + "; ".join(missing) if missing else None
+
+
 def build_plugin_library(force: bool = False, quiet: bool = False) -> PluginBuild:
-    """Build (or find in the cache) the plugin library and the harness. Raises BuildError with the reason."""
-    root = source_dir()
-    include = tensorrt_include_dir()
-    if include is None:
-        raise BuildError(
-            "TensorRT headers not found: set TENSORRT_INCLUDE_DIR (the folder holding NvInferRuntime.h) "
-            "or TENSORRT_ROOT"
-        )
-    nvcc = nvcc_path()
-    if nvcc is None:
-        raise BuildError("nvcc not found: install the CUDA toolkit or set CUDA_HOME")
-    cmake = shutil.which("cmake")
-    if cmake is None:
-        raise BuildError("cmake not found: pip install cmake")
-    archs = cuda_archs()
+    """The plugin library and the harness: the prebuilt ones a wheel carries, else built from the sources (or
+    found in the cache). ``force`` builds from the sources even when cached or prebuilt. Raises BuildError with
+    what is missing."""
+    if not force:
+        prebuilt = prebuilt_libraries()
+        if prebuilt is not None:
+            return prebuilt
+    missing = plugin_build_prerequisites()
+    if missing:
+        raise BuildError(_CANNOT_BUILD + "; ".join(missing))
+    root, include, nvcc, archs = source_dir(), tensorrt_include_dir(), nvcc_path(), cuda_archs()
+    assert include is not None and nvcc is not None
     build_dir = plugin_build_dir(root, include, nvcc, archs)
     library = build_dir / PLUGIN_LIBRARY_NAME
     harness = build_dir / HARNESS_LIBRARY_NAME if (root / "csrc" / "harness").is_dir() else None
@@ -179,16 +316,22 @@ def build_plugin_library(force: bool = False, quiet: bool = False) -> PluginBuil
     with _locked(build_dir):
         if all(p.is_file() for p in products) and not force:
             return PluginBuild(build_dir, library, harness, built_now=False, broken_plugins=broken)
-        _run_cmake(root, build_dir, include, nvcc, cmake, archs, quiet)
-    missing = [str(p) for p in products if not p.is_file()]
-    if missing:
-        raise BuildError(f"build finished but {', '.join(missing)} missing")
+        if not quiet:
+            _message(f"building the TensorRT plugin library for sm_{archs} into {build_dir} (once per source change)")
+        run_cmake(root, build_dir, include=include, nvcc=nvcc, archs=archs)
+    missing_products = [str(p) for p in products if not p.is_file()]
+    if missing_products:
+        raise BuildError(f"build finished but {', '.join(missing_products)} missing")
     return PluginBuild(build_dir, library, harness, built_now=True, broken_plugins=broken)
 
 
-def _run_cmake(root: Path, build_dir: Path, include: Path, nvcc: str, cmake: str, archs: str, quiet: bool) -> None:
-    if not quiet:
-        _message(f"building the TensorRT plugin library for sm_{archs} into {build_dir} (once per source change)")
+def run_cmake(
+    root: Path, build_dir: Path, *, include: Path, nvcc: str, archs: str, extra: tuple[str, ...] = ()
+) -> None:
+    """Configure and build the CMake project at ``root`` into ``build_dir`` (the first-use build and the wheel's)."""
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise BuildError("cmake not found: pip install cmake")
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     env = dict(os.environ, CUDACXX=nvcc)
     configure = [
@@ -202,6 +345,7 @@ def _run_cmake(root: Path, build_dir: Path, include: Path, nvcc: str, cmake: str
         f"-DTENSORRT_INCLUDE_DIR={include}",
         f"-DCMAKE_CUDA_ARCHITECTURES={archs}",
         f"-DCMAKE_CUDA_COMPILER={nvcc}",
+        *extra,
     ]
     for command in (configure, [cmake, "--build", str(build_dir), "--parallel"]):
         result = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -214,7 +358,6 @@ def _run_cmake(root: Path, build_dir: Path, include: Path, nvcc: str, cmake: str
 def build_torch_extension(quiet: bool = False):
     """Build (or load from the cache) the torch extension with the CUDA ops; returns the loaded module."""
     import torch
-    from torch.utils import cpp_extension
 
     root = source_dir()
     if not torch.cuda.is_available():
@@ -222,7 +365,13 @@ def build_torch_extension(quiet: bool = False):
             "no CUDA GPU visible to torch: the CUDA ops are not built (the CPU reference kernels are used)"
         )
     if nvcc_path() is None:
-        raise BuildError("nvcc not found: install the CUDA toolkit or set CUDA_HOME")
+        raise BuildError(
+            "nvcc not found: the CUDA ops (torch.ops.torchtrt.* on CUDA tensors) are compiled on first use against "
+            f"this torch's ABI, which needs the CUDA toolkit (CUDA {torch.version.cuda}, like torch); install it or "
+            "set CUDA_HOME (the TensorRT plugin library needs no compiler when it comes prebuilt in the wheel)"
+        )
+    from torch.utils import cpp_extension  # imports setuptools: only once a build can happen
+
     archs = cuda_archs()
     cflags = ["-O3"]
     cuda_cflags = ["-O3", "--expt-relaxed-constexpr"]

@@ -4,8 +4,8 @@
   plugins) and, for each missing piece, what to do. Always exits 0.
 - ``build``: the TensorRT plugin library (and harness) and, with a GPU, the CUDA torch ops. A piece
   whose prerequisites are missing is skipped with the reason; a build that fails exits 1.
-- ``bench``: the benchmark scripts of the source checkout, in this process, side by side; CSV,
-  plots and a table into ``--out``. On a machine without GPU it runs what the CPU can run and says
+- ``bench``: the benchmark scripts of the package (``torchtrt_plugins.benchmarks``), in this process, side
+  by side; CSV, plots and a table into ``--out``. On a machine without GPU it runs what the CPU can run and says
   what it could not run and why.
 """
 
@@ -84,20 +84,6 @@ def nvcc_version(nvcc: str) -> str:
     return found.group(1) if found else "?"
 
 
-def tensorrt_header_version(include: Path) -> str:
-    try:
-        text = (include / "NvInferVersion.h").read_text(errors="replace")
-    except OSError:
-        return "?"
-    parts = []
-    for part in ("MAJOR", "MINOR", "PATCH"):
-        found = re.search(rf"#define\s+TRT_{part}_\w+\s+(\d+)", text) or re.search(
-            rf"#define\s+NV_TENSORRT_{part}\s+(\d+)", text
-        )
-        parts.append(found.group(1) if found else "?")
-    return ".".join(parts)
-
-
 def cached_plugin_library() -> tuple[Path | None, str]:
     """The plugin library for the current sources if it is built (never builds), and a status line."""
     override = os.environ.get("TORCHTRT_PLUGINS_LIBRARY")
@@ -111,6 +97,9 @@ def cached_plugin_library() -> tuple[Path | None, str]:
                 f"TORCHTRT_PLUGINS_LIBRARY={override} does not exist",
             )
         )
+    prebuilt = _build.prebuilt_libraries()
+    if prebuilt is not None:
+        return prebuilt.library, f"{prebuilt.library} (prebuilt, from the wheel)"
     try:
         root = _build.source_dir()
     except _build.BuildError as err:
@@ -214,18 +203,13 @@ def _toolchain_checks() -> list[Check]:
 
 def _tensorrt_checks() -> list[Check]:
     section = "TensorRT"
-    include = _build.tensorrt_include_dir()
-    checks = [
-        Check(section, "TensorRT headers", OK, f"{include} (TensorRT {tensorrt_header_version(include)})")
-        if include
-        else Check(
-            section,
-            "TensorRT headers",
-            MISSING,
-            "NvInferRuntime.h not found",
-            "set TENSORRT_INCLUDE_DIR (the folder holding NvInferRuntime.h) or TENSORRT_ROOT",
-        )
-    ]
+    headers = _build.find_tensorrt_headers()
+    if headers.include is not None:
+        checks = [Check(section, "TensorRT headers", OK, headers.describe())]
+    elif _build.prebuilt_libraries() is not None:  # only a build from the sources needs them
+        checks = [Check(section, "TensorRT headers", OPTIONAL, headers.describe(), _build.HEADERS_NEEDED)]
+    else:
+        checks = [Check(section, "TensorRT headers", MISSING, headers.describe(), _build.HEADERS_NEEDED)]
     fixes = {
         "tensorrt": (MISSING, "pip install tensorrt on a GPU machine (needed to build engines; the trt tier)"),
         "torch_tensorrt": (
@@ -399,26 +383,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def plugin_build_prerequisites() -> str | None:
-    """Why the plugin library cannot be built here, or None."""
-    try:
-        _build.source_dir()
-    except _build.BuildError as err:
-        return str(err)
-    reasons = []
-    if _build.tensorrt_include_dir() is None:
-        reasons.append("TensorRT headers not found (set TENSORRT_INCLUDE_DIR or TENSORRT_ROOT)")
-    if _build.nvcc_path() is None:
-        reasons.append("nvcc not found (install the CUDA toolkit or set CUDA_HOME)")
-    if shutil.which("cmake") is None:
-        reasons.append("cmake not found (pip install cmake)")
-    return "; ".join(reasons) or None
+    """Why the plugin library cannot be built from the sources here, or None."""
+    return "; ".join(_build.plugin_build_prerequisites()) or None
 
 
 def torch_ops_prerequisites() -> str | None:
     if not torch.cuda.is_available():
         return "no CUDA GPU visible to torch (the CPU reference kernels are used)"
     if _build.nvcc_path() is None:
-        return "nvcc not found (install the CUDA toolkit or set CUDA_HOME)"
+        return "nvcc not found: they are compiled on first use for this torch (install the CUDA toolkit)"
     try:
         _build.source_dir()
     except _build.BuildError as err:
@@ -433,8 +406,12 @@ def _indent(text: str, prefix: str = "      ") -> str:
 def cmd_build(args: argparse.Namespace) -> int:
     failed = skipped = False
     _say("plugin library (TensorRT IPluginV3 plugins + conformance harness)")
+    prebuilt = None if args.force else _build.prebuilt_libraries()
     reason = plugin_build_prerequisites()
-    if reason:
+    if prebuilt is not None:
+        _say(f"  prebuilt (from the wheel; --force builds from the sources): {prebuilt.library}")
+        _say(f"  harness: {prebuilt.harness}")
+    elif reason:
         skipped = True
         _say(f"  skipped: {reason}")
     else:

@@ -38,7 +38,8 @@ def cuda_ops_loaded() -> bool:
 
 
 def plugin_library_path(build: bool = True) -> Path:
-    """Path of the TensorRT plugin library (``TORCHTRT_PLUGINS_LIBRARY`` overrides; else build/cache)."""
+    """Path of the TensorRT plugin library: ``TORCHTRT_PLUGINS_LIBRARY`` overrides; else the prebuilt one a wheel
+    carries; else built from the sources (or found in the cache), unless ``build`` is False."""
     override = os.environ.get("TORCHTRT_PLUGINS_LIBRARY")
     if override:
         path = Path(override)
@@ -47,7 +48,10 @@ def plugin_library_path(build: bool = True) -> Path:
         return path
     with _lock:
         if not build:
-            raise FileNotFoundError("plugin library not built; run `torchtrt-plugins build`")
+            prebuilt = _build.prebuilt_libraries()
+            if prebuilt is None:
+                raise FileNotFoundError("plugin library not built; run `torchtrt-plugins build`")
+            return prebuilt.library
         return _build.build_plugin_library().library
 
 

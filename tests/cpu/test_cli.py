@@ -44,10 +44,82 @@ def test_doctor_reports_every_piece_and_exits_0(capsys):
 
 def test_build_without_sources_skips_with_the_reason(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("TORCHTRT_PLUGINS_SOURCE_DIR", str(tmp_path))
-    assert cli.main(["build"]) == 0
+    assert cli.main(["build", "--force"]) == 0  # --force: from the sources, even where a wheel carries the library
     out = capsys.readouterr().out
-    assert "skipped: native sources not found" in out
-    assert cli.main(["build", "--strict"]) == 1
+    assert "skipped: native sources (csrc/ and CMakeLists.txt) not found" in out
+    assert cli.main(["build", "--force", "--strict"]) == 1
+
+
+def _no_tensorrt_headers(monkeypatch, tmp_path):
+    """A machine where no TensorRT headers are found: no variables, empty system folders."""
+    monkeypatch.delenv("TENSORRT_INCLUDE_DIR", raising=False)
+    monkeypatch.delenv("TENSORRT_ROOT", raising=False)
+    monkeypatch.setattr(_build, "_system_include_dirs", lambda: [("/usr/include", tmp_path / "usr-include")])
+
+
+def _headers(root, version=(11, 1, 0)):
+    root.mkdir(parents=True)
+    (root / "NvInferRuntime.h").write_text("// stand-in\n")
+    major, minor, patch = version
+    (root / "NvInferVersion.h").write_text(
+        f"#define NV_TENSORRT_MAJOR {major}\n#define NV_TENSORRT_MINOR {minor}\n#define NV_TENSORRT_PATCH {patch}\n"
+    )
+    return root
+
+
+@pytest.mark.parametrize("variable", ["TENSORRT_INCLUDE_DIR", "TENSORRT_ROOT", "debian"])
+def test_doctor_says_where_the_tensorrt_headers_were_found(variable, monkeypatch, tmp_path, capsys):
+    _no_tensorrt_headers(monkeypatch, tmp_path)
+    if variable == "TENSORRT_INCLUDE_DIR":
+        include = _headers(tmp_path / "trt" / "include")
+        monkeypatch.setenv("TENSORRT_INCLUDE_DIR", str(include))
+    elif variable == "TENSORRT_ROOT":
+        include = _headers(tmp_path / "TensorRT-10.13.0" / "include", (10, 13, 0))
+        monkeypatch.setenv("TENSORRT_ROOT", str(include.parent))
+    else:
+        include = _headers(tmp_path / "x86_64-linux-gnu", (10, 3, 0))
+        monkeypatch.setattr(_build, "_system_include_dirs", lambda: [("the Debian packages' folder", include)])
+    assert cli.main(["doctor"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "TensorRT headers" in line)
+    source = {"TENSORRT_ROOT": "TENSORRT_ROOT/include", "debian": "the Debian packages' folder"}.get(variable, variable)
+    assert str(include) in line and f"from {source}" in line and "[ok]" in line
+
+
+def test_doctor_without_tensorrt_headers_says_what_is_needed(monkeypatch, tmp_path, capsys):
+    _no_tensorrt_headers(monkeypatch, tmp_path)
+    monkeypatch.setattr(_build, "prebuilt_libraries", lambda: None)
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "[missing] TensorRT headers" in out
+    assert "TensorRT 10.x or 11.x" in out and "https://github.com/NVIDIA/TensorRT" in out
+    assert "TENSORRT_INCLUDE_DIR" in out and "TENSORRT_ROOT" in out
+
+
+def test_headers_of_an_unsupported_tensorrt_are_refused_with_the_version(monkeypatch, tmp_path):
+    _no_tensorrt_headers(monkeypatch, tmp_path)
+    monkeypatch.setenv("TENSORRT_INCLUDE_DIR", str(_headers(tmp_path / "trt8", (8, 6, 1))))
+    search = _build.find_tensorrt_headers()
+    assert search.include is None and "holds TensorRT 8.6.1, not 10.x or 11.x" in search.describe()
+
+
+def test_a_set_variable_decides_even_when_it_is_wrong(monkeypatch, tmp_path):
+    _no_tensorrt_headers(monkeypatch, tmp_path)
+    monkeypatch.setattr(_build, "_system_include_dirs", lambda: [("/usr/include", _headers(tmp_path / "usr"))])
+    monkeypatch.setenv("TENSORRT_ROOT", str(tmp_path / "nowhere"))
+    search = _build.find_tensorrt_headers()
+    assert search.include is None and f"TENSORRT_ROOT/include: {tmp_path / 'nowhere' / 'include'}" in search.describe()
+    monkeypatch.delenv("TENSORRT_ROOT")
+    assert _build.find_tensorrt_headers().include == (tmp_path / "usr").resolve()
+
+
+def test_source_build_without_headers_says_exactly_what_it_needs(monkeypatch, tmp_path, capsys):
+    _no_tensorrt_headers(monkeypatch, tmp_path)
+    assert cli.main(["build", "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped: TensorRT headers not found; the plugin library needs" in out
+    assert "TensorRT 10.x or 11.x (the v_1_0 IPluginV3 interfaces)" in out and "NVIDIA/TensorRT" in out
+    with pytest.raises(_build.BuildError, match="TensorRT headers not found; the plugin library needs"):
+        _build.build_plugin_library(force=True)
 
 
 def test_build_failure_is_reported_and_exits_1(monkeypatch, capsys):
@@ -57,21 +129,21 @@ def test_build_failure_is_reported_and_exits_1(monkeypatch, capsys):
     monkeypatch.setattr(cli, "plugin_build_prerequisites", lambda: None)
     monkeypatch.setattr(cli, "torch_ops_prerequisites", lambda: "no CUDA GPU visible to torch")
     monkeypatch.setattr(_build, "build_plugin_library", failing_build)
-    assert cli.main(["build"]) == 1
+    assert cli.main(["build", "--force"]) == 1  # --force: from the sources, even where a wheel carries the library
     out = capsys.readouterr().out
     assert "FAILED: the plugin library did not build" in out
     assert "identifier 'boom' is undefined" in out
     assert "skipped: no CUDA GPU visible to torch" in out
 
 
-def test_build_of_a_cached_library(capsys):
-    library, status = cli.cached_plugin_library()
-    if library is None:
-        pytest.skip(f"plugin library not cached ({status}); `torchtrt-plugins build` compiles it (minutes)")
+def test_build_of_a_cached_library(build, capsys):
     code = cli.main(["build"])
     out = capsys.readouterr().out
+    if build.prebuilt:
+        assert code == 0 and f"prebuilt (from the wheel; --force builds from the sources): {build.library}" in out
+        return
     # The C++ sources change under active development: either outcome is fine, reported clearly.
-    assert (code == 0 and "up to date (cached)" in out) or (code == 1 and "FAILED" in out)
+    assert (code == 0 and f"up to date (cached): {build.library}" in out) or (code == 1 and "FAILED" in out)
 
 
 def test_bench_quick_on_cpu_writes_csv_and_says_what_did_not_run(tmp_path, capsys):

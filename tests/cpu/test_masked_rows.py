@@ -168,8 +168,8 @@ def test_validator_rejects_unsupported_dtypes():
     assert not converters.validate_node(node)
 
 
-def test_compile_fullgraph_with_data_dependent_output(monkeypatch):
-    monkeypatch.setattr(torch._dynamo.config, "capture_dynamic_output_shape_ops", True)
+@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)
+def test_compile_fullgraph_with_data_dependent_output():
     backend = GraphRecorder()
 
     model = _Select()

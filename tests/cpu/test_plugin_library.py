@@ -1,8 +1,11 @@
-"""The TensorRT plugin library: builds with nvcc + TensorRT headers, exports exactly two symbols,
-depends on the CUDA runtime only, and loads idempotently."""
+"""The TensorRT plugin library: builds with nvcc + TensorRT headers (or comes prebuilt in a wheel), exports exactly
+two symbols, depends on the CUDA runtime only, and loads idempotently."""
 
+import collections
 import shutil
+import struct
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -11,11 +14,8 @@ from torchtrt_plugins import _build, native
 
 
 @pytest.fixture(scope="module")
-def library():
-    try:
-        return _build.build_plugin_library().library
-    except _build.BuildError as err:
-        pytest.fail(f"plugin library must build on every machine with nvcc and the TensorRT headers: {err}")
+def library(build):
+    return build.library
 
 
 def test_file_name_differs_from_torch_tensorrt(library):
@@ -41,6 +41,96 @@ def test_depends_on_cuda_runtime_only(library):
 def test_build_is_cached(library):
     again = _build.build_plugin_library()
     assert again.library == library and not again.built_now
+
+
+# ------------------------------------------------------------------------------------ wheel: prebuilt libraries
+
+
+def _fake_wheel(monkeypatch, tmp_path, library):
+    """This package as a wheel installs it: the prebuilt libraries in lib/, the sources in _native/."""
+    lib = tmp_path / "torchtrt_plugins" / "lib"
+    lib.mkdir(parents=True)
+    for name in (_build.PLUGIN_LIBRARY_NAME, _build.HARNESS_LIBRARY_NAME, _build.BROKEN_PLUGINS_LIBRARY_NAME):
+        shutil.copy2(library.parent / name, lib / name)
+    monkeypatch.setattr(_build, "PREBUILT_DIR", lib)
+    monkeypatch.delenv("TORCHTRT_PLUGINS_LIBRARY", raising=False)
+    return lib
+
+
+def _no_compiler_no_headers(monkeypatch, tmp_path):
+    monkeypatch.delenv("TENSORRT_INCLUDE_DIR", raising=False)
+    monkeypatch.delenv("TENSORRT_ROOT", raising=False)
+    monkeypatch.setattr(_build, "_system_include_dirs", lambda: [("/usr/include", tmp_path / "empty")])
+    monkeypatch.setattr(_build, "nvcc_path", lambda: None)
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+
+
+def test_prebuilt_library_is_used_without_nvcc_or_headers(library, monkeypatch, tmp_path):
+    lib = _fake_wheel(monkeypatch, tmp_path, library)
+    _no_compiler_no_headers(monkeypatch, tmp_path)
+    assert _build.plugin_library_unavailable() is None
+    assert torchtrt_plugins.plugin_library_path() == lib / _build.PLUGIN_LIBRARY_NAME
+    assert native.plugin_library_path(build=False) == lib / _build.PLUGIN_LIBRARY_NAME
+    found = _build.build_plugin_library()
+    assert found.prebuilt and not found.built_now and found.harness == lib / _build.HARNESS_LIBRARY_NAME
+    assert found.broken_plugins == lib / _build.BROKEN_PLUGINS_LIBRARY_NAME
+    monkeypatch.setenv("TORCHTRT_PLUGINS_LIBRARY", str(library))  # the override still wins
+    assert torchtrt_plugins.plugin_library_path() == library
+    with pytest.raises(_build.BuildError, match="TensorRT headers not found; the plugin library needs"):
+        _build.build_plugin_library(force=True)  # --force builds from the sources, which needs them
+
+
+def test_without_prebuilt_library_or_headers_the_reason_says_what_is_needed(monkeypatch, tmp_path):
+    monkeypatch.setattr(_build, "PREBUILT_DIR", tmp_path / "no-lib")
+    monkeypatch.delenv("TORCHTRT_PLUGINS_LIBRARY", raising=False)
+    _no_compiler_no_headers(monkeypatch, tmp_path)
+    reason = _build.plugin_library_unavailable()
+    assert reason.startswith("cannot build the plugin library from the sources: TensorRT headers not found")
+    assert "TensorRT 10.x or 11.x (the v_1_0 IPluginV3 interfaces)" in reason and "nvcc not found" in reason
+    with pytest.raises(_build.BuildError, match="TensorRT headers not found"):
+        torchtrt_plugins.plugin_library_path()
+
+
+def test_sources_are_found_in_a_checkout_and_in_an_installed_wheel(monkeypatch, tmp_path):
+    root = _build.source_dir()
+    assert (root / "CMakeLists.txt").is_file() and (root / "csrc" / "torch").is_dir()
+    assert (root / "csrc" / "kernels").is_dir() and (root / "csrc" / "plugins").is_dir()
+    package = tmp_path / "site-packages" / "torchtrt_plugins"
+    (package / "_native" / "csrc").mkdir(parents=True)
+    (package / "_native" / "CMakeLists.txt").write_text("# stand-in\n")
+    monkeypatch.delenv("TORCHTRT_PLUGINS_SOURCE_DIR", raising=False)
+    monkeypatch.setattr(_build, "PACKAGE_DIR", package)
+    monkeypatch.setattr(_build, "BUNDLED_SOURCE_DIR", package / "_native")
+    assert _build.source_dir() == package / "_native"
+    (package / "_native" / "CMakeLists.txt").unlink()
+    with pytest.raises(_build.BuildError, match="native sources .* not found under"):
+        _build.source_dir()
+
+
+def _fatbin_images(path: Path) -> collections.Counter:
+    """(kind, sm) of every image in the library's CUDA fat binaries: kind 1 is PTX, 2 is SASS (an ELF cubin)."""
+    data, magic, found, pos = path.read_bytes(), struct.pack("<I", 0xBA55ED50), collections.Counter(), 0
+    while (start := data.find(magic, pos)) >= 0:
+        _, _, header_size, fat_size = struct.unpack_from("<IHHQ", data, start)
+        offset, pos = start + header_size, start + header_size + fat_size
+        while offset < pos:
+            kind, _, entry_header, size = struct.unpack_from("<HHIQ", data, offset)
+            found[(kind, struct.unpack_from("<I", data, offset + 28)[0])] += 1
+            offset += entry_header + size
+    return found
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils readelf missing")
+def test_prebuilt_library_carries_sass_for_the_wheel_archs_and_ptx_for_the_newest():
+    prebuilt = _build.prebuilt_libraries()
+    if prebuilt is None:
+        pytest.skip("no prebuilt library (a source checkout): .ci/run checks the wheel's")
+    archs = [a.split("-")[0] for a in _build.WHEEL_CUDA_ARCHS.split(";")]
+    images = _fatbin_images(prebuilt.library)
+    assert {sm for kind, sm in images if kind == 2} == {int(a) for a in archs}
+    assert {sm for kind, sm in images if kind == 1} == {max(int(a) for a in archs)}
+    out = subprocess.run(["readelf", "-d", str(prebuilt.library)], capture_output=True, text=True, check=True).stdout
+    assert "$ORIGIN/../../nvidia/cu13/lib" in out  # the CUDA runtime of the nvidia-cuda-runtime wheel
 
 
 def test_plugin_library_path_override(library, monkeypatch, tmp_path):
@@ -114,3 +204,12 @@ def test_load_program_without_torch_tensorrt_says_what_is_missing(monkeypatch):
     monkeypatch.setattr(_compat, "torch_tensorrt", lambda: None)
     with pytest.raises(ImportError, match="load_program: Torch-TensorRT is not installed"):
         torchtrt_plugins.load_program("model.ep")
+
+
+def test_cuda_ops_without_nvcc_say_what_they_need(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(_build, "nvcc_path", lambda: None)
+    with pytest.raises(_build.BuildError, match=r"nvcc not found: the CUDA ops .* are compiled on first use"):
+        _build.build_torch_extension(quiet=True)

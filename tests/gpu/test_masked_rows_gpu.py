@@ -129,8 +129,9 @@ def test_errors_name_op_and_argument():
 
 
 @pytest.fixture
-def capture_dynamic_output_shapes(monkeypatch):
-    monkeypatch.setattr(torch._dynamo.config, "capture_dynamic_output_shape_ops", True)
+def capture_dynamic_output_shapes():
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        yield
 
 
 def test_compile_fullgraph_with_data_dependent_output(capture_dynamic_output_shapes):

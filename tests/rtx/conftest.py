@@ -229,9 +229,11 @@ def trt_log(trt: Any) -> TrtLog:
 
 @pytest.fixture(scope="session")
 def plugin_library() -> Path:
-    """The plugin library (TORCHTRT_PLUGINS_LIBRARY, else built from this checkout)."""
-    if not os.environ.get("TORCHTRT_PLUGINS_LIBRARY") and (missing := _build.missing_build_tools()):
-        pytest.skip(f"rtx tier: cannot build the plugin library ({', '.join(missing)} not found)")
+    """The plugin library (TORCHTRT_PLUGINS_LIBRARY, else the wheel's prebuilt one, else built from the sources)."""
+    if not os.environ.get("TORCHTRT_PLUGINS_LIBRARY"):
+        reason = _build.plugin_library_unavailable()
+        if reason:
+            pytest.skip(f"rtx tier: {reason}")
     return native.plugin_library_path()
 
 

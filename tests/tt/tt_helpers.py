@@ -22,8 +22,8 @@ def require_plugin_library() -> None:
     """Skip unless our plugin library is there or can be built (the converters create plugins from it)."""
     from torchtrt_plugins import _build
 
-    if not os.environ.get("TORCHTRT_PLUGINS_LIBRARY") and (missing := _build.missing_build_tools()):
-        pytest.skip(f"tt tier: cannot build the plugin library ({', '.join(missing)} not found)")
+    if not os.environ.get("TORCHTRT_PLUGINS_LIBRARY") and (reason := _build.plugin_library_unavailable()):
+        pytest.skip(f"tt tier: {reason}")
 
 
 def targets_by_submodule(partitioned: torch.fx.GraphModule) -> dict[str, list[str]]:

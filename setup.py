@@ -1,0 +1,118 @@
+"""Packaging steps pyproject.toml cannot declare.
+
+- The native sources (``CMakeLists.txt`` and ``csrc/``) travel inside the package as ``torchtrt_plugins/_native``,
+  so an installed wheel can build the CUDA torch ops on first use (they are tied to the torch ABI).
+- A wheel carries the plugin library, the conformance harness and the harness's broken test plugins prebuilt
+  (``torchtrt_plugins/lib``) for ``_build.WHEEL_CUDA_ARCHS``, linked to the CUDA runtime only, so it needs no
+  compiler and no TensorRT headers where it is installed. ``TORCHTRT_PLUGINS_PREBUILT``: ``auto`` (default: prebuild
+  when nvcc, cmake and the headers are found, else a sources-only wheel, saying why), ``1`` (fail without them),
+  ``0`` (never). ``TORCHTRT_PLUGINS_WHEEL_ARCHS`` overrides the architectures.
+- An editable install (``pip install -e .``) copies and compiles nothing: the checkout's sources are used and the
+  native pieces are built on first use.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1
+    from wheel.bdist_wheel import bdist_wheel
+
+HERE = Path(__file__).resolve().parent
+#: Where the prebuilt libraries find the CUDA runtime of the nvidia-cuda-runtime wheel (torch's CUDA 13 builds and
+#: TensorRT's pip packages install it) when the system has none: site-packages/nvidia/cu13/lib.
+PIP_CUDA_RUNTIME_RPATH = "$ORIGIN/../../nvidia/cu13/lib"
+
+
+def _build_module():
+    """torchtrt_plugins/_build.py, loaded by path (the package itself imports torch, which a build env lacks)."""
+    name = "_torchtrt_plugins_build"
+    spec = importlib.util.spec_from_file_location(name, HERE / "torchtrt_plugins" / "_build.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _say(text: str) -> None:
+    print(f"[torchtrt_plugins setup] {text}", file=sys.stderr, flush=True)
+
+
+class BuildPy(build_py):
+    def run(self) -> None:
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return
+        package = Path(self.build_lib) / "torchtrt_plugins"
+        native = package / "_native"
+        shutil.rmtree(native, ignore_errors=True)
+        shutil.copytree(HERE / "csrc", native / "csrc", ignore=shutil.ignore_patterns("__pycache__", "*.o", "*.so"))
+        shutil.copy2(HERE / "CMakeLists.txt", native / "CMakeLists.txt")
+        self._prebuild(package / "lib")
+
+    def _prebuild(self, lib_dir: Path) -> None:
+        mode = os.environ.get("TORCHTRT_PLUGINS_PREBUILT", "auto")
+        if mode not in ("auto", "0", "1"):
+            raise SystemExit(f"TORCHTRT_PLUGINS_PREBUILT must be auto, 0 or 1, got {mode!r}")
+        if mode == "0":
+            _say("TORCHTRT_PLUGINS_PREBUILT=0: sources-only wheel (the plugin library is built on first use)")
+            return
+        builder = _build_module()
+        missing = builder.plugin_build_prerequisites()
+        if missing:
+            if mode == "1":
+                raise SystemExit("TORCHTRT_PLUGINS_PREBUILT=1 but " + "; ".join(missing))
+            _say("sources-only wheel (the plugin library is built on first use): " + "; ".join(missing))
+            return
+        headers = builder.find_tensorrt_headers()
+        archs = os.environ.get("TORCHTRT_PLUGINS_WHEEL_ARCHS", builder.WHEEL_CUDA_ARCHS)
+        build_dir = Path(self.get_finalized_command("build").build_temp).resolve() / "native"
+        _say(f"building the plugin library and harness for CUDA architectures {archs} against {headers.describe()}")
+        start = time.monotonic()
+        builder.run_cmake(
+            HERE,
+            build_dir,
+            include=headers.include,
+            nvcc=builder.nvcc_path(),
+            archs=archs,
+            extra=("-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", f"-DCMAKE_INSTALL_RPATH={PIP_CUDA_RUNTIME_RPATH}"),
+        )
+        seconds = time.monotonic() - start
+        lib_dir.mkdir(parents=True, exist_ok=True)
+        names = (builder.PLUGIN_LIBRARY_NAME, builder.HARNESS_LIBRARY_NAME, builder.BROKEN_PLUGINS_LIBRARY_NAME)
+        for name in names:
+            shutil.copy2(build_dir / name, lib_dir / name)
+        info = {"cuda_archs": archs, "tensorrt_headers": ".".join(map(str, headers.version)), "build_seconds": seconds}
+        (lib_dir / "build_info.json").write_text(json.dumps(info, indent=1) + "\n")
+        _say(f"built in {seconds:.0f} s: {', '.join(names)}")
+
+
+class BdistWheel(bdist_wheel):
+    """A wheel with prebuilt libraries installs to platlib and is tagged for its platform (py3-none-linux_x86_64);
+    a sources-only one is py3-none-any."""
+
+    def finalize_options(self) -> None:
+        mode = os.environ.get("TORCHTRT_PLUGINS_PREBUILT", "auto")
+        binary = mode == "1" or (mode == "auto" and not _build_module().plugin_build_prerequisites())
+        if binary:
+            self.distribution.has_ext_modules = lambda: True
+        super().finalize_options()
+        self.root_is_pure = not binary
+
+    def get_tag(self) -> tuple[str, str, str]:
+        tag = super().get_tag()
+        return ("py3", "none", tag[2]) if not self.root_is_pure else tag
+
+
+setup(cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel})
