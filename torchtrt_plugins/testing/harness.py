@@ -254,14 +254,14 @@ def broken_plugins_library() -> Path:
     """The harness's self-test plugins (``libttp_broken_plugins.so``)."""
     build = _build()
     if build.broken_plugins is None:
-        raise HarnessError("this checkout has no harness test plugins (csrc/harness/testplugins)")
+        raise HarnessError("these sources have no harness test plugins (csrc/harness/testplugins)")
     return build.broken_plugins
 
 
 def _harness(path: str | Path | None = None) -> ctypes.CDLL:
     path = str(path or _build().harness or "")
     if not path:
-        raise HarnessError("this checkout has no conformance harness (csrc/harness)")
+        raise HarnessError("these sources have no conformance harness (csrc/harness)")
     with _lock:
         lib = _handles.get(path)
         if lib is None:
