@@ -62,8 +62,10 @@ if has multi-gpu; then
 fi
 if has sanitizer; then
   step "compute-sanitizer memcheck over the gpu harness tests"
+  # Not the host-sync tests: their test plugin synchronizes inside a stream capture on purpose, an API error that
+  # memcheck reports (error 900/901); they run in the tests step.
   compute-sanitizer --tool memcheck --error-exitcode 99 \
-    $PY -m pytest tests/gpu -q -p no:cacheprovider -k harness 2>&1 | tee "$OUT/sanitizer.log" | tail -8
+    $PY -m pytest tests/gpu -q -p no:cacheprovider -k "harness and not host" 2>&1 | tee "$OUT/sanitizer.log" | tail -8
   echo "sanitizer exit: ${PIPESTATUS[0]}" | tee -a "$OUT/sanitizer.log"
 fi
 bench() {  # bench <name> <args...>

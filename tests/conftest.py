@@ -61,6 +61,8 @@ def pytest_configure(config):
     # environment and no run depends on what an earlier run left in the cache.
     if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchinductor_tests_")
+    # Likewise Triton's cache, which inductor sets on its first GPU compile (<inductor cache>/triton/<device>).
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "triton"))
     # torch's config modules exist before the first test, so the guard below sees a change even in the first test.
     for module in ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config"):
         importlib.import_module(module)
@@ -134,11 +136,17 @@ def _logger_state(logger: logging.Logger) -> tuple:
     return logger.level, logger.propagate, logger.disabled, handlers
 
 
+#: Set by torch once per process, on its first GPU compile, to a value that depends on nothing a test does (the
+#: ptxas bundled with torch): not a test's change, and setting it first would change which ptxas Triton runs.
+_SET_ONCE_BY_TORCH = frozenset({"TRITON_PTXAS_PATH"})
+
+
 def global_state() -> dict[str, Any]:
     """What a test may change only for its own duration."""
     import torch
 
-    state: dict[str, Any] = {"os.environ": dict(os.environ), "cwd": os.getcwd(), "sys.path": list(sys.path)}
+    environ = {k: v for k, v in os.environ.items() if k not in _SET_ONCE_BY_TORCH}
+    state: dict[str, Any] = {"os.environ": environ, "cwd": os.getcwd(), "sys.path": list(sys.path)}
     for name, module in _config_modules().items():
         state[f"config {name}"] = module.get_config_copy()
         # A deleted entry (what a monkeypatch of the module may leave behind) is hidden, not changed.

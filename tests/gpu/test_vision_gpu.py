@@ -46,7 +46,14 @@ def test_roi_align_matches_torchvision(dtype, aligned, sampling_ratio):
     args = (image, rois, 0.5, 7, 6, sampling_ratio, aligned)
     got = sdk.launch(vision.ROI_ALIGN, *args)
     tolerance = vision.ROI_ALIGN.spec.tolerance(dtype)
-    torch.testing.assert_close(got, _expected("roi_align", *args), atol=tolerance.atol, rtol=tolerance.rtol)
+    # torchvision computes half inputs in half arithmetic; ours accumulates in fp32. So the expected values are
+    # torchvision's kernel run in fp32 on the very same (rounded) inputs, and ours must be no farther from them than
+    # torchvision's own half kernel is (on the H100, our fp16 results and torchvision's differed by up to 0.078).
+    exact = _expected("roi_align", image.float(), rois.float(), *args[2:])
+    torch.testing.assert_close(got, exact.to(dtype), atol=tolerance.atol, rtol=tolerance.rtol)
+    if dtype != torch.float32:
+        theirs = _expected("roi_align", *args)
+        assert (got.float() - exact).abs().max() <= (theirs.float() - exact).abs().max()
 
 
 def test_check_op_on_gpu():
