@@ -1,8 +1,10 @@
 """ONNX export of models that use our ops, as plugin nodes that TensorRT's ONNX parser imports.
 
-Every declared op exports through the same code, driven by its spec and the converter's planner
-(``converters._factory.plan``): a model exported here parses with ``trtexec --onnx=model.onnx
---dynamicPlugins=<plugin library>``, or with ``OnnxParser`` once ``load_plugins`` has run.
+Every op exports through the same code, driven by its spec and the converter's planner
+(``converters._factory.plan``): ours, and those declared with ``torchtrt_plugins.declare`` (import the module
+that declares them first; the generic plugin's shape program travels as an INTS attribute). A model exported here
+parses with ``trtexec --onnx=model.onnx --dynamicPlugins=<plugin library>`` (one per library), or with ``OnnxParser``
+once ``load_plugins`` has run.
 
 One call::
 
