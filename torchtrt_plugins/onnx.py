@@ -1,8 +1,10 @@
 """ONNX export of models that use our ops, as plugin nodes that TensorRT's ONNX parser imports.
 
-Every declared op exports through the same code, driven by its spec and the converter's planner
-(``converters._factory.plan``): a model exported here parses with ``trtexec --onnx=model.onnx
---dynamicPlugins=<plugin library>``, or with ``OnnxParser`` once ``load_plugins`` has run.
+Every op exports through the same code, driven by its spec and the converter's planner
+(``converters._factory.plan``): ours, and those declared with ``torchtrt_plugins.declare`` (import the module
+that declares them first; the generic plugin's shape program travels as an INTS attribute). A model exported here
+parses with ``trtexec --onnx=model.onnx --dynamicPlugins=<plugin library>`` (one per library), or with ``OnnxParser``
+once ``load_plugins`` has run.
 
 One call::
 
@@ -111,7 +113,7 @@ def attribute_values(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[s
     for value in call.fields:
         encoding = field_attribute(value.type)
         array = value.numpy()
-        where = f"{spec.qualname.replace('::', '.')}: argument '{_argument_of(spec, value.name)}'"
+        where = f"{spec.label}: {_what(spec, value.name)}"
         if encoding.kind == "TENSOR":
             attributes[value.name] = array.astype(encoding.tensor_dtype)
         elif encoding.kind == "STRING":
@@ -121,6 +123,14 @@ def attribute_values(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[s
             attributes[value.name] = floats[0] if len(floats) == 1 else floats
         else:
             ints = [int(v) for v in array]
+            fspec = next((f for f in spec.fields if f.name == value.name), None)
+            if fspec is not None and fspec.shape_input and ints == [fspec.shape_input_sentinel]:
+                if not _INT32.min <= fspec.shape_input_sentinel <= _INT32.max:
+                    raise OnnxExportError(
+                        f"{where} is a symbolic size (a shape input of the plugin), which cannot export: the field "
+                        f"then holds the marker {fspec.shape_input_sentinel}, and TensorRT's ONNX parser reads integer "
+                        "attributes as kINT32; pass a constant size"
+                    )
             if any(not _INT32.min <= v <= _INT32.max for v in ints):
                 raise OnnxExportError(
                     f"{where} must fit in 32 bits to export, got {value.value!r}: TensorRT's ONNX parser reads "
@@ -147,9 +157,11 @@ def _op_outputs(call: _factory.PluginCall, outputs: Any) -> Any:
     return visible[0] if len(visible) == 1 else tuple(visible)
 
 
-def _argument_of(spec: spec_mod.OpSpec, field_name: str) -> str:
+def _what(spec: spec_mod.OpSpec, field_name: str) -> str:
+    """How an error names a field: by the op argument feeding it, else as a field (e.g. a declared op's
+    ``shape_program``)."""
     arg = next((f.arg for f in spec.fields if f.name == field_name), None)
-    return arg or field_name
+    return f"argument '{arg}'" if arg else f"field '{field_name}'"
 
 
 @functools.cache
@@ -173,13 +185,54 @@ def _python_signature(spec: spec_mod.OpSpec) -> inspect.Signature:
     return inspect.Signature(params)
 
 
+def _plan(spec: spec_mod.OpSpec, args: Sequence[Any], kwargs: dict, value_type: type, meta: Callable):
+    """The converter's plan for an exporter's values (``value_type``: a symbolic scalar, or a tensor). A declared
+    op derives its shape program from its tensor inputs' sizes and dtypes, so it plans on meta-tensor stand-ins
+    (``meta``) for them and the node takes the exporter's own values."""
+    is_symbolic = lambda value: isinstance(value, value_type)  # noqa: E731
+    if spec.declaration is None:
+        return _factory.plan(spec, args, kwargs, is_symbolic=is_symbolic)
+    bound = _factory.bind(spec, args, kwargs)
+    tensors = {t.name: bound[t.name] for t in spec.inputs}
+    call = _factory.plan(
+        spec, (), {**bound, **{n: meta(spec, n, v) for n, v in tensors.items()}}, is_symbolic=is_symbolic
+    )
+    call.tensor_inputs = list(tensors.values())
+    return call
+
+
+def _stand_in(spec: spec_mod.OpSpec, name: str, sizes: Sequence[int | None] | None, dtype: torch.dtype | None):
+    """A meta tensor with an exporter value's sizes (dynamic ones at the derivation's hint) and dtype."""
+    from ._derive import UNKNOWN_DIM_HINT
+
+    if sizes is None or dtype is None:
+        raise OnnxExportError(
+            f"{spec.label}: argument '{name}' reaches the exporter without a known rank and dtype, which a declared "
+            "op needs to derive its output shapes"
+        )
+    return torch.empty([UNKNOWN_DIM_HINT if d is None else d for d in sizes], dtype=dtype, device="meta")
+
+
+def _onnxscript_meta(spec: spec_mod.OpSpec, name: str, value: Any) -> torch.Tensor:
+    shape = None if value.shape is None else [d if isinstance(d, int) else None for d in value.shape]
+    dtype = None if value.dtype is None else _TORCH_DTYPES.get(value.dtype.name)
+    return _stand_in(spec, name, shape, dtype)
+
+
+def _torchscript_meta(spec: spec_mod.OpSpec, name: str, value: Any) -> torch.Tensor:
+    kind = value.type()
+    sizes = kind.varyingSizes() if isinstance(kind, torch._C.TensorType) else None
+    return _stand_in(spec, name, sizes, kind.dtype() if sizes is not None else None)
+
+
 def torch_op(spec: spec_mod.OpSpec) -> torch._ops.OpOverloadPacket:
     namespace, name = spec.qualname.split("::", 1)
     return getattr(getattr(torch.ops, namespace), name)
 
 
 def _entries(entries: Sequence[spec_mod.OpEntry] | None) -> list[spec_mod.OpEntry]:
-    return list(spec_mod.all_ops() if entries is None else entries)
+    """Every op with a plugin unless told: our catalogue and the ops declared with ``declare`` so far."""
+    return list(spec_mod.registered_ops() if entries is None else entries)
 
 
 # ------------------------------------------------------------------------- dynamo exporter (onnxscript)
@@ -197,9 +250,10 @@ _ONNX_DTYPES = {
     torch.int64: "INT64",
     torch.bool: "BOOL",
 }
+_TORCH_DTYPES = {name: dtype for dtype, name in _ONNX_DTYPES.items()}
 
 
-def _onnxscript_op(spec: spec_mod.OpSpec, num_inputs: int, attributes: dict[str, Any]):
+def _onnxscript_op(spec: spec_mod.OpSpec, num_inputs: int, num_outputs: int, attributes: dict[str, Any]):
     """An onnxscript Op for the plugin node, with an OpSchema (inputs, outputs, attributes and their types) so
     that any onnxscript evaluator records it; evaluators drop keyword arguments the schema does not declare."""
     from onnxscript import ir
@@ -212,7 +266,7 @@ def _onnxscript_op(spec: spec_mod.OpSpec, num_inputs: int, attributes: dict[str,
         domain(spec),
         f"TensorRT plugin {'/'.join(spec.creator_key)} ({spec.qualname})",
         num_inputs,
-        spec.num_plugin_outputs,
+        num_outputs,
         attribute_types,
     )
 
@@ -267,7 +321,7 @@ def _translation(entry: spec_mod.OpEntry) -> Callable:
         from onnxscript import ir
         from onnxscript.onnx_opset import opset18 as op
 
-        call = _factory.plan(spec, args, kwargs, is_symbolic=lambda value: isinstance(value, ir.Value))
+        call = _plan(spec, args, kwargs, ir.Value, _onnxscript_meta)
         inputs = list(call.tensor_inputs)
         for i, dtype in enumerate(call.input_casts):
             if dtype is not None:
@@ -278,7 +332,8 @@ def _translation(entry: spec_mod.OpEntry) -> Callable:
         attributes = {
             k: ir.tensor(v) if isinstance(v, np.ndarray) else v for k, v in node_attributes(spec, call).items()
         }
-        return _op_outputs(call, _onnxscript_op(spec, len(inputs), attributes)(*inputs, **attributes))
+        node = _onnxscript_op(spec, len(inputs), call.num_outputs, attributes)
+        return _op_outputs(call, node(*inputs, **attributes))
 
     translate.__signature__ = _python_signature(spec)
     translate.__name__ = translate.__qualname__ = f"{spec.name}_to_{spec.plugin_name}"
@@ -320,7 +375,7 @@ def _torchscript_symbolic(entry: spec_mod.OpEntry) -> Callable:
             if kind is not None and isinstance(value, torch._C.Value) and symbolic_helper._is_constant(value):
                 value = symbolic_helper._maybe_get_const(value, kind)
             values[name] = value
-        call = _factory.plan(spec, (), values, is_symbolic=lambda value: isinstance(value, torch._C.Value))
+        call = _plan(spec, (), values, torch._C.Value, _torchscript_meta)
         inputs = list(call.tensor_inputs)
         for i, dtype in enumerate(call.input_casts):
             if dtype is not None:
@@ -330,7 +385,7 @@ def _torchscript_symbolic(entry: spec_mod.OpEntry) -> Callable:
         attributes = {
             f"{k}_{_torchscript_suffix(v)}": _torchscript_value(v) for k, v in node_attributes(spec, call).items()
         }
-        outputs = g.op(f"{domain(spec)}::{spec.plugin_name}", *inputs, outputs=spec.num_plugin_outputs, **attributes)
+        outputs = g.op(f"{domain(spec)}::{spec.plugin_name}", *inputs, outputs=call.num_outputs, **attributes)
         return _op_outputs(call, outputs)
 
     return symbolic
@@ -345,8 +400,8 @@ def _onnx_dtype(dtype: torch.dtype) -> int:
 def _torchscript_suffix(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return "t"
-    if isinstance(value, list):
-        return "fs" if isinstance(value[0], float) else "is"
+    if isinstance(value, list):  # g.op makes a list value FLOATS/INTS from the scalar suffix
+        return "f" if isinstance(value[0], float) else "i"
     return {float: "f", int: "i", str: "s"}[type(value)]
 
 

@@ -881,9 +881,20 @@ private:
             {
                 continue;
             }
-            if (field.type != nvinfer1::PluginFieldType::kINT64 || field.data == nullptr || field.length <= 0)
+            // INT32 too: TensorRT's ONNX parser turns every INT/INTS attribute into a kINT32 field (the exporter
+            // refuses a program whose tokens do not fit in 32 bits).
+            bool const wide = field.type == nvinfer1::PluginFieldType::kINT64;
+            if ((!wide && field.type != nvinfer1::PluginFieldType::kINT32) || field.data == nullptr
+                || field.length <= 0)
             {
-                throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "' must be a non-empty INT64 array"));
+                throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD,
+                    "' must be a non-empty INT64 (or INT32) array, got PluginFieldType ",
+                    static_cast<int32_t>(field.type), " of length ", field.length));
+            }
+            if (!wide)
+            {
+                auto const* narrow = static_cast<int32_t const*>(field.data);
+                return std::vector<int64_t>(narrow, narrow + field.length);
             }
             auto const* data = static_cast<int64_t const*>(field.data);
             return std::vector<int64_t>(data, data + field.length);

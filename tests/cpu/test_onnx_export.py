@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 
+import declared_export_cases
 import numpy as np
 import pytest
 import torch
@@ -50,7 +51,9 @@ ONNX_DTYPE = {
 }
 
 CASES = export_cases.cases()
-EXPORTS = [(c, "dynamo") for c in CASES] + [(c, "torchscript") for c in CASES if c.torchscript]
+#: Ops declared with torchtrt_plugins.declare by other packages (examples/myops, torchtrt_plugins.vision).
+DECLARED = declared_export_cases.cases()
+EXPORTS = [(c, e) for c in CASES + DECLARED for e in ("dynamo", "torchscript") if e == "dynamo" or c.torchscript]
 
 
 _exported: dict[str, onnx.ModelProto] = {}
@@ -107,18 +110,25 @@ def test_plugin_node(exported):
     assert attrs["plugin_version"].type == A.STRING and attrs["plugin_version"].s.decode() == spec.plugin_version
     assert attrs["plugin_namespace"].type == A.STRING and attrs["plugin_namespace"].s.decode() == spec.plugin_namespace
     symbolic = set(case.symbolic_args)
-    for fspec, value in zip(spec.fields, call.fields, strict=True):
-        attr = attrs[fspec.name]
-        kind, element = PARSER_ATTRIBUTE[fspec.type]
-        assert attr.type == kind, (fspec.name, attr)
+    # Every field of the planned call: the spec's, and a declared op's shape program (INT64 array -> INTS).
+    by_name = {f.name: f for f in spec.fields}
+    assert [v.name for v in call.fields][: len(spec.fields)] == list(by_name)
+    for value in call.fields:
+        attr = attrs[value.name]
+        kind, element = PARSER_ATTRIBUTE[value.type]
+        many = isinstance(value.value, list)
+        assert attr.type == (A.INTS if many and kind == A.INT else kind), (value.name, attr)
         got = onnx.helper.get_attribute_value(attr)
         if element is not None:
             assert attr.t.data_type == element
             got = onnx.numpy_helper.to_array(attr.t).reshape(-1).tolist()
             got = got[0] if len(got) == 1 else got
-        expected = fspec.shape_input_sentinel if fspec.arg in symbolic else value.value
-        assert got == pytest.approx(expected, rel=1e-6), fspec.name
-    fields = {f.name for f in spec.fields}
+        fspec = by_name.get(value.name)
+        expected = fspec.shape_input_sentinel if fspec is not None and fspec.arg in symbolic else value.value
+        assert got == pytest.approx(expected, rel=1e-6), value.name
+    if spec.declaration is not None:
+        assert isinstance(attrs[_factory.PROGRAM_FIELD].ints[0], int) and len(attrs[_factory.PROGRAM_FIELD].ints) > 4
+    fields = {v.name for v in call.fields}
     extra = set(attrs) - fields - {"plugin_version", "plugin_namespace", tonnx.SHAPE_INPUT_INDICES}
     assert not extra
 
@@ -145,7 +155,7 @@ def test_plugin_node(exported):
 
     # Every plugin output is named (the parser requires as many as the plugin has); the op's own outputs follow
     # the fake kernel, a data-dependent size as a symbolic dim of its own.
-    assert len(node.output) == spec.num_plugin_outputs and all(node.output)
+    assert len(node.output) == call.num_outputs and all(node.output)
     y = types[node.output[0]]
     input_dims = {d.dim_param for v in model.graph.input for d in v.type.tensor_type.shape.dim if d.dim_param}
     if spec.requires_output_allocator:
@@ -172,8 +182,10 @@ def test_one_call_export_helper(tmp_path):
 
 
 def test_translation_table_covers_every_overload():
+    """Declared ops included (DECLARED imported them): ``translation_table()`` and ``export`` take every op."""
     table = tonnx.translation_table()
-    for entry in spec_mod.all_ops():
+    assert {c.op for c in DECLARED} <= {e.spec.qualname for e in spec_mod.registered_ops()}
+    for entry in spec_mod.registered_ops():
         packet = tonnx.torch_op(entry.spec)
         assert {getattr(packet, o) for o in packet.overloads()} <= set(table)
 
@@ -291,3 +303,53 @@ def test_lowered_decoder_block_exports_two_rms_norm_nodes(case: export_cases.Exp
         assert [types[i].elem_type for i in node.input] == [ONNX_DTYPE[case.args[0].dtype]] * 2
     # The rest of the block stays ordinary ONNX.
     assert {"MatMul", "Softmax"} <= {n.op_type for n in model.graph.node}
+
+
+# ---------------------------------------------------------------------------- declared ops (torchtrt_plugins.declare)
+
+
+@pytest.mark.parametrize("case", DECLARED, ids=lambda c: c.id)
+def test_declared_op_exports_with_the_one_call_helper(case: export_cases.ExportCase, tmp_path):
+    """``torchtrt_plugins.onnx.export`` with no table of ours: the declared op becomes its plugin node."""
+    spec = spec_mod.get(case.op).spec
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tonnx.export(case.module, case.args, tmp_path / "model.onnx", dynamic_shapes=case.dynamic_shapes())
+    (node,) = plugin_nodes(onnx.load(tmp_path / "model.onnx"))
+    assert (node.op_type, node.domain) == (spec.plugin_name, f"{tonnx.DOMAIN_PREFIX}.{spec.plugin_namespace}")
+
+
+def test_shape_program_beyond_32_bits_is_an_export_error():
+    spec = spec_mod.get("myops::scaled_add").spec
+    call = _factory.PluginCall(
+        spec.name,
+        *spec.creator_key,
+        fields=[_factory.FieldValue(_factory.PROGRAM_FIELD, "INT64", [1, 2**40])],
+        tensor_inputs=[],
+    )
+    with pytest.raises(tonnx.OnnxExportError, match=r"myops\.scaled_add: field 'shape_program' must fit in 32 bits"):
+        tonnx.attribute_values(spec, call)
+
+
+class RoiAlignPooledLike(torch.nn.Module):
+    def forward(self, x, rois, like):
+        return torch.ops.torchvision.roi_align(x, rois, 0.5, like.shape[0], 2, 2, True)
+
+
+def test_declared_symbolic_size_argument_is_an_export_error():
+    """A SymInt argument of a declared op that is symbolic in the graph carries a 64-bit marker in its field."""
+    rois = torch.tensor([[0.0, 1.0, 1.0, 5.0, 5.0]])
+    with pytest.raises(Exception) as info:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tonnx.export(
+                RoiAlignPooledLike().eval(),
+                (torch.randn(1, 3, 8, 8), rois, torch.zeros(3)),
+                dynamic_shapes={"x": None, "rois": None, "like": {0: torch.export.Dim("pooled")}},
+            )
+    chain, err = [], info.value
+    while err is not None:
+        chain.append(err)
+        err = err.__cause__
+    (ours,) = [e for e in chain if isinstance(e, tonnx.OnnxExportError)]
+    assert str(ours).startswith("torchvision.roi_align: argument 'pooled_height' is a symbolic size"), str(ours)

@@ -1,10 +1,11 @@
 """Run by test_onnx_parser.py in a fresh process: TensorRT-RTX's OnnxParser and builder on exported models.
 
-Usage: python onnx_parser_worker.py JOB.json. JOB: {"library": plugin library, "models": [{"id", "path", "profile":
-{input: [min, opt, max]}, "fp16": bool}]}. Prints one JSON object: per model id, whether it parsed (and the
-parser's errors), the plugin layers and their tensors, whether a plan was built (and its size), and what
-TensorRT logged as errors. The process must start with a folder holding ``libtensorrt_rtx.so`` on
-LD_LIBRARY_PATH: the parser dlopens that unversioned name when it meets a plugin node.
+Usage: python onnx_parser_worker.py JOB.json. JOB: {"library": plugin library, "libraries": [declared ops' plugin
+libraries, loaded into the registry too], "models": [{"id", "path", "profile": {input: [min, opt, max]}}]}. Prints
+one JSON object: per model id, whether it parsed (and the parser's errors), the plugin layers and their tensors,
+whether a plan was built (and its size), and what TensorRT logged as errors. The process must start with a folder
+holding ``libtensorrt_rtx.so`` on LD_LIBRARY_PATH: the parser dlopens that unversioned name when it meets a plugin
+node.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def main(job: dict) -> dict:
     logger = ErrorLog()
     builder = trt.Builder(logger)  # the first logger becomes the registry's and our plugins'
     torchtrt_plugins.load_plugins(trt.get_plugin_registry())
+    for library in job.get("libraries", []):
+        assert trt.get_plugin_registry().load_library(library) is not None, library
     report: dict = {"tensorrt_rtx": trt.__version__, "models": {}}
     if "field_probe" in job:
         report["field_probe"] = _probe_fields(trt, builder, logger, job["field_probe"])

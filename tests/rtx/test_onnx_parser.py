@@ -18,10 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import declared_export_cases
 import pytest
 
 onnx = pytest.importorskip("onnx", reason="ONNX export needs onnx (pip install -e '.[test]')")
 pytest.importorskip("onnxscript", reason="the dynamo ONNX exporter needs onnxscript (pip install -e '.[test]')")
+
+import torch  # noqa: E402
 
 from torchtrt_plugins import onnx as tonnx  # noqa: E402
 from torchtrt_plugins import spec as spec_mod  # noqa: E402
@@ -33,6 +36,9 @@ MIN_PARSER_VERSION = (1, 7, 1)
 CASES = export_cases.cases()
 OP_EXPORTS = [(c, "dynamo") for c in CASES] + [(c, "torchscript") for c in CASES if c.torchscript]
 E2E_EXPORTS = [(c, "dynamo") for c in export_cases.end_to_end_cases()]
+#: Ops declared with torchtrt_plugins.declare (examples/myops, torchvision's roi_align and nms): their own libraries.
+DECLARED = declared_export_cases.cases()
+DECLARED_EXPORTS = [(c, e) for c in DECLARED for e in ("dynamo", "torchscript") if e == "dynamo" or c.torchscript]
 
 
 def _id(case: export_cases.ExportCase, exporter: str) -> str:
@@ -49,6 +55,8 @@ PROBE = spec_mod.OpSpec(
     plugin_namespace="torchtrt_onnx_probe",
 )
 PROBE_VALUES = {f"field_{t.lower()}": (t, 65 if t == "CHAR" else 3) for t in spec_mod.FIELD_NUMPY_DTYPES}
+#: An INT64 array, as a declared op's shape program travels.
+PROBE_VALUES["field_int64_array"] = ("INT64", [7, -1, 2**31 - 1])
 
 
 def _field_probe_model() -> onnx.ModelProto:
@@ -101,11 +109,13 @@ def parser_reports(trt: Any, plugin_library: Path, tmp_path_factory: pytest.Temp
     shim.mkdir()
     if not (libs / "libtensorrt_rtx.so").exists():
         (shim / "libtensorrt_rtx.so").symlink_to(sorted(libs.glob("libtensorrt_rtx.so.*"))[0])
-    models = []
-    for case, exporter in OP_EXPORTS + E2E_EXPORTS:
-        path = folder / f"{_id(case, exporter)}.onnx"
-        onnx.save(case.export(exporter), path)
+    models, outputs = [], {}
+    for case, exporter in OP_EXPORTS + E2E_EXPORTS + DECLARED_EXPORTS:
+        path = folder / f"{_id(case, exporter)}.onnx".replace("::", ".")
+        model = case.export(exporter)
+        onnx.save(model, path)
         models.append({"id": _id(case, exporter), "path": str(path), "profile": case.profile()})
+        outputs[_id(case, exporter)] = _plugin_output_dims(model)
     probe = folder / "field_probe.onnx"
     onnx.save(_field_probe_model(), probe)
     job = folder / "job.json"
@@ -113,6 +123,7 @@ def parser_reports(trt: Any, plugin_library: Path, tmp_path_factory: pytest.Temp
         json.dumps(
             {
                 "library": str(plugin_library),
+                "libraries": [str(library.plugin_path()) for library in declared_export_cases.libraries()],
                 "models": models,
                 "field_probe": {"plugin": list(PROBE.creator_key), "fields": list(PROBE_VALUES), "model": str(probe)},
             }
@@ -126,7 +137,19 @@ def parser_reports(trt: Any, plugin_library: Path, tmp_path_factory: pytest.Temp
     )
     assert result.returncode == 0, f"onnx_parser_worker.py failed ({result.returncode}):\n{result.stderr[-4000:]}"
     report = json.loads(result.stdout.strip().splitlines()[-1])
+    for model_id, dims in outputs.items():
+        report["models"][model_id]["exported_output_dims"] = dims
     return {**report["models"], "field_probe": report["field_probe"]}
+
+
+def _plugin_output_dims(model: onnx.ModelProto) -> list[list[int]]:
+    """The first plugin node's first output as the exporter typed it: a size, or -1 for a symbolic one."""
+    nodes = [n for n in model.graph.node if n.domain.startswith(tonnx.DOMAIN_PREFIX)]
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    types = {v.name: v.type.tensor_type for v in [*inferred.value_info, *inferred.output]}
+    if not nodes or nodes[0].output[0] not in types:
+        return []
+    return [d.dim_value if d.HasField("dim_value") else -1 for d in types[nodes[0].output[0]].shape.dim]
 
 
 @pytest.mark.parametrize(("case", "exporter"), OP_EXPORTS, ids=[_id(c, e) for c, e in OP_EXPORTS])
@@ -171,3 +194,42 @@ def test_field_arrives_with_the_declared_type(parser_reports: dict, field_type: 
     expected = tonnx.field_attribute(field_type).parsed_as
     size = 2 if field_type == "CHAR" else 1  # text: the character and its NUL
     assert probe["fields"][name] == [expected, size]
+
+
+def test_int64_array_field_arrives_as_int32_array(parser_reports: dict):
+    """A declared op's ``shape_program`` (INT64) goes as INTS and reaches createPlugin as a kINT32 array, which the
+    SDK's generic plugin reads."""
+    assert parser_reports["field_probe"]["fields"]["field_int64_array"] == ["INT32", 3]
+
+
+@pytest.mark.parametrize(("case", "exporter"), DECLARED_EXPORTS, ids=[_id(c, e) for c, e in DECLARED_EXPORTS])
+def test_declared_op_parses_and_builds(parser_reports: dict, case: export_cases.ExportCase, exporter: str):
+    """The generic declared plugin, created by the parser from the exported fields (its shape program arrives as an
+    INT32 array), gives the output shapes its fake kernel does, and the builder builds a plan with it."""
+    report = parser_reports[_id(case, exporter)]
+    spec = spec_mod.get(case.op).spec
+    assert report["parsed"], report["parser_errors"]
+    assert report["parser_errors"] == []
+    (layer,) = report["plugin_layers"]
+    assert len(layer["inputs"]) == len(spec.inputs)
+    planned = export_cases_call(case)
+    assert len(layer["outputs"]) == planned.num_outputs
+    shape = layer["outputs"][0]["shape"]
+    if spec.requires_output_allocator:
+        assert shape[0] == -1 and [o["shape"] for o in layer["outputs"][1:]] == [[]]  # data-dependent; size tensor
+    expected = report["exported_output_dims"]
+    if exporter == "dynamo":  # the TorchScript exporter names every plugin output dim
+        assert shape == expected, (shape, expected)
+    else:
+        assert len(shape) == len(expected)
+    assert report["plan_bytes"] > 0, report["errors"]
+    assert report["errors"] == []
+
+
+def export_cases_call(case: export_cases.ExportCase):
+    """The converter's plan of the case's op in torch.export's graph."""
+    from torchtrt_plugins.converters import _factory
+
+    program = torch.export.export(case.module, case.args, dynamic_shapes=case.dynamic_shapes())
+    (node,) = [n for n in program.graph.nodes if _factory.entry_for_target(n.target) is not None]
+    return _factory.plan(_factory.entry_for_target(node.target).spec, node.args, node.kwargs)

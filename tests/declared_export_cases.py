@@ -1,0 +1,69 @@
+"""ONNX export cases for ops declared with ``torchtrt_plugins.declare`` outside our catalogue: the example package's
+ops (examples/myops, built with the SDK) and torchvision's roi_align and nms (``torchtrt_plugins.vision``). Used by
+the cpu tier (export structure) and the rtx tier (NVIDIA's parser and builder, with the declared libraries loaded)."""
+
+from __future__ import annotations
+
+import torch
+from example_package import import_myops
+from torch import nn
+
+from torchtrt_plugins.testing.export_cases import ExportCase
+
+
+class ScaledAddCall(nn.Module):
+    def forward(self, x, y):
+        return torch.ops.myops.scaled_add(x * 2, y, 0.5) + 1
+
+
+class FilterAboveCall(nn.Module):
+    def forward(self, x):
+        return torch.ops.myops.filter_above(x, 0.25) * 2
+
+
+class RoiAlignCall(nn.Module):
+    def forward(self, x, rois):
+        return torch.ops.torchvision.roi_align(x, rois, 0.5, 3, 2, 2, True)
+
+
+class NmsCall(nn.Module):
+    def forward(self, dets, scores):
+        return torch.ops.torchvision.nms(dets, scores, 0.5)
+
+
+def _boxes(n: int) -> torch.Tensor:
+    corner = torch.rand(n, 2) * 8
+    return torch.cat([corner, corner + 1 + torch.rand(n, 2) * 4], dim=1)
+
+
+def libraries() -> list:
+    """The declared ops' plugin libraries (``sdk.PluginLibrary``), after importing what declares them."""
+    import torchtrt_plugins.vision as vision
+
+    return [import_myops().LIBRARY, vision.LIBRARY]
+
+
+def cases() -> list[ExportCase]:
+    libraries()
+    torch.manual_seed(0)
+    rois = torch.cat([torch.tensor([[0.0], [1.0], [0.0]]), _boxes(3)], dim=1)
+    return [
+        ExportCase(
+            "myops::scaled_add",
+            "dynamic",
+            ScaledAddCall(),
+            (torch.randn(2, 3), torch.randn(2, 3)),
+            {"x": {0: "batch"}, "y": {0: "batch"}},
+        ),
+        ExportCase("myops::filter_above", "dynamic", FilterAboveCall(), (torch.randn(4, 5),), {"x": {0: "rows"}}),
+        ExportCase(
+            "torchvision::roi_align",
+            "dynamic_rois",
+            RoiAlignCall(),
+            (torch.randn(2, 3, 8, 8), rois),
+            {"x": {0: "batch"}, "rois": {0: "rois"}},
+        ),
+        ExportCase(
+            "torchvision::nms", "dynamic", NmsCall(), (_boxes(6), torch.rand(6)), {"dets": {0: "n"}, "scores": {0: "n"}}
+        ),
+    ]
