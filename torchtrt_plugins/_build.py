@@ -240,6 +240,7 @@ class PluginBuild:
 _NATIVE_PATTERNS = (
     "CMakeLists.txt",
     "csrc/kernels/**/*",
+    "csrc/contracts/**/*",
     "csrc/plugins/**/*",
     "csrc/harness/**/*",
 )
@@ -377,7 +378,7 @@ def build_torch_extension(quiet: bool = False):
     cuda_cflags = ["-O3", "--expt-relaxed-constexpr"]
     key = _hash_sources(
         root,
-        ("csrc/kernels/*", "csrc/torch/*"),
+        ("csrc/kernels/*", "csrc/contracts/*", "csrc/torch/*"),
         f"{torch.__version__}|{torch.version.cuda}|{archs}|{sys.version_info[:2]}|{cflags}|{cuda_cflags}",
     )
     build_dir = cache_dir() / f"torch-ext-{key}"

@@ -36,6 +36,7 @@ __all__ = ["LibraryBuild", "PluginLibrary", "include_dir", "launch", "register_e
 _SYMBOL = re.compile(r"^(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*$")
 _SDK_SOURCES = (
     "csrc/kernels/common.h",
+    "csrc/contracts/contract.h",
     "csrc/plugins/plugin_common.h",
     "csrc/plugins/plugin_common.cpp",
     "csrc/plugins/library.cpp",

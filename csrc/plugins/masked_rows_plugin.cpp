@@ -1,21 +1,16 @@
 #include "masked_rows_plugin.h"
 
-#include <limits>
-
 namespace ttp::plugin
 {
 namespace
 {
-bool isRowType(nvinfer1::DataType t)
-{
-    return t == nvinfer1::DataType::kFLOAT || t == nvinfer1::DataType::kHALF || t == nvinfer1::DataType::kBF16
-           || t == nvinfer1::DataType::kINT32 || t == nvinfer1::DataType::kINT64;
-}
+constexpr auto isRowType = acceptsTypeIn<contract::masked_rows::kINPUTS[0].pluginMask>;
+constexpr auto isMaskType = acceptsTypeIn<contract::masked_rows::kINPUTS[1].pluginMask>;
 } // namespace
 
 std::vector<FieldDesc> const& MaskedRowsPlugin::fieldDescs()
 {
-    static std::vector<FieldDesc> const descs{};
+    static std::vector<FieldDesc> const descs = fieldDescsOf(contract::masked_rows::kFIELDS);
     return descs;
 }
 
@@ -31,7 +26,7 @@ int32_t MaskedRowsPlugin::outputDataTypes(nvinfer1::DataType* outputTypes, int32
     {
         fail("input 'x' must have a type in {FLOAT, HALF, BF16, INT32, INT64}, got ", dataTypeName(inputTypes[0]));
     }
-    if (inputTypes[1] != nvinfer1::DataType::kINT32)
+    if (!isMaskType(inputTypes[1]))
     {
         fail("input 'mask' must be INT32 (plugins take no BOOL inputs: cast the mask first), got ",
             dataTypeName(inputTypes[1]));

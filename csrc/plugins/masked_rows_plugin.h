@@ -7,11 +7,13 @@
 // Outputs: 0 y       (K, ...): the kept rows of x in order; K is output 1 (declareSizeTensor, opt N/2, upper N)
 //          1 count   0-D kINT32 size tensor K (as TensorRT requires of size tensors); the torch op does not return it
 // Fields:  none
-// Formats: kLINEAR; x and y share one type in {kFLOAT, kHALF, kBF16, kINT32, kINT64}; mask and count kINT32
+// Formats: kLINEAR; x and y share one type (declared in torchtrt_plugins/ops/masked_rows.py, read from
+//          contracts/ops.h); mask and count kINT32
 // Tactics: none. Workspace: one bit per row plus one int64 per tile of rows (kernels/masked_rows.h); the
 //          kernels scan the mask on the device, so enqueue never synchronizes with the host.
 #pragma once
 
+#include "contracts/ops.h"
 #include "kernels/masked_rows.h"
 #include "plugin_common.h"
 
@@ -21,11 +23,12 @@ namespace ttp::plugin
 class MaskedRowsPlugin : public PluginBase<MaskedRowsPlugin>
 {
 public:
-    static constexpr char const* kNAME = "MaskedRows";
-    static constexpr char const* kVERSION = "1";
-    static constexpr std::array<char const*, 2> kINPUTS{"x", "mask"};
+    // Name, version, inputs, fields and tactics: the op's declaration (torchtrt_plugins/ops/masked_rows.py).
+    static constexpr char const* kNAME = contract::masked_rows::kPLUGIN_NAME;
+    static constexpr char const* kVERSION = contract::masked_rows::kPLUGIN_VERSION;
+    static constexpr auto kINPUTS = contract::masked_rows::kINPUT_NAMES;
     static constexpr std::array<char const*, 2> kOUTPUTS{"y", "count"};
-    static constexpr std::array<int32_t, 0> kTACTICS{};
+    static constexpr auto kTACTICS = contract::masked_rows::kTACTICS;
 
     TTP_PLUGIN_INTERFACE(MaskedRowsPlugin);
     TTP_PLUGIN_SHAPE_CHECKS();

@@ -1,19 +1,10 @@
 #include "pad_to_plugin.h"
 
-#include <limits>
-
 namespace ttp::plugin
 {
 namespace
 {
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kFromShapeInput = -1.0;
-
-bool isPadType(nvinfer1::DataType t)
-{
-    return t == nvinfer1::DataType::kFLOAT || t == nvinfer1::DataType::kHALF || t == nvinfer1::DataType::kBF16
-           || t == nvinfer1::DataType::kINT8;
-}
+constexpr auto isPadType = acceptsTypeIn<contract::pad_to::kINPUTS[0].pluginMask>;
 
 bool hasScale(nvinfer1::PluginTensorDesc const& desc)
 {
@@ -23,13 +14,7 @@ bool hasScale(nvinfer1::PluginTensorDesc const& desc)
 
 std::vector<FieldDesc> const& PadToPlugin::fieldDescs()
 {
-    static std::vector<FieldDesc> const descs{
-        {"height", nvinfer1::PluginFieldType::kINT64, /*required=*/true, 0.0, 0.0, kInf, /*minInclusive=*/true,
-            kFromShapeInput},
-        {"width", nvinfer1::PluginFieldType::kINT64, /*required=*/true, 0.0, 0.0, kInf, /*minInclusive=*/true,
-            kFromShapeInput},
-        {"value", nvinfer1::PluginFieldType::kFLOAT32, /*required=*/false, 0.0, -kInf, kInf, /*minInclusive=*/true},
-    };
+    static std::vector<FieldDesc> const descs = fieldDescsOf(contract::pad_to::kFIELDS);
     return descs;
 }
 

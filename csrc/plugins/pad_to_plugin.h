@@ -4,15 +4,15 @@
 // Shape inputs (only for fields holding -1, in field order): one 1-element INT32/INT64 shape tensor each,
 //          the output height and/or width; they reach getOutputShapes only, enqueue reads the output dims.
 // Outputs: 0 y       (B, C, height, width): x at [:, :, :min(H, height), :min(W, width)], `value` elsewhere
-// Fields:  height    kINT64, required, >= 0, or -1: taken from the next shape input
-//          width     kINT64, required, >= 0, or -1: taken from the next shape input
-//          value     kFLOAT32, optional (0): the padding value; for kINT8 I/O it is divided by the tensor
-//                    scale when TensorRT sets one, then rounded and saturated
-// Formats: kLINEAR; x and y share one type in {kFLOAT, kHALF, kBF16, kINT8}; kINT8 x and y share one scale
+// Fields:  height, width, value: types, defaults and ranges as declared in torchtrt_plugins/ops/pad_to.py (read
+//          from contracts/ops.h). height or width -1: taken from the next shape input. For kINT8 I/O `value` is
+//          divided by the tensor scale when TensorRT sets one, then rounded and saturated.
+// Formats: kLINEAR; x and y share one declared type; kINT8 x and y share one scale
 // Tactics: none (one memory-bound kernel, vectorized along W). Timing cache id: name, version, fields.
 // Workspace: none.
 #pragma once
 
+#include "contracts/ops.h"
 #include "kernels/pad_to.h"
 #include "plugin_common.h"
 
@@ -22,11 +22,12 @@ namespace ttp::plugin
 class PadToPlugin : public PluginBase<PadToPlugin>
 {
 public:
-    static constexpr char const* kNAME = "PadTo";
-    static constexpr char const* kVERSION = "1";
-    static constexpr std::array<char const*, 1> kINPUTS{"x"};
-    static constexpr std::array<char const*, 1> kOUTPUTS{"y"};
-    static constexpr std::array<int32_t, 0> kTACTICS{};
+    // Name, version, inputs, fields and tactics: the op's declaration (torchtrt_plugins/ops/pad_to.py).
+    static constexpr char const* kNAME = contract::pad_to::kPLUGIN_NAME;
+    static constexpr char const* kVERSION = contract::pad_to::kPLUGIN_VERSION;
+    static constexpr auto kINPUTS = contract::pad_to::kINPUT_NAMES;
+    static constexpr auto kOUTPUTS = contract::pad_to::kOUTPUTS;
+    static constexpr auto kTACTICS = contract::pad_to::kTACTICS;
 
     PadToPlugin(int64_t height, int64_t width, float value)
         : mHeight(height)

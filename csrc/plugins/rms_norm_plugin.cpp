@@ -1,24 +1,20 @@
 #include "rms_norm_plugin.h"
 
-#include <limits>
-
 namespace ttp::plugin
 {
 namespace
 {
-constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr auto isNormType = acceptsTypeIn<contract::rms_norm::kINPUTS[0].pluginMask>;
 
-bool isNormType(nvinfer1::DataType t)
-{
-    return t == nvinfer1::DataType::kFLOAT || t == nvinfer1::DataType::kHALF || t == nvinfer1::DataType::kBF16;
-}
+// The declared tactics are the kernel's own (kernels/rms_norm.h).
+static_assert(RmsNormPlugin::kTACTICS.size() == 2
+              && RmsNormPlugin::kTACTICS[0] == static_cast<int32_t>(RmsNormTactic::kWARP_PER_ROW)
+              && RmsNormPlugin::kTACTICS[1] == static_cast<int32_t>(RmsNormTactic::kBLOCK_PER_ROW));
 } // namespace
 
 std::vector<FieldDesc> const& RmsNormPlugin::fieldDescs()
 {
-    static std::vector<FieldDesc> const descs{
-        {"eps", nvinfer1::PluginFieldType::kFLOAT32, /*required=*/true, 1e-6, 0.0, kInf, /*minInclusive=*/false},
-    };
+    static std::vector<FieldDesc> const descs = fieldDescsOf(contract::rms_norm::kFIELDS);
     return descs;
 }
 

@@ -3,13 +3,13 @@
 // Inputs:  0 x       (..., H), rank >= 1
 //          1 weight  (H)
 // Outputs: 0 y       same shape as x: y = x * rsqrt(mean(x^2, last dim) + eps) * weight, fp32 accumulation
-// Fields:  eps       kFLOAT32, required, > 0
-// Formats: kLINEAR; x, weight and y share one type in {kFLOAT, kHALF, kBF16}
-// Tactics: 1 warp per row (small H), 2 one block per row, vectorized, row cached in registers (large H);
-//          0 (TensorRT's default) lets the kernel heuristic choose. Timing cache id: name, version, eps.
+// Fields, types and tactics: as declared in torchtrt_plugins/ops/rms_norm.py (read from contracts/ops.h).
+// Formats: kLINEAR; x, weight and y share one type. Tactic 0 (TensorRT's default) lets the kernel heuristic
+//          choose. Timing cache id: name, version, eps.
 // Workspace: none.
 #pragma once
 
+#include "contracts/ops.h"
 #include "kernels/rms_norm.h"
 #include "plugin_common.h"
 
@@ -19,12 +19,12 @@ namespace ttp::plugin
 class RmsNormPlugin : public PluginBase<RmsNormPlugin>
 {
 public:
-    static constexpr char const* kNAME = "RMSNorm";
-    static constexpr char const* kVERSION = "1";
-    static constexpr std::array<char const*, 2> kINPUTS{"x", "weight"};
-    static constexpr std::array<char const*, 1> kOUTPUTS{"y"};
-    static constexpr std::array<int32_t, 2> kTACTICS{
-        static_cast<int32_t>(RmsNormTactic::kWARP_PER_ROW), static_cast<int32_t>(RmsNormTactic::kBLOCK_PER_ROW)};
+    // Name, version, inputs, fields and tactics: the op's declaration (torchtrt_plugins/ops/rms_norm.py).
+    static constexpr char const* kNAME = contract::rms_norm::kPLUGIN_NAME;
+    static constexpr char const* kVERSION = contract::rms_norm::kPLUGIN_VERSION;
+    static constexpr auto kINPUTS = contract::rms_norm::kINPUT_NAMES;
+    static constexpr auto kOUTPUTS = contract::rms_norm::kOUTPUTS;
+    static constexpr auto kTACTICS = contract::rms_norm::kTACTICS;
 
     explicit RmsNormPlugin(float eps)
         : mEps(eps)

@@ -6,9 +6,12 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <array>
+#include <cmath>
 #include <string>
 #include <type_traits>
 
+#include "contracts/contract.h"
 #include "kernels/common.h"
 
 namespace ttp::torch_adapter
@@ -78,6 +81,68 @@ inline DType toKernelDType(at::ScalarType t, char const* op, char const* arg)
 inline void checkCuda(cudaError_t err, char const* op)
 {
     TTP_CHECK(err == cudaSuccess, op, "CUDA kernel failed: ", cudaGetErrorString(err));
+}
+
+// The kernel DType of `t`; false where the kernels have none.
+inline bool kernelDTypeOf(at::ScalarType t, DType& out)
+{
+    switch (t)
+    {
+    case at::kFloat: out = DType::kFLOAT32; return true;
+    case at::kHalf: out = DType::kFLOAT16; return true;
+    case at::kBFloat16: out = DType::kBFLOAT16; return true;
+    case at::kChar: out = DType::kINT8; return true;
+    case at::kInt: out = DType::kINT32; return true;
+    case at::kLong: out = DType::kINT64; return true;
+    case at::kBool: out = DType::kBOOL; return true;
+    default: return false;
+    }
+}
+
+// The op's declared tensor inputs (contracts/ops.h): each tensor's dtype allowed, and shared where declared.
+template <size_t N>
+void checkInputs(
+    std::array<contract::Input, N> const& inputs, std::array<at::Tensor const*, N> const& tensors, char const* op)
+{
+    for (size_t i = 0; i < N; ++i)
+    {
+        at::ScalarType const t = tensors[i]->scalar_type();
+        DType dtype{};
+        TTP_CHECK(kernelDTypeOf(t, dtype) && contract::accepts(inputs[i].torchMask, dtype), op, "argument '",
+            inputs[i].name, "' must have dtype ", inputs[i].dtypeNames, ", got ", t);
+        int32_t const same = inputs[i].sameDtypeAs;
+        TTP_CHECK(same < 0 || tensors[same]->scalar_type() == t, op, "argument '", inputs[i].name,
+            "' must have the same dtype as '", inputs[same < 0 ? 0 : same].name, "' (",
+            tensors[same < 0 ? 0 : same]->scalar_type(), "), got ", t);
+    }
+}
+
+// A scalar argument against its declared field (contracts/ops.h): in range, and finite for a float.
+inline void checkField(contract::Field const& field, double value, char const* op)
+{
+    bool const isFloat = field.type == contract::FieldType::kFLOAT32 || field.type == contract::FieldType::kFLOAT64;
+    TTP_CHECK((!isFloat || std::isfinite(value)) && field.inRange(value), op, "argument '", field.name, "' must be ",
+        field.expectation, ", got ", value);
+}
+
+// A tactic argument: 0 (the kernels' own choice) or one the op declares.
+template <size_t N>
+void checkTactic(std::array<int32_t, N> const& tactics, int64_t tactic, char const* op)
+{
+    bool known = tactic == 0;
+    for (int32_t value : tactics)
+    {
+        known = known || tactic == value;
+    }
+    if (!known)
+    {
+        std::string expected = "0";
+        for (int32_t value : tactics)
+        {
+            expected += ", " + std::to_string(value);
+        }
+        TTP_CHECK(false, op, "argument 'tactic' must be one of [", expected, "], got ", tactic);
+    }
 }
 
 } // namespace ttp::torch_adapter

@@ -1,5 +1,6 @@
 #include "kernels/masked_rows.h"
 #include "common.h"
+#include "contracts/ops.h"
 
 namespace ttp::torch_adapter
 {
@@ -11,13 +12,9 @@ at::Tensor maskedRows(at::Tensor const& x, at::Tensor const& mask)
     TTP_CHECK(x.is_cuda() && mask.is_cuda() && x.device() == mask.device(), "masked_rows",
         "arguments 'x' and 'mask' must be CUDA tensors on one device");
     TTP_CHECK(x.dim() >= 1, "masked_rows", "argument 'x' must have at least 1 dimension");
-    at::ScalarType const xType = x.scalar_type();
-    TTP_CHECK(
-        xType == at::kFloat || xType == at::kHalf || xType == at::kBFloat16 || xType == at::kInt || xType == at::kLong,
-        "masked_rows", "argument 'x' must have dtype in {float32, float16, bfloat16, int32, int64}, got ", xType);
-    DType const dtype = toKernelDType(xType, "masked_rows", "x");
-    TTP_CHECK(mask.scalar_type() == at::kBool, "masked_rows", "argument 'mask' must have dtype bool, got ",
-        mask.scalar_type());
+    // Dtypes: the op's declaration (torchtrt_plugins/ops/masked_rows.py).
+    checkInputs(contract::masked_rows::kINPUTS, {&x, &mask}, "masked_rows");
+    DType const dtype = toKernelDType(x.scalar_type(), "masked_rows", "x");
     TTP_CHECK(mask.dim() == 1 && mask.size(0) == x.size(0), "masked_rows", "argument 'mask' must have shape (",
         x.size(0), ",) to match the first dimension of 'x', got ", mask.sizes());
     c10::cuda::CUDAGuard guard(x.device());

@@ -1,5 +1,6 @@
 #include "kernels/pad_to.h"
 #include "common.h"
+#include "contracts/ops.h"
 
 #include <cmath>
 
@@ -12,13 +13,13 @@ at::Tensor padTo(at::Tensor const& x, int64_t height, int64_t width, double valu
 {
     TTP_CHECK(x.is_cuda(), "pad_to", "argument 'x' must be a CUDA tensor");
     TTP_CHECK(x.dim() == 4, "pad_to", "argument 'x' must have shape (B, C, H, W), got ", x.sizes());
-    TTP_CHECK(height >= 0, "pad_to", "argument 'height' must be an integer >= 0, got ", height);
-    TTP_CHECK(width >= 0, "pad_to", "argument 'width' must be an integer >= 0, got ", width);
-    at::ScalarType const xType = x.scalar_type();
-    TTP_CHECK(xType == at::kFloat || xType == at::kHalf || xType == at::kBFloat16 || xType == at::kChar, "pad_to",
-        "argument 'x' must have dtype in {float32, float16, bfloat16, int8}, got ", xType);
-    DType const dtype = toKernelDType(xType, "pad_to", "x");
-    TTP_CHECK(std::isfinite(value), "pad_to", "argument 'value' must be a finite float, got ", value);
+    // Ranges and dtypes: the op's declaration (torchtrt_plugins/ops/pad_to.py).
+    auto const& fields = contract::pad_to::kFIELDS;
+    checkField(fields[0], static_cast<double>(height), "pad_to");
+    checkField(fields[1], static_cast<double>(width), "pad_to");
+    checkInputs(contract::pad_to::kINPUTS, {&x}, "pad_to");
+    DType const dtype = toKernelDType(x.scalar_type(), "pad_to", "x");
+    checkField(fields[2], value, "pad_to");
     TTP_CHECK(dtype != DType::kINT8 || (value == std::nearbyint(value) && value >= -128 && value <= 127), "pad_to",
         "argument 'value' must be an integer in [-128, 127] when 'x' is int8, got ", value);
     c10::cuda::CUDAGuard guard(x.device());

@@ -1,5 +1,6 @@
 #include "kernels/rms_norm.h"
 #include "common.h"
+#include "contracts/ops.h"
 
 namespace ttp::torch_adapter
 {
@@ -12,9 +13,10 @@ at::Tensor rmsNormImpl(at::Tensor const& x, at::Tensor const& weight, double eps
     TTP_CHECK(x.dim() >= 1, "rms_norm", "argument 'x' must have at least 1 dimension");
     TTP_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), "rms_norm", "argument 'weight' must have shape (",
         x.size(-1), ",) to match the last dimension of 'x', got ", weight.sizes());
-    TTP_CHECK(x.scalar_type() == weight.scalar_type(), "rms_norm",
-        "argument 'weight' must have the same dtype as 'x' (", x.scalar_type(), "), got ", weight.scalar_type());
-    TTP_CHECK(eps > 0, "rms_norm", "argument 'eps' must be a float > 0, got ", eps);
+    // Dtypes, eps's range and the tactics: the op's declaration (torchtrt_plugins/ops/rms_norm.py).
+    checkInputs(contract::rms_norm::kINPUTS, {&x, &weight}, "rms_norm");
+    checkField(contract::rms_norm::kFIELDS[0], eps, "rms_norm");
+    checkTactic(contract::rms_norm::kTACTICS, tactic, "rms_norm");
     c10::cuda::CUDAGuard guard(x.device());
     at::Tensor xc = x.contiguous();
     at::Tensor wc = weight.contiguous();

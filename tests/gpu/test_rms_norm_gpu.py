@@ -80,6 +80,20 @@ def test_errors_name_op_and_argument():
         torch.ops.torchtrt.rms_norm(x, w, 0.0)
 
 
+def test_eager_checks_come_from_the_declaration():
+    """The C++ adapter's dtype, range and tactic checks are the declared ones (csrc/contracts/ops.h)."""
+    x, w = rms_norm_inputs((4, 32), torch.float32)
+    with pytest.raises(Exception, match=r"argument 'x' must have dtype in \{float32, float16, bfloat16\}, got Int"):
+        torch.ops.torchtrt.rms_norm(x.int(), w.int())
+    with pytest.raises(Exception, match=r"argument 'eps' must be a float > 0, got inf"):
+        torch.ops.torchtrt.rms_norm(x, w, float("inf"))
+    declared = [0] + [t.value for t in SPEC.tactics]
+    with pytest.raises(
+        Exception, match=rf"argument 'tactic' must be one of \[{', '.join(map(str, declared))}\], got 7"
+    ):
+        torch.ops.torchtrt.rms_norm_tactic(x, w, 1e-6, tactic=7)
+
+
 def test_compile_fullgraph_keeps_op_dynamic():
     backend = GraphRecorder(inductor=True)
 
