@@ -267,6 +267,18 @@ def prebuilt_libraries() -> PluginBuild | None:
     )
 
 
+def sdk_build_prerequisites() -> list[str]:
+    """What building a declared-op library with the SDK (``sdk.PluginLibrary.build``) lacks here (empty when it can
+    build): the TensorRT headers and nvcc. The wheel carries our own libraries prebuilt, not a user's."""
+    reasons = []
+    headers = find_tensorrt_headers()
+    if headers.include is None:
+        reasons.append(headers.error())
+    if nvcc_path() is None:
+        reasons.append("nvcc not found: install the CUDA toolkit or set CUDA_HOME")
+    return reasons
+
+
 def plugin_build_prerequisites() -> list[str]:
     """What a build of the plugin library from the sources lacks here (empty when it can build)."""
     reasons = []
@@ -274,11 +286,7 @@ def plugin_build_prerequisites() -> list[str]:
         source_dir()
     except BuildError as err:
         reasons.append(str(err))
-    headers = find_tensorrt_headers()
-    if headers.include is None:
-        reasons.append(headers.error())
-    if nvcc_path() is None:
-        reasons.append("nvcc not found: install the CUDA toolkit or set CUDA_HOME")
+    reasons += sdk_build_prerequisites()
     if shutil.which("cmake") is None:
         reasons.append("cmake not found: pip install cmake")
     return reasons

@@ -250,12 +250,10 @@ class PluginLibrary:
             return self._build
         if not self.declarations:
             raise SpecError(f"PluginLibrary {self.name}: no op is declared on it (torchtrt_plugins.declare)")
-        include = _build.tensorrt_include_dir()
-        if include is None:
-            raise _build.BuildError("TensorRT headers not found: set TENSORRT_INCLUDE_DIR or TENSORRT_ROOT")
-        nvcc = _build.nvcc_path()
-        if nvcc is None:
-            raise _build.BuildError("nvcc not found: install the CUDA toolkit or set CUDA_HOME")
+        missing = _build.sdk_build_prerequisites()
+        if missing:
+            raise _build.BuildError(f"cannot build plugin library {self.name}: " + "; ".join(missing))
+        include, nvcc = _build.tensorrt_include_dir(), _build.nvcc_path()
         archs = _build.cuda_archs()
         tables = generate_op_tables(self.declarations)
         launcher_table = generate_launcher_table(self.declarations)

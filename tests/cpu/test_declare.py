@@ -3,17 +3,21 @@ the errors a user gets, and the generic registration (converters, plugin librari
 
 from __future__ import annotations
 
-import itertools
+from torchtrt_plugins.testing import require_sdk_build
 
-import pytest
-import sdk_ops
-import torch
-from torch.fx.experimental.proxy_tensor import make_fx
+require_sdk_build()
 
-import torchtrt_plugins as ttp
-from torchtrt_plugins import _derive, converters, native
-from torchtrt_plugins import spec as spec_mod
-from torchtrt_plugins.converters import _factory
+import itertools  # noqa: E402
+
+import pytest  # noqa: E402
+import sdk_ops  # noqa: E402
+import torch  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+import torchtrt_plugins as ttp  # noqa: E402
+from torchtrt_plugins import _derive, converters, native  # noqa: E402
+from torchtrt_plugins import spec as spec_mod  # noqa: E402
+from torchtrt_plugins.converters import _factory  # noqa: E402
 
 _LIB = torch.library.Library("decl_test", "DEF")
 

@@ -3,16 +3,20 @@ torchtrt_plugins.declare, checked with check_op, and its own pytest run as a use
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from torchtrt_plugins.testing import require_sdk_build
 
-import pytest
-import torch
-from example_package import EXAMPLE, import_myops
+require_sdk_build()
 
-from torchtrt_plugins import converters
-from torchtrt_plugins.testing import check_op
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from example_package import EXAMPLE, import_myops  # noqa: E402
+
+from torchtrt_plugins import converters  # noqa: E402
+from torchtrt_plugins.testing import check_op  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -320,6 +320,7 @@ def test_declared_op_exports_with_the_one_call_helper(case: export_cases.ExportC
 
 
 def test_shape_program_beyond_32_bits_is_an_export_error():
+    declared_export_cases.require()
     spec = spec_mod.get("myops::scaled_add").spec
     call = _factory.PluginCall(
         spec.name,
@@ -338,6 +339,7 @@ class RoiAlignPooledLike(torch.nn.Module):
 
 def test_declared_symbolic_size_argument_is_an_export_error():
     """A SymInt argument of a declared op that is symbolic in the graph carries a 64-bit marker in its field."""
+    declared_export_cases.require()
     rois = torch.tensor([[0.0, 1.0, 1.0, 5.0, 5.0]])
     with pytest.raises(Exception) as info:
         with warnings.catch_warnings():
@@ -353,3 +355,7 @@ def test_declared_symbolic_size_argument_is_an_export_error():
         err = err.__cause__
     (ours,) = [e for e in chain if isinstance(e, tonnx.OnnxExportError)]
     assert str(ours).startswith("torchvision.roi_align: argument 'pooled_height' is a symbolic size"), str(ours)
+
+
+def test_declared_ops_are_covered():
+    declared_export_cases.assert_covered(DECLARED)

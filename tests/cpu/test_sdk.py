@@ -4,14 +4,18 @@ workspace, and createPlugin rejecting bad fields and malformed programs with a m
 
 from __future__ import annotations
 
-import subprocess
+from torchtrt_plugins.testing import require_sdk_build
 
-import pytest
-import sdk_ops
-import torch
+require_sdk_build()
 
-from torchtrt_plugins import _derive, converters
-from torchtrt_plugins.testing import ShapeArg, TensorArg, run_call, run_plugin
+import subprocess  # noqa: E402
+
+import pytest  # noqa: E402
+import sdk_ops  # noqa: E402
+import torch  # noqa: E402
+
+from torchtrt_plugins import _derive, converters  # noqa: E402
+from torchtrt_plugins.testing import ShapeArg, TensorArg, run_call, run_plugin  # noqa: E402
 
 
 @pytest.fixture(scope="module")

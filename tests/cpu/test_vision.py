@@ -4,12 +4,16 @@ cases, and check_op's cpu-tier checks (plan, shape program, harness build phase,
 
 from __future__ import annotations
 
-import pytest
-import torch
-from torch.fx.experimental.proxy_tensor import make_fx
+from torchtrt_plugins.testing import require_sdk_build
 
-from torchtrt_plugins import _derive, converters, vision
-from torchtrt_plugins.testing import ShapeArg, TensorArg, check_op, run_call
+require_sdk_build()
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+from torchtrt_plugins import _derive, converters, vision  # noqa: E402
+from torchtrt_plugins.testing import ShapeArg, TensorArg, check_op, run_call  # noqa: E402
 
 
 def test_schemas_are_torchvisions():

@@ -3,12 +3,16 @@ the plugin (check_op enqueues every tactic in the harness and compares with eage
 
 from __future__ import annotations
 
-import pytest
-import torch
-from example_package import import_myops
+from torchtrt_plugins.testing import require_sdk_build
 
-from torchtrt_plugins import sdk
-from torchtrt_plugins.testing import check_op
+require_sdk_build()
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from example_package import import_myops  # noqa: E402
+
+from torchtrt_plugins import sdk  # noqa: E402
+from torchtrt_plugins.testing import check_op  # noqa: E402
 
 myops = import_myops()
 

@@ -3,12 +3,16 @@ and a launcher that returns an error, in eager and in the plugin's enqueue."""
 
 from __future__ import annotations
 
-import pytest
-import sdk_ops
-import torch
+from torchtrt_plugins.testing import require_sdk_build
 
-from torchtrt_plugins import converters, sdk
-from torchtrt_plugins.testing import run_call
+require_sdk_build()
+
+import pytest  # noqa: E402
+import sdk_ops  # noqa: E402
+import torch  # noqa: E402
+
+from torchtrt_plugins import converters, sdk  # noqa: E402
+from torchtrt_plugins.testing import run_call  # noqa: E402
 
 
 def test_eager_cuda_kernel_is_the_launcher():

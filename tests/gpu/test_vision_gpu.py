@@ -3,11 +3,15 @@ torchvision is not installed), eagerly through the launcher and through the plug
 
 from __future__ import annotations
 
-import pytest
-import torch
+from torchtrt_plugins.testing import require_sdk_build
 
-from torchtrt_plugins import sdk, vision
-from torchtrt_plugins.testing import check_op
+require_sdk_build()
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from torchtrt_plugins import sdk, vision  # noqa: E402
+from torchtrt_plugins.testing import check_op  # noqa: E402
 
 
 def _expected(op: str, *args):

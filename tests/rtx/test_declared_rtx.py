@@ -3,12 +3,16 @@ createPlugin in both phases from the converter's fields, and a call without its 
 
 from __future__ import annotations
 
-import importlib
+from torchtrt_plugins.testing import require_sdk_build
 
-import sdk_ops
-import torch
+require_sdk_build()
 
-from torchtrt_plugins import converters
+import importlib  # noqa: E402
+
+import sdk_ops  # noqa: E402
+import torch  # noqa: E402
+
+from torchtrt_plugins import converters  # noqa: E402
 
 
 def test_tensorrt_rtx_registry_creates_the_declared_plugins():

@@ -123,7 +123,9 @@ def parser_reports(trt: Any, plugin_library: Path, tmp_path_factory: pytest.Temp
         json.dumps(
             {
                 "library": str(plugin_library),
-                "libraries": [str(library.plugin_path()) for library in declared_export_cases.libraries()],
+                "libraries": [str(library.plugin_path()) for library in declared_export_cases.libraries()]
+                if DECLARED
+                else [],
                 "models": models,
                 "field_probe": {"plugin": list(PROBE.creator_key), "fields": list(PROBE_VALUES), "model": str(probe)},
             }
@@ -233,3 +235,7 @@ def export_cases_call(case: export_cases.ExportCase):
     program = torch.export.export(case.module, case.args, dynamic_shapes=case.dynamic_shapes())
     (node,) = [n for n in program.graph.nodes if _factory.entry_for_target(n.target) is not None]
     return _factory.plan(_factory.entry_for_target(node.target).spec, node.args, node.kwargs)
+
+
+def test_declared_ops_are_covered():
+    declared_export_cases.assert_covered(DECLARED)
