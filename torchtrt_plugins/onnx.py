@@ -28,6 +28,7 @@ node to name exactly as many outputs as the plugin has.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -355,6 +356,10 @@ def translation_table(entries: Sequence[spec_mod.OpEntry] | None = None) -> dict
 
 
 _TORCHSCRIPT_MIN_OPSET = 7
+# The TorchScript exporter's newest opset (20 in torch 2.11-2.13); private in torch, so with a fallback.
+_TORCHSCRIPT_MAX_OPSET = getattr(
+    importlib.import_module("torch.onnx._constants"), "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", 20
+)
 #: Schema scalar types -> symbolic_helper constant kinds.
 _SCALAR_KINDS = {"float": "f", "int": "i", "SymInt": "i", "bool": "b", "str": "s"}
 
@@ -412,14 +417,15 @@ def _torchscript_value(value: Any) -> Any:
 def register_torchscript_symbolics(entries: Sequence[spec_mod.OpEntry] | None = None) -> None:
     """Register the symbolic functions of every op for ``torch.onnx.export(..., dynamo=False)``. Idempotent.
 
-    Registered at the exporter's lowest opset, so they serve every opset (it dispatches to the newest
-    registration at or below the target). ONNX shape inference does not know the plugin nodes, so that exporter
-    gives all their output dims symbolic names.
+    Registered at every opset the exporter has: it dispatches to the newest registration at or below the target,
+    so a symbolic another package registered for the same op at a higher opset would win over one registered at
+    the lowest (torchvision registers ONNX RoiAlign and NonMaxSuppression for its ops at opsets 11 and 16). ONNX
+    shape inference does not know the plugin nodes, so that exporter gives all their output dims symbolic names.
     """
     for entry in _entries(entries):
-        torch.onnx.register_custom_op_symbolic(
-            entry.spec.qualname, _torchscript_symbolic(entry), _TORCHSCRIPT_MIN_OPSET
-        )
+        symbolic = _torchscript_symbolic(entry)
+        for opset in range(_TORCHSCRIPT_MIN_OPSET, _TORCHSCRIPT_MAX_OPSET + 1):
+            torch.onnx.register_custom_op_symbolic(entry.spec.qualname, symbolic, opset)
 
 
 # ------------------------------------------------------------------------------------- one call

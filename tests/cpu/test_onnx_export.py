@@ -359,3 +359,16 @@ def test_declared_symbolic_size_argument_is_an_export_error():
 
 def test_declared_ops_are_covered():
     declared_export_cases.assert_covered(DECLARED)
+
+
+def test_torchscript_symbolics_win_over_another_packages():
+    """torchvision registers ONNX symbolics for its ops at opsets 11 and 16; ours must still make the plugin node."""
+    case = next(c for c in CASES if c.op == "rms_norm")
+    try:
+        for opset in (11, 16):
+            torch.onnx.register_custom_op_symbolic("torchtrt::rms_norm", lambda g, x, *_: g.op("Identity", x), opset)
+        assert [n.op_type for n in plugin_nodes(case.export("torchscript"))] == ["RMSNorm"]
+    finally:
+        for opset in (11, 16):
+            torch.onnx.unregister_custom_op_symbolic("torchtrt::rms_norm", opset)
+        tonnx.register_torchscript_symbolics()
