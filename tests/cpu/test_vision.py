@@ -150,9 +150,9 @@ def test_symbolic_pooled_size_is_a_shape_input():
 
 
 def test_benchmark_says_why_it_cannot_run(capsys):
-    from torchtrt_plugins.benchmarks import bench_vision
+    from torchtrt_plugins.benchmarks import vision_ops
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the benchmark would run")
-    assert bench_vision.main(["--quick"]) == 0
+    assert vision_ops.main(["--quick"]) == 0
     assert "skipped: no CUDA GPU visible to torch" in capsys.readouterr().out

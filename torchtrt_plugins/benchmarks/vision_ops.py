@@ -1,6 +1,7 @@
-"""roi_align and nms: torchvision's CUDA kernels vs ours (the launchers the plugins run), GPU time per call.
+"""roi_align and nms: torchvision's CUDA kernels vs ours (the launchers the plugins run), GPU time per call. A
+standalone script, not yet a ``BENCHMARK`` of ``torchtrt-plugins bench``.
 
-    python -m torchtrt_plugins.benchmarks.bench_vision [--quick] [--csv bench_results/vision.csv]
+    python -m torchtrt_plugins.benchmarks.vision_ops [--quick] [--csv bench_results/vision.csv]
 
 Timing: ``common.time_fn`` (do_bench or CUDA events after warm-up); median, 20th and 80th percentiles in ms. Our
 nms never synchronizes with the host (its output count stays on the device); torchvision's copies its overlap
@@ -43,12 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", default="bench_results/vision.csv")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print("bench_vision: skipped: no CUDA GPU visible to torch")
+        print("vision_ops: skipped: no CUDA GPU visible to torch")
         return 0
     from torchtrt_plugins import sdk, vision
 
     if not vision.TORCHVISION:
-        print("bench_vision: torchvision's ops are not loaded; timing ours only")
+        print("vision_ops: torchvision's ops are not loaded; timing ours only")
     device = torch.device("cuda")
     rows = []
     for op, case, call_args in cases(args.quick):
