@@ -34,6 +34,7 @@ from torchtrt_plugins.benchmarks.common import (
     needs_cuda_ops,
     needs_inductor,
     needs_tensorrt,
+    tensorrt_engine,
 )
 
 ENTRY = torchtrt_plugins.get("masked_rows")
@@ -104,15 +105,6 @@ def inductor(case: Case):
 def torchtrt_op(case: Case):
     x, mask = case.inputs
     return lambda: torch.ops.torchtrt.masked_rows(x, mask)
-
-
-def tensorrt_engine(fn, lowering: bool):
-    def factory(case: Case):
-        x, mask = case.inputs
-        engine = common.compile_tensorrt(common.FunctionModule(fn), [x, mask], lowering)
-        return lambda: engine(x, mask)
-
-    return factory
 
 
 def _plugin_module(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

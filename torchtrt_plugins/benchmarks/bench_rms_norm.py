@@ -24,6 +24,7 @@ from torchtrt_plugins.benchmarks.common import (
     needs_cuda_ops,
     needs_inductor,
     needs_tensorrt,
+    tensorrt_engine,
 )
 
 ENTRY = torchtrt_plugins.get("rms_norm")
@@ -90,15 +91,6 @@ def torchtrt_tactic(tactic: int):
     def factory(case: Case):
         x, weight = case.inputs
         return lambda: torch.ops.torchtrt.rms_norm_tactic(x, weight, EPS, tactic=tactic)
-
-    return factory
-
-
-def tensorrt_engine(fn, lowering: bool):
-    def factory(case: Case):
-        x, weight = case.inputs
-        engine = common.compile_tensorrt(common.FunctionModule(fn), [x, weight], lowering)
-        return lambda: engine(x, weight)
 
     return factory
 

@@ -689,6 +689,17 @@ def compile_tensorrt(module: torch.nn.Module, inputs: Sequence[torch.Tensor], lo
             return torch_tensorrt.compile(module, enabled_precisions={inputs[0].dtype}, **options)
 
 
+def tensorrt_engine(fn: Callable[..., Any], lowering: bool) -> Callable[[Case], Callable[[], Any]]:
+    """A provider factory: ``fn`` over all of a case's inputs, compiled into a TensorRT engine per case."""
+
+    def factory(case: Case):
+        inputs = list(case.inputs)
+        engine = compile_tensorrt(FunctionModule(fn), inputs, lowering)
+        return lambda: engine(*inputs)
+
+    return factory
+
+
 def plugin_fields(spec: Any, case: Case) -> dict[str, Any]:
     """The plugin's fields for a case, by field name, from the op arguments in ``case.kwargs``."""
     return {f.name: case.kwargs.get(f.arg or f.name, f.default) for f in spec.fields}
