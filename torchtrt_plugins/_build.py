@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PLUGIN_LIBRARY_NAME = "libtorchtrt_plugins_v3.so"
+#: The launchers of our declared ops behind the SDK's C entry points (csrc/sdk/launchers.cpp): the eager CUDA ops.
+LAUNCHER_LIBRARY_NAME = "libtorchtrt_plugins_launchers.so"
 HARNESS_LIBRARY_NAME = "libtorchtrt_plugins_harness.so"
 BROKEN_PLUGINS_LIBRARY_NAME = "libttp_broken_plugins.so"
 TORCH_EXTENSION_NAME = "torchtrt_plugins_cuda_ops"
@@ -235,6 +237,8 @@ class PluginBuild:
     broken_plugins: Path | None = None
     #: True for the libraries a wheel carries (``torchtrt_plugins/lib``), False for a build from the sources.
     prebuilt: bool = False
+    #: Our declared ops' launchers (CUDA runtime only), which their eager CUDA kernels call.
+    launchers: Path | None = None
 
 
 _NATIVE_PATTERNS = (
@@ -242,6 +246,7 @@ _NATIVE_PATTERNS = (
     "csrc/kernels/**/*",
     "csrc/contracts/**/*",
     "csrc/plugins/**/*",
+    "csrc/sdk/**/*",
     "csrc/harness/**/*",
 )
 
@@ -257,6 +262,7 @@ def prebuilt_libraries() -> PluginBuild | None:
     if not library.is_file():
         return None
     harness, broken = PREBUILT_DIR / HARNESS_LIBRARY_NAME, PREBUILT_DIR / BROKEN_PLUGINS_LIBRARY_NAME
+    launchers = PREBUILT_DIR / LAUNCHER_LIBRARY_NAME
     return PluginBuild(
         PREBUILT_DIR,
         library,
@@ -264,6 +270,7 @@ def prebuilt_libraries() -> PluginBuild | None:
         built_now=False,
         broken_plugins=broken if broken.is_file() else None,
         prebuilt=True,
+        launchers=launchers if launchers.is_file() else None,
     )
 
 
@@ -318,20 +325,28 @@ def build_plugin_library(force: bool = False, quiet: bool = False) -> PluginBuil
     root, include, nvcc, archs = source_dir(), tensorrt_include_dir(), nvcc_path(), cuda_archs()
     assert include is not None and nvcc is not None
     build_dir = plugin_build_dir(root, include, nvcc, archs)
-    library = build_dir / PLUGIN_LIBRARY_NAME
+    library, launchers = build_dir / PLUGIN_LIBRARY_NAME, build_dir / LAUNCHER_LIBRARY_NAME
     harness = build_dir / HARNESS_LIBRARY_NAME if (root / "csrc" / "harness").is_dir() else None
     broken = build_dir / BROKEN_PLUGINS_LIBRARY_NAME if harness is not None else None
-    products = [p for p in (library, harness, broken) if p is not None]
+    products = [p for p in (library, launchers, harness, broken) if p is not None]
     with _locked(build_dir):
         if all(p.is_file() for p in products) and not force:
-            return PluginBuild(build_dir, library, harness, built_now=False, broken_plugins=broken)
+            return PluginBuild(build_dir, library, harness, built_now=False, broken_plugins=broken, launchers=launchers)
         if not quiet:
             _message(f"building the TensorRT plugin library for sm_{archs} into {build_dir} (once per source change)")
         run_cmake(root, build_dir, include=include, nvcc=nvcc, archs=archs)
     missing_products = [str(p) for p in products if not p.is_file()]
     if missing_products:
         raise BuildError(f"build finished but {', '.join(missing_products)} missing")
-    return PluginBuild(build_dir, library, harness, built_now=True, broken_plugins=broken)
+    return PluginBuild(build_dir, library, harness, built_now=True, broken_plugins=broken, launchers=launchers)
+
+
+def launcher_library_path() -> Path:
+    """Our declared ops' launcher library: prebuilt in a wheel, else built with the plugin library (CMake)."""
+    launchers = build_plugin_library().launchers
+    if launchers is None:
+        raise BuildError(f"{PREBUILT_DIR} holds no {LAUNCHER_LIBRARY_NAME}: reinstall torchtrt-plugins")
+    return launchers
 
 
 def run_cmake(

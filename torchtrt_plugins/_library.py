@@ -1,4 +1,5 @@
-"""Registration of the torch ops from the op specs.
+"""Registration of the torch ops of our hand-written plugins from their op specs (``pad_to``; the declared ops,
+``rms_norm`` and ``masked_rows``, define themselves in ``torchtrt_plugins.ops``).
 
 Schemas and fake kernels come from the specs (Python); the CPU kernel is the reference
 implementation; the CUDA kernels come from the native extension (``csrc/torch``), loaded by
@@ -51,4 +52,5 @@ def _register(entry: spec_mod.OpEntry) -> None:
 
 
 for _entry in spec_mod.all_ops():
-    _register(_entry)
+    if _entry.spec.declaration is None:
+        _register(_entry)

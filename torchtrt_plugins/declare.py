@@ -150,6 +150,9 @@ class Declaration:
         self._check_schema()
         self.tensor_args = [a for a in self.schema.arguments if self._types[a.name] == "Tensor"]
         self.scalar_args = [a for a in self.schema.arguments if self._types[a.name] != "Tensor"]
+        self.num_arguments = len(self.schema.arguments)
+        self.argument_index = {a.name: i for i, a in enumerate(self.schema.arguments)}
+        self.tensor_positions = frozenset(self.argument_index[a.name] for a in self.tensor_args)
         tensor_names = {a.name for a in self.tensor_args}
         scalar_names = {a.name for a in self.scalar_args}
         for mapping, what, names in (
@@ -229,7 +232,8 @@ class Declaration:
             reference=reference or self.overload,
             fake=self.overload,
             check_args=self.check_args,
-            library=library.plugin_path if library is not None else None,
+            # Our own library's ops are our catalogue (spec.all_ops), loaded with it (native.plugin_library_path).
+            library=library.plugin_path if library is not None and not getattr(library, "ours", False) else None,
         )
 
     # ------------------------------------------------------------------------------------------ schema
@@ -282,7 +286,19 @@ class Declaration:
         return bind(self.spec, args, kwargs)
 
     def check_args(self, *args: Any, **kwargs: Any) -> None:
-        """The eager checks: dtypes from the declaration, scalar arguments against their declared ranges."""
+        """The eager checks: :meth:`check_values` and, for concrete shapes, the fake kernel's own checks
+        (:meth:`check_shapes`)."""
+        bound, tensors = self.check_values(*args, **kwargs)
+        values = {a.name: bound[a.name] for a in self.scalar_args}
+        concrete = all(isinstance(d, int) for t in tensors for d in t.shape) and all(
+            isinstance(v, (bool, int, float)) for v in values.values()
+        )
+        if concrete:
+            self.check_shapes([_derive.TensorMeta(tuple(t.shape), t.dtype) for t in tensors], values)
+
+    def check_values(self, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        """Dtypes from the declaration, scalar arguments against their declared ranges (what a fake kernel may check
+        too). Returns the bound arguments and the tensors."""
         bound = self.bind(*args, **kwargs)
         tensors = [bound[a.name] for a in self.tensor_args]
         for argument, tensor in zip(self.tensor_args, tensors, strict=True):
@@ -293,6 +309,35 @@ class Declaration:
         self.spec.check_dtypes(tensors)
         for field in self.spec.fields:
             field.check(self.qualname, bound[field.arg])
+        return bound, tensors
+
+    def check_shapes(self, metas: Sequence[_derive.TensorMeta], values: Mapping[str, Any]) -> None:
+        """Run the fake kernel on these concrete shapes, so its checks (e.g. ``torch._check`` that two inputs agree)
+        raise for this call; the symbolic derivation records them without deciding. Cached per shapes and values;
+        metas with unknown sizes are skipped."""
+        if any(d is None for m in metas for d in m.shape):
+            return
+        try:
+            key = (tuple(metas), tuple(sorted(values.items())))
+            hash(key)
+        except TypeError:
+            self._check_shapes(tuple(metas), tuple(values.items()))
+            return
+        self._check_shapes_cached(key[0], key[1])
+
+    @functools.lru_cache(maxsize=1024)  # noqa: B019 - declarations live as long as the process
+    def _check_shapes_cached(self, metas: tuple, values: tuple) -> None:
+        self._check_shapes(metas, values)
+
+    def _check_shapes(self, metas: tuple, values: tuple) -> None:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        scalars = dict(values)
+        with FakeTensorMode(shape_env=ShapeEnv()):  # a ShapeEnv for the fake kernel's ctx.new_dynamic_size()
+            tensors = iter([torch.empty(m.shape, dtype=m.dtype) for m in metas])
+            call = [next(tensors) if i in self.tensor_positions else scalars[a.name] for i, a in enumerate(self.schema.arguments)]
+            (self.fake_override or self.overload)(*call)
 
     @property
     def label(self) -> str:
@@ -379,7 +424,7 @@ _TRT_TYPE_NAMES = {
 def tensor_meta(value: Any, what: str) -> _derive.TensorMeta:
     """Sizes (None where unknown) and dtype of a tensor, a FakeTensor, an FX node or a TensorRT ITensor."""
     if isinstance(value, torch.fx.Node):
-        value = value.meta.get("val")
+        value = value.meta.get("val", value.meta.get("example_value"))  # the latter in Dynamo's graphs
     if isinstance(value, torch.Tensor):
         return _derive.TensorMeta(tuple(_derive._hint(d) for d in value.shape), value.dtype)
     if type(value).__name__ == "ITensor":
@@ -406,6 +451,8 @@ def declare(op: Any, **options: Any) -> Declaration:
             from . import sdk
 
             sdk.register_eager_kernel(declaration)
+    if getattr(declaration.library, "ours", False):
+        return declaration  # our catalogue: `import torchtrt_plugins` registers its converters and loads the library
     from . import converters, native
 
     if converters.register_entry(declaration.entry) and declaration.library is not None:

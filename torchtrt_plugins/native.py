@@ -89,7 +89,7 @@ def _libraries() -> dict[Any, list[spec_mod.OpEntry]]:
     """Every plugin library with the ops whose creators it holds: ours first, then those of declared ops."""
     groups: dict[Any, list[spec_mod.OpEntry]] = {plugin_library_path: []}
     for entry in spec_mod.registered_ops():
-        if entry.library is None and entry.spec.declaration is not None:
+        if entry.library is None and not spec_mod.is_ours(entry):
             continue  # declared without a library: its plugin is loaded by whoever built it
         groups.setdefault(entry.library or plugin_library_path, []).append(entry)
     return groups

@@ -20,7 +20,7 @@ import os
 import re
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,7 +188,11 @@ def generate_launcher_table(declarations: Sequence[Any]) -> str:
 
 
 class PluginLibrary:
-    """A user package's plugin library: its launcher sources and the ops declared on it."""
+    """A user package's plugin library: its launcher sources and the ops declared on it.
+
+    :meth:`prebuilt` makes one whose two libraries already exist (built by CMake or shipped in a wheel, with tables
+    generated ahead of time by :func:`generate_op_tables` / :func:`generate_launcher_table`): it never runs nvcc.
+    """
 
     def __init__(
         self,
@@ -210,10 +214,25 @@ class PluginLibrary:
         self._lock = threading.Lock()
         self._build: LibraryBuild | None = None
         self._launchers: ctypes.CDLL | None = None
+        self._prebuilt: tuple[Callable[[], Path], Callable[[], Path]] | None = None
+        #: True for torchtrt_plugins' own library (libtorchtrt_plugins_v3.so), whose ops are our catalogue.
+        self.ours = False
+
+    @classmethod
+    def prebuilt(
+        cls, name: str, plugins: Callable[[], Path], launchers: Callable[[], Path], *, ours: bool = False
+    ) -> PluginLibrary:
+        """A library whose plugin and launcher libraries exist already: ``plugins()`` and ``launchers()`` give their
+        paths (called on first use). Its tables must have been generated from the same declarations."""
+        library = cls(name, sources=())
+        library._prebuilt = (plugins, launchers)
+        library.ours = ours
+        return library
 
     def add(self, declaration: Any) -> None:
         self.declarations.append(declaration)
-        self._build = None
+        if self._prebuilt is None:
+            self._build = None
 
     def plugin_path(self) -> Path:
         """The TensorRT plugin library (built on first use)."""
@@ -230,6 +249,10 @@ class PluginLibrary:
                 lib.ttp_sdk_launch.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(_LaunchArgs)]
                 lib.ttp_sdk_workspace.restype = ctypes.c_uint64
                 lib.ttp_sdk_workspace.argtypes = [ctypes.c_char_p, ctypes.POINTER(_LaunchArgs)]
+                lib.ttp_sdk_launcher.restype = ctypes.c_void_p
+                lib.ttp_sdk_launcher.argtypes = [ctypes.c_char_p, ctypes.c_int32]
+                lib.ttp_sdk_workspace_function.restype = ctypes.c_void_p
+                lib.ttp_sdk_workspace_function.argtypes = [ctypes.c_char_p]
                 self._launchers = lib
             return self._launchers
 
@@ -247,6 +270,10 @@ class PluginLibrary:
     def build(self, force: bool = False) -> LibraryBuild:
         """Generate the tables and compile both libraries (cached). Raises ``_build.BuildError`` with the reason."""
         if self._build is not None and not force:
+            return self._build
+        if self._prebuilt is not None:
+            plugins, launchers = (Path(path()) for path in self._prebuilt)
+            self._build = LibraryBuild(plugins.parent, plugins, launchers, built_now=False)
             return self._build
         if not self.declarations:
             raise SpecError(f"PluginLibrary {self.name}: no op is declared on it (torchtrt_plugins.declare)")
@@ -362,57 +389,143 @@ def _tensor_struct(label: str, tensor: torch.Tensor, shape: Sequence[int] | None
     return _Tensor(tensor.data_ptr() if tensor.numel() else None, KERNEL_DTYPES[tensor.dtype], len(shape), dims)
 
 
+_LAUNCHER = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(_LaunchArgs))
+#: Where the size tensors start in the scratch buffer of a call (then the workspace, 256-byte aligned).
+_SCRATCH_ALIGN = 256
+
+
+class _Plan:
+    """Everything about one call signature (tensor shapes, dtypes and device, scalar values, tactic) that does not
+    change from call to call: checked once, then reused. Holds the ctypes structs the launcher reads, so a plan
+    belongs to one thread (see :data:`_PLANS`)."""
+
+    def __init__(self, declaration: Any, args: Sequence[Any], tactic: int):
+        label = declaration.label
+        if tactic not in declaration.launchers:
+            raise SpecError(f"{label}: argument 'tactic' must be one of {sorted(declaration.launchers)}, got {tactic}")
+        declaration.check_args(*args)
+        bound = declaration.bind(*args)
+        tensors = [bound[a.name] for a in declaration.tensor_args]
+        for argument, tensor in zip(declaration.tensor_args, tensors, strict=True):
+            if not tensor.is_cuda or tensor.device != tensors[0].device:
+                raise SpecError(
+                    f"{label}: argument '{argument.name}' must be a CUDA tensor on {tensors[0].device} (the device of "
+                    f"'{declaration.tensor_args[0].name}'), got device {tensor.device}"
+                )
+        self.device = tensors[0].device
+        metas = [_derive.TensorMeta(tuple(t.shape), t.dtype) for t in tensors]
+        values = {a.name: bound[a.name] for a in declaration.scalar_args}
+        derived = declaration.derive(metas, values, frozenset())
+        self.program = derived.program
+        self.shapes = [tuple(t.shape) for t in tensors]
+        out_shapes, uppers = _derive.evaluate(derived.program, self.shapes)
+        self.outputs = list(zip(out_shapes, derived.output_dtypes, strict=True))
+        self.num_sizes = len(uppers)
+        self.tensor_positions = [declaration.argument_index[a.name] for a in declaration.tensor_args]
+        inputs = [_tensor_struct(label, t) for t in tensors]
+        outputs = [_tensor_struct(label, torch.empty(0, dtype=d), s) for s, d in self.outputs]
+        outputs += [_tensor_struct(label, torch.empty(0, dtype=torch.int64), ()) for _ in uppers]
+        self.in_structs = (_Tensor * max(len(inputs), 1))(*inputs)
+        self.out_structs = (_Tensor * max(len(outputs), 1))(*outputs)
+        scalars = [float(f.check(declaration.qualname, bound[f.arg])) for f in declaration.spec.fields]
+        self.scalars = (ctypes.c_double * max(len(scalars), 1))(*scalars)
+        self.args = _LaunchArgs(
+            self.in_structs,
+            len(inputs),
+            self.out_structs,
+            len(outputs),
+            self.scalars,
+            len(scalars),
+            None,
+            0,
+            tactic,
+            None,
+        )
+        self.args_pointer = ctypes.pointer(self.args)
+        lib = declaration.library.launchers()
+        op = declaration.qualname.encode()
+        address = lib.ttp_sdk_launcher(op, tactic)
+        if not address:
+            raise RuntimeError(f"{label}: {declaration.library.name}'s launcher library has no launcher for tactic {tactic}")
+        self.launcher = _LAUNCHER(address)
+        self.launcher_name = declaration.launchers[tactic]
+        workspace = lib.ttp_sdk_workspace_function(op)
+        self.workspace_bytes = int(ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.POINTER(_LaunchArgs))(workspace)(
+            self.args_pointer
+        )) if workspace else 0
+        self.args.workspaceSize = self.workspace_bytes
+        self.workspace_offset = -(-8 * self.num_sizes // _SCRATCH_ALIGN) * _SCRATCH_ALIGN
+        self.scratch_bytes = self.workspace_offset + self.workspace_bytes
+
+
+#: Per thread: (declaration, call signature) -> _Plan.
+_PLANS = threading.local()
+_MAX_PLANS = 4096
+
+
+def _signature(declaration: Any, args: Sequence[Any], tactic: int) -> tuple:
+    key: list[Any] = [id(declaration), tactic]
+    for position, value in enumerate(args):
+        if position in declaration.tensor_positions:
+            key += (value.shape, value.dtype, value.device)
+        else:
+            key.append(value)
+    return tuple(key)
+
+
 def launch(declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any) -> Any:
-    """Run a declared op's launcher on CUDA tensors (what its eager CUDA kernel does). ``tactic`` picks one."""
-    label = declaration.label
-    declaration.check_args(*args, **kwargs)
-    bound = declaration.bind(*args, **kwargs)
-    if tactic not in declaration.launchers:
-        raise SpecError(f"{label}: argument 'tactic' must be one of {sorted(declaration.launchers)}, got {tactic}")
-    tensors = []
-    for argument, spec in zip(declaration.tensor_args, declaration.spec.inputs, strict=True):
-        tensor = bound[argument.name]
-        if not tensor.is_cuda:
-            raise SpecError(f"{label}: argument '{argument.name}' must be a CUDA tensor, got device {tensor.device}")
-        tensors.append((tensor.to(spec.plugin_dtype) if spec.plugin_dtype else tensor).contiguous())
-    device = tensors[0].device
-    metas = [_derive.TensorMeta(tuple(t.shape), bound[a.name].dtype) for a, t in zip(declaration.tensor_args, tensors)]
-    values = {a.name: bound[a.name] for a in declaration.scalar_args}
-    derived = declaration.derive(metas, values, frozenset())
-    shapes = [tuple(t.shape) for t in tensors]
-    out_shapes, uppers = _derive.evaluate(derived.program, shapes)
-    outputs = [torch.empty(s, dtype=d, device=device) for s, d in zip(out_shapes, derived.output_dtypes, strict=True)]
-    sizes = [torch.zeros((), dtype=torch.int64, device=device) for _ in uppers]
-    in_structs = (_Tensor * max(len(tensors), 1))(*[_tensor_struct(label, t) for t in tensors])
-    out_structs = (_Tensor * max(len(outputs) + len(sizes), 1))(*[_tensor_struct(label, t) for t in outputs + sizes])
-    scalars = [float(f.check(declaration.qualname, bound[f.arg])) for f in declaration.spec.fields]
-    scalar_array = (ctypes.c_double * max(len(scalars), 1))(*scalars)
-    launch_args = _LaunchArgs(
-        in_structs,
-        len(tensors),
-        out_structs,
-        len(outputs) + len(sizes),
-        scalar_array,
-        len(scalars),
-        None,
-        0,
-        tactic,
-        torch.cuda.current_stream(device).cuda_stream,
-    )
-    lib = declaration.library.launchers()
-    op = declaration.qualname.encode()
-    workspace_bytes = int(lib.ttp_sdk_workspace(op, ctypes.byref(launch_args)))
-    workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device=device)
-    launch_args.workspace = workspace.data_ptr()
-    launch_args.workspaceSize = workspace_bytes
-    with torch.cuda.device(device):
-        status = int(lib.ttp_sdk_launch(op, tactic, ctypes.byref(launch_args)))
+    """Run a declared op's launcher on CUDA tensors (what its eager CUDA kernel does). ``tactic`` picks one.
+
+    The checks, the shape derivation and the launcher lookup run once per call signature (shapes, dtypes, device,
+    scalar values, tactic); later calls with the same signature allocate the outputs (one scratch buffer for the
+    size tensors and the workspace) and call the launcher through its cached function pointer. A bool input is
+    passed as kBOOL (only the TensorRT plugin takes it as INT32). A data-dependent output is allocated at its upper
+    bound and returned as a view of its first rows, after one host synchronization that reads the sizes.
+    """
+    if kwargs or len(args) != declaration.num_arguments:
+        bound = declaration.bind(*args, **kwargs)
+        args = tuple(bound[a.name] for a in declaration.schema.arguments)
+    try:
+        key = _signature(declaration, args, tactic)
+        plans = _PLANS.__dict__
+        plan = plans.get(key)
+    except (AttributeError, TypeError):  # a non-tensor where a tensor goes, or an unhashable scalar: full checks
+        key, plans, plan = None, {}, None
+    if plan is None:
+        plan = _Plan(declaration, args, tactic)
+        if key is not None:
+            if len(plans) >= _MAX_PLANS:  # many distinct shapes (e.g. a varying batch): start over
+                plans.clear()
+            plans[key] = plan
+    device = plan.device
+    tensors = [args[i].contiguous() for i in plan.tensor_positions]
+    for struct, tensor in zip(plan.in_structs, tensors):
+        struct.data = tensor.data_ptr()
+    outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in plan.outputs]
+    structs = plan.out_structs
+    for i, output in enumerate(outputs):
+        structs[i].data = output.data_ptr()
+    scratch = None
+    if plan.scratch_bytes:
+        scratch = torch.empty(plan.scratch_bytes, dtype=torch.uint8, device=device)
+        base = scratch.data_ptr()
+        for k in range(plan.num_sizes):
+            structs[len(outputs) + k].data = base + 8 * k
+        plan.args.workspace = base + plan.workspace_offset if plan.workspace_bytes else None
+    index = device.index
+    plan.args.stream = torch._C._cuda_getCurrentRawStream(index)
+    if torch._C._cuda_getDevice() == index:
+        status = plan.launcher(plan.args_pointer)
+    else:
+        with torch.cuda.device(device):
+            status = plan.launcher(plan.args_pointer)
     if status != 0:
-        name = declaration.launchers[tactic]
-        raise RuntimeError(f"{label}: launcher '{name}' (tactic {tactic}) returned cudaError {status}")
-    if sizes:
-        counts = [int(s.item()) for s in sizes]  # one host synchronization, to size the outputs
-        final, _ = _derive.evaluate(derived.program, shapes, sizes=counts)
+        raise RuntimeError(
+            f"{declaration.label}: launcher '{plan.launcher_name}' (tactic {tactic}) returned cudaError {status}"
+        )
+    if plan.num_sizes:
+        counts = scratch[: 8 * plan.num_sizes].view(torch.int64).tolist()  # one host synchronization
+        final, _ = _derive.evaluate(plan.program, plan.shapes, sizes=counts)
         outputs = [o.view(-1)[: _numel(s)].view(s) for o, s in zip(outputs, final, strict=True)]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 

@@ -243,14 +243,24 @@ def register(entry: OpEntry) -> OpEntry:
     return entry
 
 
+def is_ours(entry: OpEntry) -> bool:
+    """Whether the op's plugin lives in our own plugin library: a hand-written one, or declared on our library."""
+    declaration = entry.spec.declaration
+    return entry.library is None and (declaration is None or getattr(declaration.library, "ours", False))
+
+
 def all_ops() -> list[OpEntry]:
     """Our catalogue: the ops whose plugins live in our own plugin library."""
-    return [entry for entry in _REGISTRY.values() if entry.library is None and entry.spec.declaration is None]
+    return [entry for entry in _REGISTRY.values() if is_ours(entry)]
 
 
 def registered_ops() -> list[OpEntry]:
     """Every op with a plugin: our catalogue and the ops declared by other packages."""
     return list(_REGISTRY.values())
+
+
+def registered_names() -> frozenset[str]:
+    return frozenset(_REGISTRY)
 
 
 def get(name: str) -> OpEntry:

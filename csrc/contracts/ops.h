@@ -8,19 +8,6 @@
 namespace ttp::contract
 {
 
-namespace masked_rows
-{
-inline constexpr char const *kOP = "torchtrt.masked_rows", *kPLUGIN_NAME = "MaskedRows", *kPLUGIN_VERSION = "1", *kPLUGIN_NAMESPACE = "torchtrt";
-inline constexpr auto kINPUT_NAMES = std::array<char const*, 2>{{"x", "mask"}};
-inline constexpr auto kINPUTS = std::array<Input, 2>{{
-        Input{"x", bit(DType::kFLOAT32) | bit(DType::kFLOAT16) | bit(DType::kBFLOAT16) | bit(DType::kINT32) | bit(DType::kINT64), bit(DType::kFLOAT32) | bit(DType::kFLOAT16) | bit(DType::kBFLOAT16) | bit(DType::kINT32) | bit(DType::kINT64), -1, "in {float32, float16, bfloat16, int32, int64}"},
-        Input{"mask", bit(DType::kBOOL), bit(DType::kINT32), -1, "bool"},
-    }};
-inline constexpr auto kOUTPUTS = std::array<char const*, 1>{{"y"}};
-inline constexpr auto kFIELDS = std::array<Field, 0>{};
-inline constexpr auto kTACTICS = std::array<int32_t, 0>{};
-} // namespace masked_rows
-
 namespace pad_to
 {
 inline constexpr char const *kOP = "torchtrt.pad_to", *kPLUGIN_NAME = "PadTo", *kPLUGIN_VERSION = "1", *kPLUGIN_NAMESPACE = "torchtrt";
@@ -36,21 +23,6 @@ inline constexpr auto kFIELDS = std::array<Field, 3>{{
     }};
 inline constexpr auto kTACTICS = std::array<int32_t, 0>{};
 } // namespace pad_to
-
-namespace rms_norm
-{
-inline constexpr char const *kOP = "torchtrt.rms_norm", *kPLUGIN_NAME = "RMSNorm", *kPLUGIN_VERSION = "1", *kPLUGIN_NAMESPACE = "torchtrt";
-inline constexpr auto kINPUT_NAMES = std::array<char const*, 2>{{"x", "weight"}};
-inline constexpr auto kINPUTS = std::array<Input, 2>{{
-        Input{"x", bit(DType::kFLOAT32) | bit(DType::kFLOAT16) | bit(DType::kBFLOAT16), bit(DType::kFLOAT32) | bit(DType::kFLOAT16) | bit(DType::kBFLOAT16), -1, "in {float32, float16, bfloat16}"},
-        Input{"weight", bit(DType::kFLOAT32) | bit(DType::kFLOAT16) | bit(DType::kBFLOAT16), bit(DType::kFLOAT32) | bit(DType::kFLOAT16) | bit(DType::kBFLOAT16), 0, "in {float32, float16, bfloat16}"},
-    }};
-inline constexpr auto kOUTPUTS = std::array<char const*, 1>{{"y"}};
-inline constexpr auto kFIELDS = std::array<Field, 1>{{
-        Field{"eps", FieldType::kFLOAT32, true, 1e-06, 0.0, kINF, false, kNAN, "a float > 0"},
-    }};
-inline constexpr auto kTACTICS = std::array<int32_t, 2>{{1, 2}};
-} // namespace rms_norm
 
 } // namespace ttp::contract
 // clang-format on

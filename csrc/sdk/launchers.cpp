@@ -1,5 +1,6 @@
 // The eager side of a declared-op library (lib<name>_launchers.so): the torch adapter in Python calls the same
-// launchers as the plugin through these two C entry points. Links the CUDA runtime only; no TensorRT.
+// launchers as the plugin through these C entry points (by name per call, or through the function pointers it looks
+// up once). Links the CUDA runtime only; no TensorRT.
 #include <cstring>
 
 #include "ttp_sdk.h"
@@ -41,4 +42,17 @@ extern "C" __attribute__((visibility("default"))) uint64_t ttp_sdk_workspace(
 {
     ttp::sdk::LauncherEntry const* entry = find(op, 0);
     return entry == nullptr || entry->workspace == nullptr ? 0 : entry->workspace(*args);
+}
+
+// The launcher of (op, tactic) and the op's workspace function, for callers that cache them (null when absent).
+extern "C" __attribute__((visibility("default"))) ttp::sdk::Launcher ttp_sdk_launcher(char const* op, int32_t tactic)
+{
+    ttp::sdk::LauncherEntry const* entry = find(op, tactic);
+    return entry == nullptr ? nullptr : entry->launch;
+}
+
+extern "C" __attribute__((visibility("default"))) ttp::sdk::WorkspaceSize ttp_sdk_workspace_function(char const* op)
+{
+    ttp::sdk::LauncherEntry const* entry = find(op, 0);
+    return entry == nullptr ? nullptr : entry->workspace;
 }

@@ -1,5 +1,6 @@
-"""Our ops' C++ contracts come from their declarations: csrc/contracts/ops.h is generated from the OpSpecs and current,
-and the torch adapters and plugins restate none of it by hand."""
+"""Our ops' C++ contracts come from their declarations: the generic plugin's tables of our declared ops
+(csrc/sdk/generated) and csrc/contracts/ops.h of the hand-written one are generated and current, and the torch adapters
+and plugins restate none of it by hand."""
 
 import dataclasses
 import re
@@ -9,14 +10,48 @@ import pytest
 from torchtrt_plugins import _build, contracts, spec
 
 
-def test_generated_header_is_current():
-    assert contracts.header_path().read_text() == contracts.generate(), (
-        "csrc/contracts/ops.h is stale: run python -m torchtrt_plugins.contracts"
-    )
+HAND_WRITTEN = [e for e in spec.all_ops() if e.spec.declaration is None]
+DECLARED = [e for e in spec.all_ops() if e.spec.declaration is not None]
+
+
+def test_generated_files_are_current():
+    files = contracts.generated_files()
+    assert {p.name for p in files} == {"ops.h", "declared_ops.cpp", "launcher_table.cpp"}
+    for path, text in files.items():
+        assert path.read_text() == text, f"{path} is stale: run python -m torchtrt_plugins.contracts"
     assert contracts.main(["--check"]) == 0
 
 
-@pytest.mark.parametrize("entry", spec.all_ops(), ids=lambda e: e.spec.name)
+def test_dogfooding_rms_norm_and_masked_rows_are_declared():
+    assert sorted(e.spec.name for e in DECLARED) == ["masked_rows", "rms_norm"]
+    assert [e.spec.name for e in HAND_WRITTEN] == ["pad_to"]
+
+
+@pytest.mark.parametrize("entry", DECLARED, ids=lambda e: e.spec.name)
+def test_tables_carry_each_declared_op(entry):
+    s, declaration = entry.spec, entry.spec.declaration
+    tables = contracts.generate_tables()
+    assert f'"{declaration.qualname}", "{s.plugin_name}", "{s.plugin_version}", "{s.plugin_namespace}"' in (
+        tables["declared_ops.cpp"]
+    )
+    for field in s.fields:
+        assert f'{{"{field.name}", FT::k{field.type}, ' in tables["declared_ops.cpp"]
+    for value, symbol in declaration.launchers.items():
+        assert f'{{"{declaration.qualname}", {value}, &{symbol}, ' in tables["launcher_table.cpp"]
+
+
+def test_a_changed_range_changes_the_tables(monkeypatch):
+    declaration = spec.get("rms_norm").spec.declaration
+    eps = declaration.spec.field_by_name("eps")
+    changed = dataclasses.replace(declaration.spec, fields=(dataclasses.replace(eps, min=1e-12, min_inclusive=True),))
+    before = contracts.generate_tables()["declared_ops.cpp"]
+    monkeypatch.setattr(declaration, "spec", changed)
+    after = contracts.generate_tables()["declared_ops.cpp"]
+    assert '{"eps", FT::kFLOAT64, false, 1e-06, 1e-12, kInf, true, kNaN}' in after
+    assert '{"eps", FT::kFLOAT64, false, 1e-06, 0.0, kInf, false, kNaN}' in before
+
+
+@pytest.mark.parametrize("entry", HAND_WRITTEN, ids=lambda e: e.spec.name)
 def test_header_carries_each_declared_item(entry):
     s = entry.spec
     text = contracts.generate()
@@ -34,14 +69,14 @@ def test_header_carries_each_declared_item(entry):
 
 
 def test_a_changed_range_changes_the_header(monkeypatch):
-    entry = spec.get("rms_norm")
-    eps = entry.spec.field_by_name("eps")
-    changed = dataclasses.replace(entry.spec, fields=(dataclasses.replace(eps, min=1e-12, min_inclusive=True),))
+    entry = spec.get("pad_to")
+    value = entry.spec.field_by_name("value")
+    changed = dataclasses.replace(entry.spec, fields=(*entry.spec.fields[:2], dataclasses.replace(value, min=-1.0)))
     before = contracts.generate()
     monkeypatch.setattr(entry, "spec", changed)
     after = contracts.generate()
     assert before != after
-    assert '"a float >= 1e-12"' in after and '"a float > 0"' in before
+    assert '"a float >= -1"' in after and '"a float"}' in before
 
 
 def test_cpp_sources_restate_no_declared_item():

@@ -16,7 +16,7 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64
 
 def test_spec_names_are_ours():
     assert SPEC.qualname == "torchtrt::masked_rows"
-    assert SPEC.creator_key == ("MaskedRows", "1", "torchtrt")
+    assert SPEC.creator_key == ("MaskedRows", "2", "torchtrt")
     assert SPEC.fields == () and SPEC.tactics == ()
     # Plugin outputs: y and the size tensor K, which the torch op does not return.
     assert SPEC.hidden_outputs == 1 and SPEC.num_plugin_outputs == 2 and len(SPEC.outputs) == 1
@@ -134,7 +134,9 @@ def _op_nodes(gm):
 
 
 def _check_call(call, x_arg, mask_arg):
-    assert call.creator_key == SPEC.creator_key and call.fields == [] and call.shape_inputs == []
+    # No scalar fields: only the generic plugin's shape program (derived from the fake kernel).
+    assert [f.name for f in call.fields] == [converters._factory.PROGRAM_FIELD]
+    assert call.creator_key == SPEC.creator_key and call.shape_inputs == []
     assert call.tensor_inputs == [x_arg, mask_arg]
     assert call.input_casts == [None, torch.int32]  # the bool mask reaches the plugin as INT32
     assert call.num_outputs == 2 and call.num_op_outputs == 1  # the size tensor stays inside the engine
@@ -142,8 +144,9 @@ def _check_call(call, x_arg, mask_arg):
 
 
 def test_plan_plain_arguments():
-    _check_call(converters.plan(SPEC, ("x", "m"), {}), "x", "m")
-    _check_call(converters.plan(SPEC, (), {"mask": "m", "x": "x"}), "x", "m")
+    x, m = torch.randn(4, 2), _mask(4, "all")
+    _check_call(converters.plan(SPEC, (x, m), {}), x, m)
+    _check_call(converters.plan(SPEC, (), {"mask": m, "x": x}), x, m)
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
@@ -182,7 +185,7 @@ def test_compile_fullgraph_with_data_dependent_output():
     _check_call(converters.plan(SPEC, node.args, node.kwargs), node.args[0], node.args[1])
 
 
-def test_converter_module_and_public_api():
-    module = converters.converter_module("masked_rows")
-    assert module.ENTRY is torchtrt_plugins.get("masked_rows") and module.ENTRY.spec is SPEC
-    assert callable(module.convert) and module.convert.__name__ == "convert_masked_rows"
+def test_generic_converter_and_public_api():
+    entry = torchtrt_plugins.get("masked_rows")
+    assert entry is masked_rows.ENTRY and entry.spec is SPEC and entry.spec.declaration is masked_rows.MASKED_ROWS
+    assert converters.make_converter(entry).__name__ == "convert_masked_rows"

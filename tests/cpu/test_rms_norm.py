@@ -15,10 +15,10 @@ SPEC = rms_norm.SPEC
 
 def test_spec_names_are_ours():
     assert SPEC.qualname == "torchtrt::rms_norm"
-    assert SPEC.creator_key == ("RMSNorm", "1", "torchtrt")
+    assert SPEC.creator_key == ("RMSNorm", "2", "torchtrt")
     assert SPEC.plugin_namespace not in ("tensorrt", "torch_tensorrt", "")
     assert [f.name for f in SPEC.fields] == ["eps"]
-    assert SPEC.field_by_name("eps").type == "FLOAT32"
+    assert SPEC.field_by_name("eps").type == "FLOAT64"
     assert [t.value for t in SPEC.tactics] == [1, 2]
 
 
@@ -102,7 +102,7 @@ def test_plan_from_exported_graph(dynamic):
     (node,) = _op_nodes(ep.graph_module)
     call = plan_node(node)
     assert call.creator_key == SPEC.creator_key
-    assert call.fields[0].name == "eps" and call.fields[0].type == "FLOAT32"
+    assert call.fields[0].name == "eps" and call.fields[0].type == "FLOAT64"
     assert call.field_value("eps") == pytest.approx(1e-5)
     assert call.shape_inputs == []
     assert [t.name for t in call.tensor_inputs] == [a.name for a in node.args[:2]]
@@ -112,15 +112,15 @@ def test_plan_from_exported_graph(dynamic):
 
 
 def test_plan_defaults_and_numpy_field():
-    call = plan(SPEC, ("x", "w"), {})
+    call = plan(SPEC, (torch.randn(2, 4), torch.randn(4)), {})
     assert call.field_value("eps") == pytest.approx(1e-6)
     array = call.fields[0].numpy()
-    assert array.dtype.name == "float32" and array.shape == (1,)
+    assert array.dtype.name == "float64" and array.shape == (1,)
 
 
 def test_plan_rejects_invalid_eps():
     with pytest.raises(SpecError, match="argument 'eps' must be a float > 0, got -1"):
-        plan(SPEC, ("x", "w", -1.0), {})
+        plan(SPEC, (torch.randn(2, 4), torch.randn(4), -1.0), {})
 
 
 def test_validator_rejects_unsupported_dtype():

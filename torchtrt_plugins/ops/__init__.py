@@ -1,3 +1,58 @@
-"""The catalogue of ops. Importing this package registers every op's spec."""
+"""The catalogue of ops. Importing this package registers every op's spec.
 
-from . import masked_rows, pad_to, rms_norm  # noqa: F401
+``rms_norm`` and ``masked_rows`` are declared with the public :func:`torchtrt_plugins.declare`, as a user's op is:
+their launchers (``csrc/kernels/*_launcher.cu``) and generic plugin tables (``csrc/sdk/generated``, written by
+``python -m torchtrt_plugins.contracts``) are built by CMake into our own libraries, so they need no build at run
+time. ``pad_to`` keeps its hand-written plugin on ``PluginBase`` (the escape hatch) in the same plugin library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .. import _build, native, sdk
+from .. import spec as spec_mod
+
+#: Our own plugin library (libtorchtrt_plugins_v3.so) and launcher library, both prebuilt (wheel) or built by CMake.
+LIBRARY = sdk.PluginLibrary.prebuilt(
+    spec_mod.NAMESPACE, plugins=native.plugin_library_path, launchers=_build.launcher_library_path, ours=True
+)
+
+
+def define(schema: str, fake: Callable[..., Any], reference: Callable[..., Any], *, tactics: bool = False):
+    """Define ``torchtrt::<name>`` from ``schema`` with its fake kernel and, on CPU, ``reference`` behind the
+    declaration's checks. With ``tactics``, also ``<name>_tactic(..., *, int tactic)``, whose CUDA kernel runs the
+    declared launcher of that tactic (benchmarks and tests force each one with it)."""
+    name = schema.split("(", 1)[0]
+    qualname = f"{spec_mod.NAMESPACE}::{name}"
+    lib = torch.library.Library(spec_mod.NAMESPACE, "FRAGMENT")
+    lib.define(schema)
+
+    def declaration():
+        return spec_mod.get(qualname).spec.declaration
+
+    def checked_fake(*args, **kwargs):  # dtypes and ranges too, so that tracing reports them
+        if qualname in spec_mod.registered_names():  # not while `declare` itself probes the fake kernel
+            declaration().check_values(*args, **kwargs)
+        return fake(*args, **kwargs)
+
+    torch.library.register_fake(qualname, checked_fake, lib=lib)
+
+    def cpu(*args, **kwargs):
+        declaration().check_args(*args, **kwargs)
+        return reference(*args, **kwargs)
+
+    lib.impl(name, cpu, "CPU")
+    if tactics:
+        args, returns = schema[len(name) :].split(") ->", 1)
+        lib.define(f"{name}_tactic{args}, *, int tactic) ->{returns}")
+        torch.library.register_fake(f"{qualname}_tactic", lambda *a, tactic, **k: checked_fake(*a, **k), lib=lib)
+        lib.impl(f"{name}_tactic", lambda *a, tactic, **k: cpu(*a, **k), "CPU")
+        lib.impl(f"{name}_tactic", lambda *a, tactic, **k: sdk.launch(declaration(), *a, tactic=tactic, **k), "CUDA")
+    return lib
+
+
+from . import masked_rows, pad_to, rms_norm  # noqa: E402, F401

@@ -1,51 +1,20 @@
-"""masked_rows(x, mask): the rows of x (dim 0) where the bool mask is true, in order; a data-dependent shape."""
+"""masked_rows(x, mask): the rows of x (dim 0) where the bool mask is true, in order; a data-dependent shape.
+
+Declared through the public path (:func:`torchtrt_plugins.declare`): the launcher is
+``csrc/kernels/masked_rows_launcher.cu``; the plugin is the generic one (``MaskedRows`` v2), whose output 1 is the
+0-D INT64 size tensor K that the torch op does not return. TensorRT plugins take no BOOL inputs, so the converter
+casts the mask to INT32 for the plugin; the eager op hands the launcher the bool mask as it is.
+"""
 
 from __future__ import annotations
 
 import torch
 
-from ..spec import OpEntry, OpSpec, SpecError, TensorSpec, Tolerance, register
+from ..declare import declare
+from ..spec import SpecError, Tolerance
+from . import LIBRARY, define
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64)
-
-SPEC = OpSpec(
-    name="masked_rows",
-    schema="(Tensor x, Tensor mask) -> Tensor",
-    plugin_name="MaskedRows",
-    inputs=(
-        TensorSpec("x", DTYPES, doc="(N, ...)"),
-        # TensorRT plugins take no kBOOL I/O: the converter casts the mask to int32 for the plugin.
-        TensorSpec("mask", (torch.bool,), plugin_dtype=torch.int32, doc="(N,), bool"),
-    ),
-    outputs=(TensorSpec("y", DTYPES, same_dtype_as="x", doc="(K, ...), K = number of true mask entries"),),
-    # Plugin output 1: the 0-D INT32 size tensor K, which the torch op does not return.
-    hidden_outputs=1,
-    requires_output_allocator=True,
-    # A copy: every dtype is exact.
-    tolerances={dtype: Tolerance(0.0, 0.0) for dtype in DTYPES},
-)
-
-
-def _check_same_size(a, b, message: str) -> None:
-    if isinstance(a, int) and isinstance(b, int):
-        if a != b:
-            raise SpecError(message)
-    else:
-        torch._check_with(SpecError, a == b, lambda: message)
-
-
-def check_args(x: torch.Tensor, mask: torch.Tensor) -> None:
-    SPEC.check_dtypes([x, mask])
-    if x.dim() < 1:
-        raise SpecError(
-            f"torchtrt.masked_rows: argument 'x' must have at least 1 dimension, got shape {tuple(x.shape)}"
-        )
-    expected = (
-        f"torchtrt.masked_rows: argument 'mask' must have shape ({x.shape[0]},) to match the first dimension of 'x'"
-    )
-    if mask.dim() != 1:
-        raise SpecError(f"{expected}, got {tuple(mask.shape)}")
-    _check_same_size(mask.shape[0], x.shape[0], f"{expected}, got {tuple(mask.shape)}")
 
 
 def reference(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -53,7 +22,19 @@ def reference(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def fake(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    check_args(x, mask)
+    """The op's shape rules, in the one place they are written (eager, validator and plugin derive from here)."""
+    if x.dim() < 1:
+        raise SpecError(
+            f"torchtrt.masked_rows: argument 'x' must have at least 1 dimension, got shape {tuple(x.shape)}"
+        )
+    torch._check_with(
+        SpecError,
+        mask.dim() == 1 and mask.shape[0] == x.shape[0],
+        lambda: (
+            f"torchtrt.masked_rows: argument 'mask' must have shape ({x.shape[0]},) to match the first dimension of "
+            f"'x', got {tuple(mask.shape)}"
+        ),
+    )
     rows = x.shape[0]
     # K is data: an unbacked size, 0 <= K <= rows.
     kept = torch.library.get_ctx().new_dynamic_size(max=rows if isinstance(rows, int) else None)
@@ -62,4 +43,23 @@ def fake(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return x.new_empty((kept, *x.shape[1:]))
 
 
-ENTRY = register(OpEntry(SPEC, reference=reference, fake=fake, check_args=check_args))
+_LIB = define("masked_rows(Tensor x, Tensor mask) -> Tensor", fake, reference)
+
+MASKED_ROWS = declare(
+    "torchtrt::masked_rows",
+    library=LIBRARY,
+    plugin_name="MaskedRows",
+    plugin_version="2",
+    launcher="ttp::launchers::maskedRows",
+    workspace="ttp::launchers::maskedRowsWorkspace",
+    dtypes={"x": DTYPES, "mask": (torch.bool,)},
+    reference=reference,
+    data_dependent=True,
+    example_inputs=(torch.zeros(2, 1), torch.zeros(2, dtype=torch.bool)),
+    # A copy: every dtype is exact.
+    tolerances={dtype: Tolerance(0.0, 0.0) for dtype in DTYPES},
+    doc=__doc__,
+)
+ENTRY = MASKED_ROWS.entry
+SPEC = MASKED_ROWS.spec
+check_args = MASKED_ROWS.check_args

@@ -1,55 +1,19 @@
-"""rms_norm(x, weight, eps=1e-6): RMSNorm over the last dimension, fp32 accumulation."""
+"""rms_norm(x, weight, eps=1e-6): RMSNorm over the last dimension, fp32 accumulation.
+
+Declared through the public path (:func:`torchtrt_plugins.declare`): the launchers are
+``csrc/kernels/rms_norm_launcher.cu`` (tactic 0: the kernel's heuristic; 1: one warp per row, for small hidden sizes;
+2: one block per row, vectorized, row in registers); the plugin is the generic one (``RMSNorm`` v2).
+"""
 
 from __future__ import annotations
 
 import torch
 
-from ..spec import FieldSpec, OpEntry, OpSpec, SpecError, Tactic, TensorSpec, Tolerance, register
+from ..declare import Range, declare
+from ..spec import SpecError, Tolerance
+from . import LIBRARY, define
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
-
-SPEC = OpSpec(
-    name="rms_norm",
-    schema="(Tensor x, Tensor weight, float eps=1e-06) -> Tensor",
-    plugin_name="RMSNorm",
-    inputs=(
-        TensorSpec("x", FLOATS, doc="(..., hidden); normalized over the last dimension"),
-        TensorSpec("weight", FLOATS, same_dtype_as="x", doc="(hidden,)"),
-    ),
-    outputs=(TensorSpec("y", FLOATS, same_dtype_as="x", doc="same shape as x"),),
-    fields=(
-        FieldSpec(
-            "eps",
-            "FLOAT32",
-            arg="eps",
-            default=1e-6,
-            min=0.0,
-            min_inclusive=False,
-            doc="added to the mean of squares before rsqrt",
-        ),
-    ),
-    tactics=(
-        Tactic(1, "warp_per_row", "one warp per row; small hidden sizes"),
-        Tactic(2, "block_per_row", "one block per row (128-1024 threads by hidden size), vectorized, row in registers"),
-    ),
-    tolerances={
-        torch.float32: Tolerance(1e-5, 1e-5),
-        torch.float16: Tolerance(2e-3, 2e-3),
-        torch.bfloat16: Tolerance(1.6e-2, 1.6e-2),
-    },
-)
-
-
-def check_args(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> None:
-    SPEC.check_dtypes([x, weight])
-    if x.dim() < 1:
-        raise SpecError(f"torchtrt.rms_norm: argument 'x' must have at least 1 dimension, got shape {tuple(x.shape)}")
-    if weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
-        raise SpecError(
-            f"torchtrt.rms_norm: argument 'weight' must have shape ({x.shape[-1]},) to match the last "
-            f"dimension of 'x', got {tuple(weight.shape)}"
-        )
-    SPEC.field_by_name("eps").check("rms_norm", eps)
 
 
 def reference(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -60,8 +24,40 @@ def reference(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch
 
 
 def fake(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    check_args(x, weight, eps)
+    """The op's shape rules, in the one place they are written (eager, validator and plugin derive from here)."""
+    if x.dim() < 1:
+        raise SpecError(f"torchtrt.rms_norm: argument 'x' must have at least 1 dimension, got shape {tuple(x.shape)}")
+    torch._check_with(
+        SpecError,
+        weight.dim() == 1 and weight.shape[0] == x.shape[-1],
+        lambda: (
+            f"torchtrt.rms_norm: argument 'weight' must have shape ({x.shape[-1]},) to match the last dimension of "
+            f"'x', got {tuple(weight.shape)}"
+        ),
+    )
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-ENTRY = register(OpEntry(SPEC, reference=reference, fake=fake, check_args=check_args))
+_LIB = define("rms_norm(Tensor x, Tensor weight, float eps=1e-06) -> Tensor", fake, reference, tactics=True)
+
+RMS_NORM = declare(
+    "torchtrt::rms_norm",
+    library=LIBRARY,
+    plugin_name="RMSNorm",
+    plugin_version="2",
+    launcher="ttp::launchers::rmsNorm",
+    tactics={1: "ttp::launchers::rmsNormWarpPerRow", 2: "ttp::launchers::rmsNormBlockPerRow"},
+    ranges={"eps": Range(min=0.0, min_inclusive=False, doc="added to the mean of squares before rsqrt")},
+    dtypes={"x": FLOATS, "weight": FLOATS},
+    same_dtype={"weight": "x"},
+    reference=reference,
+    tolerances={
+        torch.float32: Tolerance(1e-5, 1e-5),
+        torch.float16: Tolerance(2e-3, 2e-3),
+        torch.bfloat16: Tolerance(1.6e-2, 1.6e-2),
+    },
+    doc=__doc__,
+)
+ENTRY = RMS_NORM.entry
+SPEC = RMS_NORM.spec
+check_args = RMS_NORM.check_args
