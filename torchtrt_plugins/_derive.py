@@ -23,8 +23,10 @@ TensorRT ``DataType`` value; ``-(i + 1)`` means "the type of input i".
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -223,6 +225,26 @@ def _upper_bound(env: Any, symbol: sympy.Symbol) -> Any:
     return None
 
 
+_PROBING = threading.local()
+
+
+@contextlib.contextmanager
+def probing():
+    """Marks a run of a fake kernel for its shapes only (the derivation, a declaration's shape checks): a fake
+    kernel that also checks the declared dtypes skips them, since the plugin may take other dtypes (a bool as
+    INT32)."""
+    depth = getattr(_PROBING, "depth", 0)
+    _PROBING.depth = depth + 1
+    try:
+        yield
+    finally:
+        _PROBING.depth = depth
+
+
+def is_probing() -> bool:
+    return getattr(_PROBING, "depth", 0) > 0
+
+
 def derive(
     op: str,
     overload: Any,
@@ -273,7 +295,8 @@ def derive(
             else:
                 call_args.append(values[name])
         try:
-            result = fake(*call_args) if fake is not None else overload(*call_args)
+            with probing():
+                result = fake(*call_args) if fake is not None else overload(*call_args)
             upper_override = size_upper(*call_args) if size_upper is not None else None
         except SpecError:
             raise

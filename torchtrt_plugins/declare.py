@@ -334,7 +334,7 @@ class Declaration:
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
         scalars = dict(values)
-        with FakeTensorMode(shape_env=ShapeEnv()):  # a ShapeEnv for the fake kernel's ctx.new_dynamic_size()
+        with FakeTensorMode(shape_env=ShapeEnv()), _derive.probing():  # a ShapeEnv for ctx.new_dynamic_size()
             tensors = iter([torch.empty(m.shape, dtype=m.dtype) for m in metas])
             call = [next(tensors) if i in self.tensor_positions else scalars[a.name] for i, a in enumerate(self.schema.arguments)]
             (self.fake_override or self.overload)(*call)
@@ -388,6 +388,7 @@ class Declaration:
             a.name for a in self.scalar_args if self._types[a.name] == "SymInt" and is_symbolic(bound[a.name])
         )
         values = {a.name: _scalar_value(bound[a.name]) for a in self.scalar_args}
+        self.check_shapes(metas, values)  # the fake kernel's checks, with numbers in the messages
         return self.derive(metas, values, symbolic)
 
 
@@ -425,7 +426,8 @@ def tensor_meta(value: Any, what: str) -> _derive.TensorMeta:
     """Sizes (None where unknown) and dtype of a tensor, a FakeTensor, an FX node or a TensorRT ITensor."""
     if isinstance(value, torch.fx.Node):
         value = value.meta.get("val", value.meta.get("example_value"))  # the latter in Dynamo's graphs
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, torch.Tensor) or isinstance(getattr(value, "dtype", None), torch.dtype):
+        # A tensor, a FakeTensor, or a shape-and-dtype stand-in (e.g. testing.harness.TensorArg).
         return _derive.TensorMeta(tuple(_derive._hint(d) for d in value.shape), value.dtype)
     if type(value).__name__ == "ITensor":
         dtype = _TRT_TYPE_NAMES.get(getattr(value.dtype, "name", str(value.dtype)).upper())

@@ -259,10 +259,6 @@ def registered_ops() -> list[OpEntry]:
     return list(_REGISTRY.values())
 
 
-def registered_names() -> frozenset[str]:
-    return frozenset(_REGISTRY)
-
-
 def get(name: str) -> OpEntry:
     """The entry for ``ns::op``, or for a bare name in our namespace."""
     qualname = name if "::" in name else f"{NAMESPACE}::{name}"

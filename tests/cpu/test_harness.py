@@ -41,8 +41,10 @@ def test_creator_matches_the_op_spec(build):
     creator = result.creator(*SPEC.creator_key)
     assert (creator["name"], creator["version"], creator["namespace"]) == SPEC.creator_key
     assert creator["interface"] == "PLUGIN CREATOR_V3ONE"
+    # The op's scalar arguments, then the generic plugin's shape program (an array).
     assert [(f["name"], f["type"], f["length"]) for f in creator["fields"]] == [
-        (f.name, f.type, 1) for f in SPEC.fields
+        *((f.name, f.type, 1) for f in SPEC.fields),
+        ("shape_program", "INT64", 0),
     ]
 
 
@@ -53,7 +55,7 @@ def test_rms_norm_has_no_violations_and_reports_the_skipped_enqueue(build):
     assert result.output_types == ["FLOAT"]
     assert result.tactics == [t.value for t in SPEC.tactics]
     assert result.workspace_size == 0
-    assert result.timing_cache_id and result.timing_cache_id.startswith("RMSNorm_v1")
+    assert result.timing_cache_id and result.timing_cache_id.startswith("torchtrt::rms_norm_v2")
 
 
 def test_without_enqueue_request_the_reason_is_the_request(build):
@@ -109,7 +111,11 @@ def test_unsupported_input_types_stop_the_run_with_the_reason(build):
 
 def test_serialization_round_trip(build):
     result = rms(build, eps=1e-5)
-    assert [(f["name"], f["type"], f["length"]) for f in result.serialized_fields] == [("eps", "FLOAT32", 1)]
+    program = plan(SPEC, (H.TensorArg((2, 3, 16)), H.TensorArg((16,)), 1e-5)).field_value("shape_program")
+    assert [(f["name"], f["type"], f["length"]) for f in result.serialized_fields] == [
+        ("eps", "FLOAT64", 1),
+        ("shape_program", "INT64", len(program)),
+    ]
     assert result.serialized_fields[0]["data"][0] == pytest.approx(1e-5, rel=1e-7)
     assert result.runtime_fields == result.serialized_fields
     assert result.raw["serialized_bytes"] > 0
@@ -120,7 +126,7 @@ INVALID_EPS = [
     pytest.param([("eps", "FLOAT32", -1.0)], "must be a float > 0", id="negative"),
     pytest.param([("eps", "FLOAT32", 0.0)], "must be a float > 0", id="zero"),
     pytest.param([("eps", "FLOAT32", math.nan)], "must be a float > 0", id="nan"),
-    pytest.param([], "missing field 'eps'", id="missing"),
+    pytest.param([("eps", "FLOAT64", -1.0)], "must be a float > 0", id="negative-float64"),
     pytest.param([("eps", "FLOAT16", 1e-3)], "unsupported PluginFieldType", id="wrong-type"),
     pytest.param([("eps", "CHAR", "abc")], "exactly one value", id="string"),
     pytest.param([{"name": "eps", "type": "FLOAT32", "data": [1e-5, 1e-5]}], "exactly one value", id="two-values"),
@@ -130,7 +136,8 @@ INVALID_EPS = [
 
 @pytest.mark.parametrize("fields, expected", INVALID_EPS)
 def test_invalid_fields_are_rejected_with_a_log_line_naming_plugin_and_field(build, fields, expected):
-    result = rms(build, invalid_fields=[fields])
+    program = plan(SPEC, (H.TensorArg((2, 3, 16)), H.TensorArg((16,)), 1e-5)).field_value("shape_program")
+    result = rms(build, invalid_fields=[[*fields, ("shape_program", "INT64", program)]])
     (outcome,) = result.invalid_fields
     assert outcome.rejected
     errors = [line.message for line in outcome.log if line.severity == "ERROR"]

@@ -35,7 +35,12 @@ def _exports(path) -> set[str]:
 
 def test_plugin_library_exports_and_links_only_what_it_must(library):
     assert _exports(library.plugins) == {"getCreators", "setLoggerFinder"}
-    assert _exports(library.launchers) == {"ttp_sdk_launch", "ttp_sdk_workspace"}
+    assert _exports(library.launchers) == {
+        "ttp_sdk_launch",
+        "ttp_sdk_workspace",
+        "ttp_sdk_launcher",
+        "ttp_sdk_workspace_function",
+    }
     needed = subprocess.run(["readelf", "-d", str(library.plugins)], capture_output=True, text=True).stdout
     assert "libcudart" in needed
     assert "nvinfer" not in needed and "torch" not in needed and "c10" not in needed

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .. import _build, native, sdk
+from .. import _build, _derive, native, sdk
 from .. import spec as spec_mod
 
 #: Our own plugin library (libtorchtrt_plugins_v3.so) and launcher library, both prebuilt (wheel) or built by CMake.
@@ -34,8 +34,8 @@ def define(schema: str, fake: Callable[..., Any], reference: Callable[..., Any],
     def declaration():
         return spec_mod.get(qualname).spec.declaration
 
-    def checked_fake(*args, **kwargs):  # dtypes and ranges too, so that tracing reports them
-        if qualname in spec_mod.registered_names():  # not while `declare` itself probes the fake kernel
+    def checked_fake(*args, **kwargs):  # the declared dtypes and ranges too, so that tracing reports them
+        if not _derive.is_probing():
             declaration().check_values(*args, **kwargs)
         return fake(*args, **kwargs)
 
