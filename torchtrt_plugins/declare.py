@@ -336,7 +336,8 @@ class Declaration:
         scalars = dict(values)
         with FakeTensorMode(shape_env=ShapeEnv()), _derive.probing():  # a ShapeEnv for ctx.new_dynamic_size()
             tensors = iter([torch.empty(m.shape, dtype=m.dtype) for m in metas])
-            call = [next(tensors) if i in self.tensor_positions else scalars[a.name] for i, a in enumerate(self.schema.arguments)]
+            arguments = enumerate(self.schema.arguments)
+            call = [next(tensors) if i in self.tensor_positions else scalars[a.name] for i, a in arguments]
             (self.fake_override or self.overload)(*call)
 
     @property

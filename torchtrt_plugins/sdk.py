@@ -446,13 +446,15 @@ class _Plan:
         op = declaration.qualname.encode()
         address = lib.ttp_sdk_launcher(op, tactic)
         if not address:
-            raise RuntimeError(f"{label}: {declaration.library.name}'s launcher library has no launcher for tactic {tactic}")
+            raise RuntimeError(f"{label}: library {declaration.library.name} has no launcher for tactic {tactic}")
         self.launcher = _LAUNCHER(address)
         self.launcher_name = declaration.launchers[tactic]
         workspace = lib.ttp_sdk_workspace_function(op)
-        self.workspace_bytes = int(ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.POINTER(_LaunchArgs))(workspace)(
-            self.args_pointer
-        )) if workspace else 0
+        self.workspace_bytes = (
+            int(ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.POINTER(_LaunchArgs))(workspace)(self.args_pointer))
+            if workspace
+            else 0
+        )
         self.args.workspaceSize = self.workspace_bytes
         self.workspace_offset = -(-8 * self.num_sizes // _SCRATCH_ALIGN) * _SCRATCH_ALIGN
         self.scratch_bytes = self.workspace_offset + self.workspace_bytes

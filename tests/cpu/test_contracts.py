@@ -9,7 +9,6 @@ import pytest
 
 from torchtrt_plugins import _build, contracts, spec
 
-
 HAND_WRITTEN = [e for e in spec.all_ops() if e.spec.declaration is None]
 DECLARED = [e for e in spec.all_ops() if e.spec.declaration is not None]
 
@@ -31,8 +30,9 @@ def test_dogfooding_rms_norm_and_masked_rows_are_declared():
 def test_tables_carry_each_declared_op(entry):
     s, declaration = entry.spec, entry.spec.declaration
     tables = contracts.generate_tables()
-    assert f'"{declaration.qualname}", "{s.plugin_name}", "{s.plugin_version}", "{s.plugin_namespace}"' in (
-        tables["declared_ops.cpp"]
+    assert (
+        f'"{declaration.qualname}", "{s.plugin_name}", "{s.plugin_version}", "{s.plugin_namespace}"'
+        in (tables["declared_ops.cpp"])
     )
     for field in s.fields:
         assert f'{{"{field.name}", FT::k{field.type}, ' in tables["declared_ops.cpp"]

@@ -1,0 +1,58 @@
+"""Host time per call of the eager CUDA ops on tiny tensors (the GPU work is negligible, so this is the adapter's
+overhead), and masked_rows' device memory. Prints one line per measurement; compare two checkouts in one run:
+
+    PYTHONPATH=<checkout> python scripts/eager_overhead.py <label>
+"""
+
+import statistics
+import sys
+import time
+
+import torch
+
+import torchtrt_plugins
+
+LABEL = sys.argv[1] if len(sys.argv) > 1 else "this"
+
+
+def per_call_us(fn, calls=2000, repeats=5):
+    for _ in range(100):
+        fn()
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(times), min(times), max(times)
+
+
+x, w = torch.randn(4, 64, device="cuda"), torch.ones(64, device="cuda")
+xm, mask = torch.randn(8, 16, device="cuda"), torch.arange(8, device="cuda") % 2 == 0
+cases = {
+    "rms_norm": lambda: torch.ops.torchtrt.rms_norm(x, w, 1e-6),
+    "rms_norm_tactic[2]": lambda: torch.ops.torchtrt.rms_norm_tactic(x, w, 1e-6, tactic=2),
+    "masked_rows": lambda: torch.ops.torchtrt.masked_rows(xm, mask),
+    "torch x[mask] (peer)": lambda: xm[mask],
+    "torch F.rms_norm (peer)": lambda: torch.nn.functional.rms_norm(x, (64,), w, 1e-6),
+}
+for name, fn in cases.items():
+    median, low, high = per_call_us(fn)
+    print(f"[{LABEL}] host us/call {name}: median {median:.2f} (min {low:.2f}, max {high:.2f}), 2000 calls x 5")
+
+big = torch.randn(1 << 20, 16, device="cuda")  # 64 MiB
+keep = torch.rand(1 << 20, device="cuda") < 0.1
+torch.cuda.synchronize()
+base = torch.cuda.memory_allocated()
+torch.cuda.reset_peak_memory_stats()
+y = torch.ops.torchtrt.masked_rows(big, keep)
+torch.cuda.synchronize()
+mib = 1 << 20
+print(
+    f"[{LABEL}] masked_rows 2^20 x 16 fp32 (64 MiB), {y.shape[0]} rows kept ({y.numel() * 4 / mib:.1f} MiB): "
+    f"peak extra {(torch.cuda.max_memory_allocated() - base) / mib:.1f} MiB, "
+    f"held by the result {(torch.cuda.memory_allocated() - base) / mib:.1f} MiB"
+)
+print(f"[{LABEL}] torchtrt_plugins from {torchtrt_plugins.__file__}")
