@@ -29,7 +29,11 @@ FieldValue = converters._factory.FieldValue
 
 #: Schema arguments that neither a schema default nor a field spec can supply, per op:
 #: {op name: {argument name: example value}}. Tensors and field-fed arguments are filled in generically.
-EXAMPLE_ARGS: dict[str, dict[str, Any]] = {}
+EXAMPLE_ARGS: dict[str, dict[str, Any]] = {
+    # Tensors whose shapes the op's fake kernel accepts with the (4, 8) default of the first input.
+    "rms_norm": {"weight": torch.ones(8)},
+    "masked_rows": {"mask": torch.ones(4, dtype=torch.bool)},
+}
 
 
 # ------------------------------------------------------------------------------------ cases from specs
