@@ -268,10 +268,10 @@ def test_int64_field_beyond_32_bits_is_an_export_error(user_op):
 def test_symbolic_value_for_a_field_that_is_not_a_shape_input_is_an_export_error():
     from onnxscript import ir
 
-    translate = tonnx.translation_table()[torch.ops.torchtrt.rms_norm.default]
-    x, weight, eps = (ir.Value(name=n) for n in ("x", "weight", "eps"))
-    with pytest.raises(spec_mod.SpecError, match=r"torchtrt.rms_norm: argument 'eps' must be a constant"):
-        translate(x, weight, eps)
+    translate = tonnx.translation_table()[torch.ops.torchtrt.pad_to.default]
+    x, value = (ir.Value(name=n) for n in ("x", "value"))
+    with pytest.raises(spec_mod.SpecError, match=r"torchtrt.pad_to: argument 'value' must be a constant"):
+        translate(x, 3, 4, value)
 
 
 def test_plugin_named_like_a_standard_op_is_an_export_error():
@@ -299,7 +299,8 @@ def test_lowered_decoder_block_exports_two_rms_norm_nodes(case: export_cases.Exp
     types = value_types(model)
     for node in nodes:
         (eps,) = [a for a in node.attribute if a.name == "eps"]
-        assert eps.f == pytest.approx(1e-6)
+        # A FLOAT64 field travels as a DOUBLE tensor attribute, which the parser turns into a kFLOAT64 field.
+        assert onnx.numpy_helper.to_array(eps.t).tolist() == [pytest.approx(1e-6)]
         assert [types[i].elem_type for i in node.input] == [ONNX_DTYPE[case.args[0].dtype]] * 2
     # The rest of the block stays ordinary ONNX.
     assert {"MatMul", "Softmax"} <= {n.op_type for n in model.graph.node}
