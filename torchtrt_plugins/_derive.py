@@ -15,10 +15,14 @@ Program layout (int64 tokens)::
     nb_shape_inputs
     nb_size_tensors  (opt_expr upper_expr) * nb_size_tensors
     nb_outputs       (dtype_code rank dim_expr * rank) * nb_outputs
+    nb_checks        (lhs_expr rhs_expr) * nb_checks                      (version 2)
 
 An expression is its token count followed by postfix tokens: ``CONST v``, ``DIM input dim``, ``SHAPE input elem``,
 ``SIZE index`` and the binary operators ADD, SUB, MUL, FLOORDIV, CEILDIV, MIN, MAX. A dtype code >= 0 is a
-TensorRT ``DataType`` value; ``-(i + 1)`` means "the type of input i".
+TensorRT ``DataType`` value; ``-(i + 1)`` means "the type of input i". A check is an equality between input sizes
+that the fake kernel requires (``torch._check(w.shape[0] == x.shape[-1])``): the plugin verifies it on the profile's
+and the actual dims, so a mismatch is an error at build time rather than a wrong kernel launch. Version-1 programs
+(no checks) still parse.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import torch
 from .spec import SpecError
 
 MAGIC = 0x54545053  # "TTPS"
-VERSION = 1
+VERSION = 2
 
 CONST, DIM, SHAPE, SIZE = 1, 2, 3, 4
 ADD, SUB, MUL, FLOORDIV, CEILDIV, MIN, MAX = 10, 11, 12, 13, 14, 15, 16
@@ -305,6 +309,7 @@ def derive(
                 f"{op}: its fake kernel failed when run with symbolic sizes: {type(err).__name__}: {err}"
             ) from err
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+    checks = [g.expr for g in env.guards if isinstance(g.expr, sympy.Eq) and _from_user(g)]
     for guard in env.guards:
         if not isinstance(guard.expr, sympy.Eq) and not _holds_for_all_sizes(guard.expr) and _from_user(guard):
             raise DerivationError(
@@ -352,6 +357,16 @@ def derive(
         for j, expr in enumerate(dims):
             program += translate(expr, f"output {index} dim {j}")
         output_dtypes.append(out.dtype)
+    translate = _Translator(op, symbols, {})
+    translated = []
+    for check in checks:
+        try:
+            translated.append(translate(check.lhs, "a check") + translate(check.rhs, "a check"))
+        except DerivationError:
+            continue  # a check over sizes the plugin cannot see (e.g. a SymInt argument's value) stays eager-only
+    program.append(len(translated))
+    for tokens in translated:
+        program += tokens
     return Derived(tuple(int(t) for t in program), tuple(output_dtypes), len(unbacked))
 
 
@@ -366,12 +381,13 @@ class Program:
     num_shape_inputs: int
     sizes: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]  # (opt, upper) expressions
     outputs: tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]  # (dtype code, dim expressions)
+    checks: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()  # (lhs, rhs) expressions that must be equal
 
     @classmethod
     def parse(cls, tokens: Sequence[int]) -> Program:
         tokens = [int(t) for t in tokens]
-        if len(tokens) < 3 or tokens[0] != MAGIC or tokens[1] != VERSION:
-            raise ValueError(f"not a version-{VERSION} shape program: {tokens[:4]}")
+        if len(tokens) < 3 or tokens[0] != MAGIC or tokens[1] not in (1, VERSION):
+            raise ValueError(f"not a version-1 or -{VERSION} shape program: {tokens[:4]}")
         pos = 2
 
         def take() -> int:
@@ -396,9 +412,10 @@ class Program:
         for _ in range(take()):
             code = take()
             outputs.append((code, tuple(expr() for _ in range(take()))))
+        checks = tuple((expr(), expr()) for _ in range(take())) if tokens[1] >= 2 else ()
         if pos != len(tokens):
             raise ValueError(f"shape program has {len(tokens) - pos} trailing tokens")
-        return cls(ranks, num_shape, sizes, tuple(outputs))
+        return cls(ranks, num_shape, sizes, tuple(outputs), checks)
 
 
 def evaluate_expr(

@@ -13,7 +13,7 @@ namespace
 bool valid(sdk::LaunchArgs const& a)
 {
     return a.nbInputs == 2 && a.nbOutputs == 2 && a.inputs[0].rank >= 1 && a.inputs[1].rank == 1
-        && a.inputs[1].dims[0] == a.inputs[0].dims[0];
+           && a.inputs[1].dims[0] == a.inputs[0].dims[0];
 }
 
 int64_t rowBytes(sdk::Tensor const& x)

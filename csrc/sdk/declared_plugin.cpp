@@ -18,8 +18,8 @@ using plugin::Severity;
 
 // Shape program tokens (torchtrt_plugins/_derive.py).
 constexpr int64_t kMAGIC = 0x54545053;
-constexpr int64_t kVERSION = 1;
-constexpr int64_t kCONST = 1, kDIM = 2, kSHAPE = 3, kSIZE = 4;                                          // leaves
+constexpr int64_t kVERSION = 2;                                // version 1: no checks section
+constexpr int64_t kCONST = 1, kDIM = 2, kSHAPE = 3, kSIZE = 4; // leaves
 constexpr int64_t kADD = 10, kSUB = 11, kMUL = 12, kFLOORDIV = 13, kCEILDIV = 14, kMIN = 15, kMAX = 16; // operators
 
 bool isBinary(int64_t token)
@@ -53,6 +53,7 @@ struct ShapeProgram
     int32_t nbShapeInputs{0};
     std::vector<std::pair<Expr, Expr>> sizes; // (opt, upper)
     std::vector<Output> outputs;
+    std::vector<std::pair<Expr, Expr>> checks; // input sizes the fake kernel requires to be equal
 
     static ShapeProgram parse(std::vector<int64_t> const& tokens, OpDecl const& decl)
     {
@@ -76,9 +77,11 @@ struct ShapeProgram
             }
             return static_cast<int32_t>(n);
         };
-        if (take() != kMAGIC || take() != kVERSION)
+        int64_t const magic = take();
+        int64_t const version = take();
+        if (magic != kMAGIC || version < 1 || version > kVERSION)
         {
-            throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "' is not a version-", kVERSION,
+            throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "' is not a version-1 to -", kVERSION,
                 " shape program (emit it with torchtrt_plugins' converter)"));
         }
         int32_t const nbInputs = count("the input count", decl.nbInputs);
@@ -131,6 +134,12 @@ struct ShapeProgram
                 out.dims.push_back(expr(true));
             }
             program.outputs.push_back(std::move(out));
+        }
+        int32_t const nbChecks = version >= 2 ? count("the check count", 64) : 0;
+        for (int32_t c = 0; c < nbChecks; ++c)
+        {
+            Expr lhs = expr(false);
+            program.checks.emplace_back(std::move(lhs), expr(false));
         }
         if (pos != tokens.size())
         {
@@ -258,6 +267,24 @@ int64_t evaluateConcrete(Expr const& e, nvinfer1::Dims const* inputs, std::vecto
         });
 }
 
+// Whether every input dim the expression reads is known (>= 0) in `inputs`.
+bool known(Expr const& e, nvinfer1::Dims const* inputs)
+{
+    for (size_t i = 0; i < e.size(); ++i)
+    {
+        if (isBinary(e[i]))
+        {
+            continue;
+        }
+        if (e[i] == kDIM && inputs[e[i + 1]].d[e[i + 2]] < 0)
+        {
+            return false;
+        }
+        i += static_cast<size_t>(operandCount(e[i]));
+    }
+    return true;
+}
+
 nvinfer1::DimensionOperation dimensionOperation(int64_t op)
 {
     switch (op)
@@ -354,6 +381,12 @@ Descs collect(Desc const* descs, int32_t count, Pick&& pick)
 Descs maxOf(nvinfer1::DynamicPluginTensorDesc const* descs, int32_t count)
 {
     return collect(descs, count, [](auto const& d) { return std::make_pair(d.max, d.desc.type); });
+}
+
+// The dims a configurePlugin call describes (-1 where the profile leaves them open).
+Descs currentOf(nvinfer1::DynamicPluginTensorDesc const* descs, int32_t count)
+{
+    return collect(descs, count, [](auto const& d) { return std::make_pair(d.desc.dims, d.desc.type); });
 }
 
 Descs actualOf(nvinfer1::PluginTensorDesc const* descs, int32_t count)
@@ -507,7 +540,18 @@ public:
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept override
     {
-        return checkInputs("configurePlugin", nbInputs, nbOutputs, [&](int32_t i) { return in[i].desc.dims.nbDims; });
+        auto const rankOf = [&](int32_t i) { return in[i].desc.dims.nbDims; };
+        if (checkInputs("configurePlugin", nbInputs, nbOutputs, rankOf) != 0)
+        {
+            return 1;
+        }
+        return guarded("configurePlugin", int32_t{1},
+            [&]
+            {
+                checkSizes(maxOf(in, nbInputs).dims, "the profile's largest");
+                checkSizes(currentOf(in, nbInputs).dims, "the");
+                return int32_t{0};
+            });
     }
 
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
@@ -580,7 +624,16 @@ public:
     int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::PluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept override
     {
-        return checkInputs("onShapeChange", nbInputs, nbOutputs, [&](int32_t i) { return in[i].dims.nbDims; });
+        if (checkInputs("onShapeChange", nbInputs, nbOutputs, [&](int32_t i) { return in[i].dims.nbDims; }) != 0)
+        {
+            return 1;
+        }
+        return guarded("onShapeChange", int32_t{1},
+            [&]
+            {
+                checkSizes(actualOf(in, nbInputs).dims, "the");
+                return int32_t{0};
+            });
     }
 
     int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
@@ -695,6 +748,39 @@ private:
                 mProgram.inputRanks[static_cast<size_t>(input)], " (the rank its shape program was derived for), got ",
                 rank);
         }
+    }
+
+    // The fake kernel's equalities between input sizes (e.g. weight's length and x's last dim), where the dims are
+    // known.
+    void checkSizes(std::vector<nvinfer1::Dims> const& dims, char const* which) const
+    {
+        for (auto const& [lhs, rhs] : mProgram.checks)
+        {
+            if (!known(lhs, dims.data()) || !known(rhs, dims.data()))
+            {
+                continue;
+            }
+            int64_t const a = evaluateConcrete(lhs, dims.data(), {});
+            int64_t const b = evaluateConcrete(rhs, dims.data(), {});
+            if (a != b)
+            {
+                fail("input sizes break the op's fake kernel check ", describe(lhs), " == ", describe(rhs), ": ", which,
+                    " input dims give ", a, " and ", b);
+            }
+        }
+    }
+
+    std::string describe(Expr const& e) const
+    {
+        if (e.size() == 3 && e[0] == kDIM)
+        {
+            return concat("'", mDecl.inputs[e[1]].name, "'.shape[", e[2], "]");
+        }
+        if (e.size() == 2 && e[0] == kCONST)
+        {
+            return concat(e[1]);
+        }
+        return "(a size expression)";
     }
 
     void checkInputType(int32_t i, nvinfer1::DataType const* types) const

@@ -4,7 +4,8 @@
 //   (one per tactic) and the workspace function;
 // - a shape program, carried as the INT64 array field "shape_program" and derived in Python from the op's fake
 //   kernel for the input ranks of each call: output types, output dims as IExprBuilder expressions, and size
-//   tensors for data-dependent sizes (see torchtrt_plugins/_derive.py for the encoding).
+//   tensors for data-dependent sizes, and the equalities between input sizes the fake kernel checks (verified in
+//   configurePlugin and onShapeChange; see torchtrt_plugins/_derive.py for the encoding).
 // createPlugin validates both (unknown fields, ranges, a malformed program) and logs what is wrong.
 #pragma once
 

@@ -146,6 +146,16 @@ def test_invalid_fields_are_rejected_with_a_log_line_naming_plugin_and_field(bui
     assert not result.violations
 
 
+def test_the_plugin_checks_the_fake_kernels_size_equalities(build):
+    """The fake kernel's torch._check(weight.shape[0] == x.shape[-1]) travels in the shape program: the generic plugin
+    refuses inputs that break it (a graph built by hand, not through the converter, which would refuse it first)."""
+    x = H.TensorArg((2, 16))
+    call = plan(SPEC, (x, H.TensorArg((16,)), 1e-5))
+    result = H.run_call(call, x, H.TensorArg((8,)), library=build.library, enqueue=False)
+    assert result.stopped and "configurePlugin" in result.stopped
+    assert "input sizes break the op's fake kernel check 'weight'.shape[0] == 'x'.shape[1]" in result.log_text()
+
+
 def test_clone_is_independent(build):
     result = rms(build)
     assert not {"clone", "clone-shares-state"} & result.rules

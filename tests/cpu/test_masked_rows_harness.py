@@ -78,6 +78,14 @@ def test_mismatched_mask_length_is_an_error_of_the_plan():
         converters.plan(SPEC, (H.TensorArg((10, 4)), H.TensorArg((9,), torch.int32)), {})
 
 
+def test_mismatched_mask_length_is_an_error_of_the_plugin(build):
+    x = H.TensorArg((10, 4))
+    call = converters.plan(SPEC, (x, H.TensorArg((10,), torch.int32)), {})
+    result = H.run_call(call, x, H.TensorArg((9,), torch.int32), library=build.library, enqueue=False)
+    assert result.stopped and "configurePlugin" in result.stopped
+    assert "input sizes break the op's fake kernel check 'mask'.shape[0] == 'x'.shape[0]" in result.log_text()
+
+
 def test_run_call_casts_inputs_like_the_converter(build):
     """run_call applies the plan's input casts (the converter's cast layer): a torch bool mask reaches the plugin
     as INT32 (with casts=False the same call stops at getOutputDataTypes, test above)."""
