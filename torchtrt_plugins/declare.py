@@ -153,6 +153,15 @@ class Declaration:
         self.num_arguments = len(self.schema.arguments)
         self.argument_index = {a.name: i for i, a in enumerate(self.schema.arguments)}
         self.tensor_positions = frozenset(self.argument_index[a.name] for a in self.tensor_args)
+        self.tensor_position_list = sorted(self.tensor_positions)
+        self.scalar_position_list = [self.argument_index[a.name] for a in self.scalar_args]
+        # The defaults of the trailing arguments that have one (the dispatcher leaves them out of a call).
+        trailing = []
+        for argument in reversed(self.schema.arguments):
+            if not argument.has_default_value():
+                break
+            trailing.insert(0, argument.default_value)
+        self.trailing_defaults = tuple(trailing)
         tensor_names = {a.name for a in self.tensor_args}
         scalar_names = {a.name for a in self.scalar_args}
         for mapping, what, names in (

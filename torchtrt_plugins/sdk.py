@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import os
 import re
 import subprocess
@@ -416,9 +417,11 @@ class _Plan:
         metas = [_derive.TensorMeta(tuple(t.shape), t.dtype) for t in tensors]
         values = {a.name: bound[a.name] for a in declaration.scalar_args}
         derived = declaration.derive(metas, values, frozenset())
-        self.program = derived.program
         self.shapes = [tuple(t.shape) for t in tensors]
         out_shapes, uppers = _derive.evaluate(derived.program, self.shapes)
+        # Per output, the dims that depend on a data-dependent size: (dim, expression) to evaluate after the launch.
+        program = _derive._parse_cached(tuple(derived.program))
+        self.sized_dims = [[(d, e) for d, e in enumerate(dims) if _uses_size(e)] for _, dims in program.outputs]
         self.outputs = list(zip(out_shapes, derived.output_dtypes, strict=True))
         self.num_sizes = len(uppers)
         self.tensor_positions = [declaration.argument_index[a.name] for a in declaration.tensor_args]
@@ -463,15 +466,30 @@ class _Plan:
 #: Per thread: (declaration, call signature) -> _Plan.
 _PLANS = threading.local()
 _MAX_PLANS = 4096
+#: A data-dependent output whose upper-bound buffer wastes more than this (and more than it keeps) is copied into a
+#: buffer of its actual size, so the result does not hold the upper bound's memory.
+_TRIM_BYTES = 1 << 20
 
 
-def _signature(declaration: Any, args: Sequence[Any], tactic: int) -> tuple:
-    key: list[Any] = [id(declaration), tactic]
-    for position, value in enumerate(args):
-        if position in declaration.tensor_positions:
-            key += (value.shape, value.dtype, value.device)
-        else:
-            key.append(value)
+def _arguments(declaration: Any, args: tuple, kwargs: dict) -> tuple:
+    """Every schema argument positionally: the dispatcher drops trailing defaults; keywords need the full bind."""
+    if not kwargs:
+        missing = declaration.num_arguments - len(args)
+        if missing == 0:
+            return args
+        if 0 < missing <= len(declaration.trailing_defaults):
+            return args + declaration.trailing_defaults[len(declaration.trailing_defaults) - missing :]
+    bound = declaration.bind(*args, **kwargs)
+    return tuple(bound[a.name] for a in declaration.schema.arguments)
+
+
+def _signature(declaration: Any, args: tuple, tactic: int) -> tuple:
+    key: list[Any] = [declaration, tactic]
+    for position in declaration.tensor_position_list:
+        tensor = args[position]
+        key += (tensor.shape, tensor.dtype, tensor.device)
+    for position in declaration.scalar_position_list:
+        key.append(args[position])
     return tuple(key)
 
 
@@ -482,17 +500,16 @@ def launch(declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any) -> Any:
     scalar values, tactic); later calls with the same signature allocate the outputs (one scratch buffer for the
     size tensors and the workspace) and call the launcher through its cached function pointer. A bool input is
     passed as kBOOL (only the TensorRT plugin takes it as INT32). A data-dependent output is allocated at its upper
-    bound and returned as a view of its first rows, after one host synchronization that reads the sizes.
+    bound; after one host synchronization that reads the sizes, it is returned as a view of its first rows, or as a
+    copy of them where the upper bound would waste more than it keeps (and over 1 MiB).
     """
-    if kwargs or len(args) != declaration.num_arguments:
-        bound = declaration.bind(*args, **kwargs)
-        args = tuple(bound[a.name] for a in declaration.schema.arguments)
+    args = _arguments(declaration, args, kwargs)
+    plans = _PLANS.__dict__
     try:
         key = _signature(declaration, args, tactic)
-        plans = _PLANS.__dict__
         plan = plans.get(key)
     except (AttributeError, TypeError):  # a non-tensor where a tensor goes, or an unhashable scalar: full checks
-        key, plans, plan = None, {}, None
+        key, plan = None, None
     if plan is None:
         plan = _Plan(declaration, args, tactic)
         if key is not None:
@@ -500,9 +517,9 @@ def launch(declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any) -> Any:
                 plans.clear()
             plans[key] = plan
     device = plan.device
-    tensors = [args[i].contiguous() for i in plan.tensor_positions]
-    for struct, tensor in zip(plan.in_structs, tensors):
-        struct.data = tensor.data_ptr()
+    structs = plan.in_structs
+    for i, position in enumerate(plan.tensor_positions):
+        structs[i].data = args[position].contiguous().data_ptr()  # a copy, if any, lives until the launch is queued
     outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in plan.outputs]
     structs = plan.out_structs
     for i, output in enumerate(outputs):
@@ -527,16 +544,38 @@ def launch(declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any) -> Any:
         )
     if plan.num_sizes:
         counts = scratch[: 8 * plan.num_sizes].view(torch.int64).tolist()  # one host synchronization
-        final, _ = _derive.evaluate(plan.program, plan.shapes, sizes=counts)
-        outputs = [o.view(-1)[: _numel(s)].view(s) for o, s in zip(outputs, final, strict=True)]
+        outputs = [_trim(o, plan.shapes, counts, dims) for o, dims in zip(outputs, plan.sized_dims, strict=True)]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-def _numel(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
+def _trim(output: torch.Tensor, shapes: list, counts: list[int], sized_dims: list) -> torch.Tensor:
+    """The part of an upper-bound output its data-dependent sizes say was written (the leading elements)."""
+    if not sized_dims:
+        return output
+    shape = list(output.shape)
+    for dim, expr in sized_dims:
+        shape[dim] = _derive.evaluate_expr(expr, shapes, (), counts)
+    if len(sized_dims) == 1 and sized_dims[0][0] == 0:
+        kept = output.narrow(0, 0, shape[0])
+    else:
+        kept = output.view(-1)[: math.prod(shape)].view(shape)
+    wasted = (output.numel() - kept.numel()) * output.element_size()
+    if wasted > _TRIM_BYTES and wasted > kept.numel() * output.element_size():
+        return kept.clone()
+    return kept
+
+
+def _uses_size(expr: Sequence[int]) -> bool:
+    i = 0
+    while i < len(expr):
+        if expr[i] == _derive.SIZE:
+            return True
+        i += 1 if expr[i] in _derive._BINARY else 1 + _derive._OPERAND_COUNTS[expr[i]]
+    return False
+
+
+#: The Library objects holding the eager CUDA kernels (registrations last as long as their Library).
+_EAGER_LIBRARIES: list[torch.library.Library] = []
 
 
 def register_eager_kernel(declaration: Any) -> None:
@@ -545,4 +584,7 @@ def register_eager_kernel(declaration: Any) -> None:
     def cuda_kernel(*args: Any, **kwargs: Any) -> Any:
         return launch(declaration, *args, **kwargs)
 
-    torch.library.register_kernel(declaration.qualname, "cuda", cuda_kernel)
+    namespace, name = declaration.qualname.split("::", 1)
+    library = torch.library.Library(namespace, "IMPL")
+    library.impl(name, cuda_kernel, "CUDA")
+    _EAGER_LIBRARIES.append(library)

@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 import sdk_ops  # noqa: E402
 import torch  # noqa: E402
 
-from torchtrt_plugins import _derive, converters  # noqa: E402
+from torchtrt_plugins import _derive, converters, sdk  # noqa: E402
 from torchtrt_plugins.testing import ShapeArg, TensorArg, run_call, run_plugin  # noqa: E402
 
 
@@ -165,3 +165,29 @@ def test_rank_the_program_was_not_derived_for_is_an_error(library):
     call = converters.plan(sdk_ops.NONZERO_COUNT.spec, (torch.zeros(4, 3),))
     result = run_call(call, TensorArg((4, 3, 2)), library=library.plugins)
     assert any("input 'x' must have rank 2" in line.message for line in result.log), result.log_text()
+
+
+def test_eager_path_fills_dropped_defaults_and_keys_calls_by_signature():
+    """The dispatcher leaves trailing defaults out of a Python kernel's arguments: the eager path restores them
+    without a full bind, and caches per (shapes, dtypes, device, scalars, tactic)."""
+    from torchtrt_plugins.ops import rms_norm
+
+    declaration = rms_norm.RMS_NORM
+    x, w = torch.randn(4, 8), torch.randn(8)
+    assert sdk._arguments(declaration, (x, w), {})[2] == 1e-6
+    assert sdk._arguments(declaration, (x,), {"weight": w, "eps": 1e-5})[1:] == (w, 1e-5)
+    key = sdk._signature(declaration, (x, w, 1e-6), 2)
+    assert key[1:] == (2, x.shape, x.dtype, x.device, w.shape, w.dtype, w.device, 1e-6)
+    assert sdk._signature(declaration, (x, w, 1e-5), 2) != key
+
+
+def test_data_dependent_eager_output_keeps_no_large_upper_bound_buffer():
+    from torchtrt_plugins.ops import masked_rows
+
+    derived = masked_rows.MASKED_ROWS.derive_for_values(torch.randn(8, 3), torch.ones(8, dtype=torch.bool))
+    outputs = _derive.Program.parse(derived.program).outputs
+    (sized,) = [[(d, e) for d, e in enumerate(dims) if sdk._uses_size(e)] for _, dims in outputs]
+    small = sdk._trim(torch.zeros(100, 3), [(100, 3), (100,)], [7], sized)
+    assert small.shape == (7, 3) and small._base is not None  # a view: the waste is small
+    big = sdk._trim(torch.zeros(1 << 20, 4), [((1 << 20), 4), ((1 << 20),)], [5], sized)
+    assert big.shape == (5, 4) and big._base is None  # a copy: the 16 MiB upper bound is released

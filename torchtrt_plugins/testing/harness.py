@@ -583,7 +583,7 @@ def _declares_host_sync(op: str) -> bool:
         return False
 
 
-def _call_for(call_or_spec: Any, fields: Mapping[str, Any] | None) -> Any:
+def _call_for(call_or_spec: Any, fields: Mapping[str, Any] | None, inputs: Sequence[Any] = ()) -> Any:
     """A PluginCall from a PluginCall, an OpSpec or an op name (fields from ``fields`` or the spec's defaults)."""
     if hasattr(call_or_spec, "plugin_name") and hasattr(call_or_spec, "fields") and hasattr(call_or_spec, "op"):
         return call_or_spec
@@ -593,6 +593,12 @@ def _call_for(call_or_spec: Any, fields: Mapping[str, Any] | None) -> Any:
 
     op_spec = spec_mod.get(call_or_spec).spec if isinstance(call_or_spec, str) else call_or_spec
     values = dict(fields or {})
+    if op_spec.declaration is not None:  # the generic plugin needs its shape program, planned for these inputs
+        from ..converters import plan
+
+        arguments = {t.name: tensor for t, tensor in zip(op_spec.inputs, inputs, strict=True)}
+        arguments.update({f.arg: values[k] for f in op_spec.fields for k in (f.name, f.arg) if k in values})
+        return plan(op_spec, (), arguments)
     return PluginCall(
         op=op_spec.name,
         plugin_name=op_spec.plugin_name,
@@ -636,7 +642,7 @@ def bench_enqueue(
         ``iters`` floats, milliseconds per enqueue. Raises HarnessError when the plugin cannot be set up or no GPU
         is present.
     """
-    call = _call_for(call_or_spec, fields)
+    call = _call_for(call_or_spec, fields, inputs)
     if not torch.cuda.is_available():
         raise HarnessError("bench_enqueue needs a CUDA GPU")
     prepared, _, device = _prepare_inputs(list(inputs), True)
