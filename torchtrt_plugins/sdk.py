@@ -484,13 +484,19 @@ def _arguments(declaration: Any, args: tuple, kwargs: dict) -> tuple:
 
 
 def _signature(declaration: Any, args: tuple, tactic: int) -> tuple:
-    key: list[Any] = [declaration, tactic]
-    for position in declaration.tensor_position_list:
-        tensor = args[position]
-        key += (tensor.shape, tensor.dtype, tensor.device)
-    for position in declaration.scalar_position_list:
-        key.append(args[position])
-    return tuple(key)
+    """The cache key of a call: (declaration, tactic, each tensor's shape, dtype and device index, each scalar)."""
+    key = getattr(declaration, "_eager_signature", None)
+    if key is None:
+        # Generated once per op: one tuple display is a few times faster than building the key in a loop.
+        parts = ["d", "t"]
+        for position in range(declaration.num_arguments):
+            if position in declaration.tensor_positions:
+                parts += [f"a[{position}].shape", f"a[{position}].dtype", f"a[{position}].get_device()"]
+            else:
+                parts.append(f"a[{position}]")
+        key = eval(f"lambda d, a, t: ({', '.join(parts)},)")  # noqa: S307 - built from positions only
+        declaration._eager_signature = key
+    return key(declaration, args, tactic)
 
 
 def launch(declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any) -> Any:
@@ -517,9 +523,11 @@ def launch(declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any) -> Any:
                 plans.clear()
             plans[key] = plan
     device = plan.device
+    # Held until the launch is queued: a contiguous copy freed earlier could be handed to an output below.
+    inputs = [args[position].contiguous() for position in plan.tensor_positions]
     structs = plan.in_structs
-    for i, position in enumerate(plan.tensor_positions):
-        structs[i].data = args[position].contiguous().data_ptr()  # a copy, if any, lives until the launch is queued
+    for i, tensor in enumerate(inputs):
+        structs[i].data = tensor.data_ptr()
     outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in plan.outputs]
     structs = plan.out_structs
     for i, output in enumerate(outputs):
