@@ -3,11 +3,11 @@
 - The native sources (``CMakeLists.txt`` and ``csrc/``) travel inside the package as ``torchtrt_plugins/_native``,
   so an installed wheel can build the CUDA torch ops on first use (they are tied to the torch ABI).
 - A wheel carries the plugin library, our declared ops' launcher library, the conformance harness and the harness's
-  broken test plugins prebuilt
-  (``torchtrt_plugins/lib``) for ``_build.WHEEL_CUDA_ARCHS``, linked to the CUDA runtime only, so it needs no
-  compiler and no TensorRT headers where it is installed. ``TORCHTRT_PLUGINS_PREBUILT``: ``auto`` (default: prebuild
-  when nvcc, cmake and the headers are found, else a sources-only wheel, saying why), ``1`` (fail without them),
-  ``0`` (never). ``TORCHTRT_PLUGINS_WHEEL_ARCHS`` overrides the architectures.
+  broken test plugins prebuilt (``torchtrt_plugins/lib``) for ``_build.WHEEL_CUDA_ARCHS``, linked to the CUDA
+  runtime only, so it needs no compiler and no TensorRT headers where it is installed.
+  ``TORCHTRT_PLUGINS_PREBUILT``: ``auto`` (default: prebuild when nvcc, cmake and the headers are found, else a
+  sources-only wheel, saying why), ``1`` (fail without them), ``0`` (never). ``TORCHTRT_PLUGINS_WHEEL_ARCHS``
+  overrides the architectures.
 - An editable install (``pip install -e .``) copies and compiles nothing: the checkout's sources are used and the
   native pieces are built on first use.
 """

@@ -8,8 +8,12 @@ compiles, with nvcc, two products into the cache:
 - ``lib<name>_plugins.so``: the TensorRT plugin library. One generic IPluginV3 (``csrc/sdk/declared_plugin.cpp``)
   per declared op, over our shared plugin machinery (``csrc/plugins/plugin_common``). Links the CUDA runtime only
   and exports only ``getCreators`` and ``setLoggerFinder``;
-- ``lib<name>_launchers.so``: the same launchers behind two C entry points, which the op's eager CUDA kernel
+- ``lib<name>_launchers.so``: the same launchers behind C entry points, which the op's eager CUDA kernel
   (registered by ``declare``) calls, so eager and engine run the same kernel.
+
+:meth:`PluginLibrary.prebuilt` takes both libraries ready-made instead (our own ``rms_norm`` and ``masked_rows``:
+CMake builds them from tables generated ahead of time, and the wheel carries them), so nothing is compiled at run
+time.
 """
 
 from __future__ import annotations

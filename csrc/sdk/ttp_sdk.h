@@ -37,7 +37,9 @@ struct Tensor
 
 struct LaunchArgs
 {
-    Tensor const* inputs; // the op's tensor arguments, schema order, contiguous
+    // The op's tensor arguments, schema order, contiguous. A bool input is kBOOL from the eager op and kINT32 from
+    // the plugin (TensorRT plugins take no BOOL tensors): a launcher taking one reads both.
+    Tensor const* inputs;
     int32_t nbInputs;
     // The op's outputs, contiguous, at their shapes; a data-dependent dimension is at its upper bound (the
     // launcher writes the rows it produces compactly from the start). Then one 0-D kINT64 size tensor per
