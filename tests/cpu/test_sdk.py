@@ -154,7 +154,9 @@ def _with_program(fields, program):
 def _bad_dim(program):
     # The first output's first dim reads DIM 0 0: make it DIM 0 9 (x has rank 2).
     parsed = _derive.Program.parse(program)
-    start = len(program) - sum(1 + 1 + sum(1 + len(e) for e in dims) for _, dims in parsed.outputs) + 2
+    checks = 1 + sum(2 + len(lhs) + len(rhs) for lhs, rhs in parsed.checks)  # the section after the outputs
+    outputs = sum(1 + 1 + sum(1 + len(e) for e in dims) for _, dims in parsed.outputs)
+    start = len(program) - checks - outputs + 2
     bad = list(program)
     assert bad[start + 1 : start + 4] == [_derive.DIM, 0, 0]
     bad[start + 3] = 9
