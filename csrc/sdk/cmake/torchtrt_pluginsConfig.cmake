@@ -182,6 +182,8 @@ function(torchtrt_plugins_add_library name)
     DEPFILE "${generated}/generate.d"
     COMMENT "torchtrt_plugins: op tables of ${name} from the declarations in ${arg_MODULE}"
     VERBATIM)
+  # Both libraries compile a generated file: one target runs the generator, so that they never run it in parallel.
+  add_custom_target(${name}_tables DEPENDS "${plugin_table}" "${launcher_table}")
 
   add_library(${name}_launcher_objects OBJECT ${arg_SOURCES})
   add_library(${name}_plugins MODULE ${plugin_sources} "${plugin_table}" $<TARGET_OBJECTS:${name}_launcher_objects>)
@@ -191,6 +193,8 @@ function(torchtrt_plugins_add_library name)
     _torchtrt_plugins_compile_settings(${target})
     target_include_directories(${target} PRIVATE ${arg_INCLUDE_DIRECTORIES})
   endforeach()
+  add_dependencies(${name}_plugins ${name}_tables)
+  add_dependencies(${name}_launchers ${name}_tables)
   target_include_directories(${name}_plugins PRIVATE "${tensorrt_include_dir}")
   list(TRANSFORM linker_flags PREPEND "LINKER:")
   target_link_options(${name}_plugins PRIVATE "LINKER:--version-script=${version_script}" ${linker_flags})
