@@ -10,8 +10,8 @@
 # torchtrt_plugins_add_library(<name> MODULE <module> SOURCES <launcher sources>...
 #                              [INCLUDE_DIRECTORIES <dirs>...] [PYTHONPATH <dirs>...])
 #   <name> is the name of the sdk.PluginLibrary the ops of the Python module <module> are declared on. At build time
-#   `python -m torchtrt_plugins sdk generate` writes the op tables from the declarations (rerun when a Python file it
-#   imported changes); then two targets:
+#   `python -m torchtrt_plugins sdk generate` writes the op tables from the declarations (rerun when a file of <module>'s
+#   package or of torchtrt_plugins that it imported changes); then two targets:
 #     <name>_plugins    lib<name>_plugins.so: the TensorRT plugin library (links the CUDA runtime only, exports only
 #                       getCreators and setLoggerFinder): trtexec --dynamicPlugins, plugins_to_serialize, load_library;
 #     <name>_launchers  lib<name>_launchers.so: the launchers behind the C entry points the op's eager kernel calls;
