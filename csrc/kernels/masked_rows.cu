@@ -12,8 +12,6 @@ constexpr int kResidentBlocksPerSm = 2048 / kBlockThreads;
 constexpr int kScanThreads = 1024;
 constexpr int kScanItems = 4;
 constexpr int kMaskLoadBytes = 16;
-// Mask loads each warp of the count kernel has in flight.
-constexpr int kCountInFlight = 4;
 // Rows per tile: a power of two in [kMinTileRows, kMaxTileRows], about kTileBytes of row data, so that
 // short rows still give each block real work and the single-block scan over tiles stays short.
 // kMinTileRows: a whole number of warp-wide 16-byte mask loads, even for one-byte masks.
@@ -132,68 +130,48 @@ __global__ void __launch_bounds__(kBlockThreads)
     __syncthreads();
     int64_t const blockBase = static_cast<int64_t>(blockIdx.x) * tilesPerBlock * tileRows;
     int64_t const blockEnd = min(blockBase + tilesPerBlock * tileRows, rows);
-    // kCountInFlight chunks per warp are loaded before any is reduced: one memory round trip, not several.
-    constexpr int64_t kStride = kWarps * kChunkRows;
-    for (int64_t group = blockBase + warp * kChunkRows; group < blockEnd; group += kCountInFlight * kStride)
+    for (int64_t chunkBase = blockBase + warp * kChunkRows; chunkBase < blockEnd; chunkBase += kWarps * kChunkRows)
     {
-        Vec<M, F> flags[kCountInFlight];
-#pragma unroll
-        for (int j = 0; j < kCountInFlight; ++j)
+        int64_t const first = chunkBase + lane * F;
+        uint32_t bits = 0;
+        if (maskAligned && chunkBase + kChunkRows <= rows)
         {
-            int64_t const chunkBase = group + j * kStride;
-            if (maskAligned && chunkBase < blockEnd && chunkBase + kChunkRows <= rows)
+            Vec<M, F> const flags = *reinterpret_cast<Vec<M, F> const*>(mask + first);
+#pragma unroll
+            for (int k = 0; k < F; ++k)
             {
-                flags[j] = *reinterpret_cast<Vec<M, F> const*>(mask + chunkBase + lane * F);
+                bits |= static_cast<uint32_t>(flags.v[k] != M{0}) << k;
             }
         }
-#pragma unroll
-        for (int j = 0; j < kCountInFlight; ++j)
+        else
         {
-            int64_t const chunkBase = group + j * kStride;
-            if (chunkBase >= blockEnd)
-            {
-                break; // the same for the whole warp
-            }
-            int64_t const first = chunkBase + lane * F;
-            uint32_t bits = 0;
-            if (maskAligned && chunkBase + kChunkRows <= rows)
-            {
 #pragma unroll
-                for (int k = 0; k < F; ++k)
-                {
-                    bits |= static_cast<uint32_t>(flags[j].v[k] != M{0}) << k;
-                }
-            }
-            else
+            for (int k = 0; k < F; ++k)
             {
+                bits |= static_cast<uint32_t>(first + k < rows && mask[first + k] != M{0}) << k;
+            }
+        }
+        uint32_t word = bits << (F * (lane % L));
 #pragma unroll
-                for (int k = 0; k < F; ++k)
-                {
-                    bits |= static_cast<uint32_t>(first + k < rows && mask[first + k] != M{0}) << k;
-                }
-            }
-            uint32_t word = bits << (F * (lane % L));
+        for (int step = 1; step < L; step <<= 1)
+        {
+            word |= __shfl_xor_sync(0xffffffffU, word, step);
+        }
+        // A chunk (at most 512 rows) never straddles a tile (a power of two of at least 512 rows).
+        int const tile = static_cast<int>((chunkBase - blockBase) / tileRows);
+        unsigned chunkCount = lane % L == 0 && first < rows ? __popc(word) : 0;
 #pragma unroll
-            for (int step = 1; step < L; step <<= 1)
-            {
-                word |= __shfl_xor_sync(0xffffffffU, word, step);
-            }
-            // A chunk (at most 512 rows) never straddles a tile (a power of two of at least 512 rows).
-            int const tile = static_cast<int>((chunkBase - blockBase) / tileRows);
-            unsigned chunkCount = lane % L == 0 && first < rows ? __popc(word) : 0;
-#pragma unroll
-            for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
-            {
-                chunkCount += __shfl_xor_sync(0xffffffffU, chunkCount, offset);
-            }
-            if (lane % L == 0 && first < rows)
-            {
-                words[first / kWarpSize] = word;
-            }
-            if (lane == 0 && chunkCount != 0)
-            {
-                atomicAdd(&tileCounts[tile], static_cast<unsigned long long>(chunkCount));
-            }
+        for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+        {
+            chunkCount += __shfl_xor_sync(0xffffffffU, chunkCount, offset);
+        }
+        if (lane % L == 0 && first < rows)
+        {
+            words[first / kWarpSize] = word;
+        }
+        if (lane == 0 && chunkCount != 0)
+        {
+            atomicAdd(&tileCounts[tile], static_cast<unsigned long long>(chunkCount));
         }
     }
     __syncthreads();
