@@ -478,7 +478,9 @@ class Provider:
     """A way to run the op. ``factory(case)`` returns a zero-argument callable (it may raise Skip).
 
     A provider that times itself (the harness times ``enqueue`` alone) gives ``measure(case) -> Timing``
-    instead; its output is checked by the harness tests, not here.
+    instead; its output is checked by the harness tests, not here. ``nbytes(case)``, when given, is what this
+    provider must move where it differs from ``case.nbytes`` (the plugin reads a cast input at its own size); its
+    GB/s and % of copy use it, against the copy's time scaled to those bytes.
     """
 
     name: str
@@ -486,6 +488,7 @@ class Provider:
     requires: tuple[Requirement, ...] = ()
     check: bool = True
     measure: Callable[[Case], Timing] | None = None
+    nbytes: Callable[[Case], int | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -716,6 +719,25 @@ def plugin_inputs(spec: Any, tensors: Sequence[torch.Tensor]) -> list[torch.Tens
     return out
 
 
+def plugin_nbytes(entry: Any) -> Callable[[Case], int | None]:
+    """Bytes the plugin moves: the case's, with each input the plugin takes cast (:func:`plugin_inputs`) counted at
+    the plugin's element size (a bool mask read as int32 is 4 bytes a row, not 1)."""
+
+    def nbytes(case: Case) -> int | None:
+        if case.nbytes is None:
+            return None
+        tensors = [t for t in case.inputs if isinstance(t, torch.Tensor)]
+        specs = list(entry.spec.inputs)
+        extra = 0
+        for spec, tensor in zip(specs, tensors, strict=False):
+            dtype = getattr(spec, "plugin_dtype", None)
+            if dtype is not None and dtype != tensor.dtype:
+                extra += tensor.numel() * (torch.empty((), dtype=dtype).element_size() - tensor.element_size())
+        return case.nbytes + extra
+
+    return nbytes
+
+
 def plugin_enqueue_providers(entry: Any, name: str = "plugin_enqueue") -> list[Provider]:
     """The op's TensorRT plugin run through the conformance harness, timing ``enqueue`` only.
 
@@ -736,9 +758,11 @@ def plugin_enqueue_providers(entry: Any, name: str = "plugin_enqueue") -> list[P
         return measure
 
     requires = (needs_cuda, needs_harness)
-    providers = [Provider(name, requires=requires, measure=measure_for(0))]
+    nbytes = plugin_nbytes(entry)
+    providers = [Provider(name, requires=requires, measure=measure_for(0), nbytes=nbytes)]
     providers += [
-        Provider(f"{name}[{t.name}]", requires=requires, measure=measure_for(t.value)) for t in entry.spec.tactics
+        Provider(f"{name}[{t.name}]", requires=requires, measure=measure_for(t.value), nbytes=nbytes)
+        for t in entry.spec.tactics
     ]
     return providers
 
@@ -898,6 +922,7 @@ def _run_case(
     torch._dynamo.reset()
     # name -> (timer -> a zero-argument timing, the mismatch found by the output check or "")
     prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]] = {}
+    own_nbytes: dict[str, int | None] = {}
     if case.nbytes:
         try:
             copy = copy_fn(case.nbytes, ctx.device)
@@ -911,6 +936,8 @@ def _run_case(
             record(provider.name, "skipped", static[provider.name])
             continue
         try:
+            if provider.nbytes is not None:
+                own_nbytes[provider.name] = provider.nbytes(case)
             if provider.measure is not None:
                 prepared[provider.name] = (lambda timer, p=provider: _measure_provider(p, case, timer), "")
                 continue
@@ -928,7 +955,7 @@ def _run_case(
         except Exception as err:  # noqa: BLE001 - reported, the run goes on
             record(provider.name, "error", _first_line(err))
     for timer in ctx.timers:
-        results += _time_prepared(ctx, case, prepared, timer, result)
+        results += _time_prepared(ctx, case, prepared, timer, result, own_nbytes)
     if progress is not None:
         for name in prepared:
             progress.update(f"{label} {name}")
@@ -944,9 +971,11 @@ def _time_prepared(
     prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]],
     timer: str,
     result: Callable[..., Result],
+    own_nbytes: dict[str, int | None] | None = None,
 ) -> list[Result]:
     """Every prepared provider timed with ``timer``, ``ctx.repeats`` times, interleaved; one Result each, made by
-    ``result(provider, status, reason, timer, **timing_fields)``."""
+    ``result(provider, status, reason, timer, **timing_fields)``; ``own_nbytes``: providers that move other bytes
+    than the case's (their copy time scaled to them)."""
     samples: dict[str, list[Timing]] = {name: [] for name in prepared}
     failed: dict[str, tuple[str, str]] = {}
     timings = {name: make(timer) for name, (make, _mismatch) in prepared.items()}
@@ -971,7 +1000,11 @@ def _time_prepared(
             continue
         timing = combine_repeats(samples[name])
         status = "mismatch" if mismatch else "ok"
-        results.append(result(name, status, mismatch, timer, timing=timing, nbytes=case.nbytes, copy_ms=copy_ms))
+        nbytes, copy = case.nbytes, copy_ms
+        if own_nbytes and own_nbytes.get(name) and case.nbytes:
+            nbytes = own_nbytes[name]
+            copy = copy_ms * nbytes / case.nbytes if copy_ms is not None else None
+        results.append(result(name, status, mismatch, timer, timing=timing, nbytes=nbytes, copy_ms=copy))
     return results
 
 
