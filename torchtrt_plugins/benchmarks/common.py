@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import ctypes
 import datetime
 import fnmatch
 import importlib
@@ -426,6 +427,33 @@ def needs_tensorrt(ctx: RunContext) -> str | None:
     return None
 
 
+def needs_sdk_build(ctx: RunContext) -> str | None:
+    """An op declared with ``torchtrt_plugins.declare`` runs from a library the SDK builds here (nvcc, headers)."""
+    from torchtrt_plugins import _build
+
+    missing = _build.sdk_build_prerequisites()
+    return f"cannot build declared-op libraries here: {'; '.join(missing)}" if missing else None
+
+
+def vision() -> Any:
+    """``torchtrt_plugins.vision`` (our declarations of torchvision's nms and roi_align; it imports torchvision)."""
+    return importlib.import_module("torchtrt_plugins.vision")
+
+
+def needs_torchvision(ctx: RunContext) -> str | None:
+    """torchvision's own ops, the peer of our declared torchvision ops (they do not load next to a CPU-only torch)."""
+    try:
+        if vision().TORCHVISION:
+            return None
+    except Exception as err:  # noqa: BLE001 - reported as the reason
+        return f"torchtrt_plugins.vision does not import: {_first_line(err)}"
+    try:
+        importlib.import_module("torchvision")
+    except Exception as err:  # noqa: BLE001 - absent, or unable to load with this torch
+        return f"torchvision's ops are not loaded: {_first_line(err)}"
+    return f"torchvision's ops are not loaded with torch {torch.__version__} (e.g. a CPU-only build)"
+
+
 HARNESS_HOOK = "bench_enqueue"
 
 
@@ -435,7 +463,8 @@ def harness_hook() -> Callable[..., Any] | None:
     Contract: ``bench_enqueue(op, inputs, tactic=..., iters=..., fields=...) -> list[float]``: ``op`` the op
     name, ``inputs`` the CUDA tensors in the spec's input order, ``fields`` the plugin fields by name,
     ``tactic`` a tactic value (0: the plugin's own choice). The harness runs the plugin lifecycle up to
-    ``enqueue`` and returns milliseconds per ``enqueue``, each bracketed by its own CUDA events.
+    ``enqueue`` and returns milliseconds per ``enqueue``, each bracketed by its own CUDA events. For an op declared
+    with ``torchtrt_plugins.declare``, ``op`` is the converter's ``PluginCall`` and ``library=`` its plugin library.
     """
     try:
         testing = importlib.import_module("torchtrt_plugins.testing")
@@ -738,33 +767,128 @@ def plugin_nbytes(entry: Any) -> Callable[[Case], int | None]:
     return nbytes
 
 
-def plugin_enqueue_providers(entry: Any, name: str = "plugin_enqueue") -> list[Provider]:
+def plugin_enqueue_providers(
+    entry: Any, name: str = "plugin_enqueue", requires: tuple[Requirement, ...] = ()
+) -> list[Provider]:
     """The op's TensorRT plugin run through the conformance harness, timing ``enqueue`` only.
 
     One provider for the plugin's own tactic choice and one per tactic in the spec. Inputs with a
-    ``plugin_dtype`` are cast before the timing starts (see :func:`plugin_inputs`).
+    ``plugin_dtype`` are cast before the timing starts (see :func:`plugin_inputs`). An op declared with
+    ``torchtrt_plugins.declare`` runs from its own plugin library (``entry.library``). ``entry`` may also be a
+    function returning it, called only when the benchmark runs: then the plugin's own tactic choice alone is timed.
     """
+    resolve = (lambda: entry) if hasattr(entry, "spec") else entry
 
     def measure_for(tactic: int) -> Callable[[Case], Timing]:
         def measure(case: Case) -> Timing:
+            from torchtrt_plugins import converters
+
             hook = harness_hook()
             if hook is None:
                 raise Skip(needs_harness(RunContext(case.device)))
-            tensors = plugin_inputs(entry.spec, [t for t in case.inputs if isinstance(t, torch.Tensor)])
+            op = resolve()
+            tensors = plugin_inputs(op.spec, [t for t in case.inputs if isinstance(t, torch.Tensor)])
             iters = 20 if case.device.type == "cuda" and case.nbytes and case.nbytes > 2**28 else 100
-            samples = hook(entry.spec.name, tensors, tactic=tactic, iters=iters, fields=plugin_fields(entry.spec, case))
+            library = getattr(op, "library", None)
+            if library is None:
+                samples = hook(op.spec.name, tensors, tactic=tactic, iters=iters, fields=plugin_fields(op.spec, case))
+            else:  # a declared op's plugin also takes the shape program the converter derives: the converter's call
+                call = converters.plan(op.spec, case.inputs, case.kwargs)
+                samples = hook(call, tensors, tactic=tactic, iters=iters, library=library.plugin_path())
             return summarize(samples)
 
         return measure
 
-    requires = (needs_cuda, needs_harness)
-    nbytes = plugin_nbytes(entry)
+    requires = (needs_cuda, needs_harness, *requires)
+    nbytes = plugin_nbytes(entry) if hasattr(entry, "spec") else None
     providers = [Provider(name, requires=requires, measure=measure_for(0), nbytes=nbytes)]
-    providers += [
-        Provider(f"{name}[{t.name}]", requires=requires, measure=measure_for(t.value), nbytes=nbytes)
-        for t in entry.spec.tactics
-    ]
+    if hasattr(entry, "spec"):
+        providers += [
+            Provider(f"{name}[{t.name}]", requires=requires, measure=measure_for(t.value), nbytes=nbytes)
+            for t in entry.spec.tactics
+        ]
     return providers
+
+
+class LauncherCall:
+    """A declared op's kernel launcher (``torchtrt_plugins.declare``) on buffers made once, called as the plugin's
+    ``enqueue`` calls it: on the current stream, with no host synchronization (a data-dependent size stays in its size
+    tensor on the device), so it is timed per call like the engine and can be captured in a CUDA graph.
+
+    ``outputs`` are at their upper bounds and start filled with -1 (the launcher writes a data-dependent output's rows
+    from the start; those it leaves read -1); ``sizes`` are the size tensors. A call returns ``outputs[0]``.
+    """
+
+    def __init__(self, declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any):
+        from torchtrt_plugins import _derive, sdk
+
+        declaration.check_args(*args, **kwargs)
+        bound = declaration.bind(*args, **kwargs)
+        tensors = [bound[a.name].contiguous() for a in declaration.tensor_args]
+        self.inputs = plugin_inputs(declaration.spec, tensors)
+        metas = [_derive.TensorMeta(tuple(t.shape), t.dtype) for t in tensors]
+        derived = declaration.derive(metas, {a.name: bound[a.name] for a in declaration.scalar_args}, frozenset())
+        shapes, uppers = _derive.evaluate(derived.program, [tuple(t.shape) for t in self.inputs])
+        device = self.inputs[0].device
+        self.outputs = [torch.full(s, -1, dtype=d, device=device) for s, d in zip(shapes, derived.output_dtypes)]
+        self.sizes = [torch.zeros((), dtype=torch.int64, device=device) for _ in uppers]
+        structs = [
+            [sdk._tensor_struct(declaration.label, t) for t in group]
+            for group in (self.inputs, self.outputs + self.sizes)
+        ]
+        scalars = [float(f.check(declaration.qualname, bound[f.arg])) for f in declaration.spec.fields]
+        self._keep = (
+            (sdk._Tensor * len(structs[0]))(*structs[0]),
+            (sdk._Tensor * len(structs[1]))(*structs[1]),
+            (ctypes.c_double * max(len(scalars), 1))(*scalars),
+        )
+        self._args = sdk._LaunchArgs(
+            self._keep[0],
+            len(structs[0]),
+            self._keep[1],
+            len(structs[1]),
+            self._keep[2],
+            len(scalars),
+            None,
+            0,
+            tactic,
+            None,
+        )
+        self._lib, self._op, self._tactic = declaration.library.launchers(), declaration.qualname.encode(), tactic
+        self._label = f"{declaration.label}: launcher (tactic {tactic})"
+        workspace = int(self._lib.ttp_sdk_workspace(self._op, ctypes.byref(self._args)))
+        self.workspace = torch.empty(max(workspace, 1), dtype=torch.uint8, device=device)
+        self._args.workspace, self._args.workspaceSize = self.workspace.data_ptr(), workspace
+
+    def __call__(self) -> torch.Tensor:
+        self._args.stream = torch.cuda.current_stream().cuda_stream
+        status = int(self._lib.ttp_sdk_launch(self._op, self._tactic, ctypes.byref(self._args)))
+        if status != 0:
+            raise RuntimeError(f"{self._label} returned cudaError {status}")
+        return self.outputs[0]
+
+
+def torchvision_providers(op: str) -> list[Provider]:
+    """A torchvision op we declare (``torchtrt_plugins.vision``; ``op`` is ``nms`` or ``roi_align``) against
+    torchvision's own: ``torchvision`` (its eager op; the peer, so its output is not checked: its half kernels compute
+    in half), ``torchtrt`` (our launcher, a :class:`LauncherCall`) and ``plugin_enqueue`` (the plugin, through the
+    harness). A case's inputs are the op's tensors, its kwargs the op's scalars by name."""
+
+    def declaration() -> Any:
+        return getattr(vision(), op.upper())
+
+    def peer(case: Case) -> Callable[[], Any]:
+        function = getattr(torch.ops.torchvision, op)
+        return lambda: function(*case.inputs, **case.kwargs)
+
+    def ours(case: Case) -> Callable[[], Any]:
+        return LauncherCall(declaration(), *case.inputs, **case.kwargs)
+
+    return [
+        Provider("torchvision", peer, (needs_torchvision,), check=False),
+        Provider("torchtrt", ours, (needs_cuda, needs_sdk_build)),
+        *plugin_enqueue_providers(declaration, requires=(needs_sdk_build,)),
+    ]
 
 
 _notes: dict[str, None] = {}
