@@ -1,4 +1,4 @@
-"""``torchtrt-plugins`` (also ``python -m torchtrt_plugins``): doctor, build, bench.
+"""``torchtrt-plugins`` (also ``python -m torchtrt_plugins``): doctor, build, bench, sdk.
 
 - ``doctor``: what is present (GPU, CUDA, toolchain, TensorRT flavours, native pieces, ops and
   plugins) and, for each missing piece, what to do. Always exits 0.
@@ -7,6 +7,9 @@
 - ``bench``: the benchmark scripts of the package (``torchtrt_plugins.benchmarks``), in this process, side
   by side; CSV, plots and a table into ``--out``. On a machine without GPU it runs what the CPU can run and says
   what it could not run and why.
+- ``sdk``: where the C++ SDK is (``--cmake-dir``: the CMake package, ``--include-dir``, ``--tensorrt-include-dir``), and
+  ``sdk generate``: a user library's generated C++ tables from its op declarations (what the CMake package's
+  ``torchtrt_plugins_add_library`` runs at build time).
 """
 
 from __future__ import annotations
@@ -554,6 +557,97 @@ def _plots(csv_path: Path, out: Path) -> str:
     return "plots: " + (", ".join(p.name for p in paths) if paths else "nothing to draw") + f" in {out}"
 
 
+# ------------------------------------------------------------------------------------------ sdk
+
+
+def declared_library(module: str, name: str) -> Any:
+    """The ``sdk.PluginLibrary`` named ``name`` that ops declared by importing ``module`` are built into."""
+    from unittest import mock
+
+    # Only the declarations are wanted: where TensorRT imports, `declare` would also build the library with nvcc to
+    # load it into TensorRT's registry, which is the very build this generator is a step of.
+    with mock.patch.object(native, "load_plugins_into_tensorrt", lambda: None):
+        importlib.import_module(module)
+    libraries = {}
+    for entry in spec_mod.registered_ops():
+        library = getattr(entry.spec.declaration, "library", None)
+        if library is not None:
+            libraries.setdefault(library.name, {})[id(library)] = library
+    found = list(libraries.get(name, {}).values())
+    if len(found) != 1:
+        known = sorted(libraries) or "none"
+        what = "several libraries" if found else "no library"
+        raise ValueError(f"importing {module} declares ops on {what} named {name!r} (libraries: {known})")
+    return found[0]
+
+
+def _imported_files(module: str) -> list[Path]:
+    """The files the generated tables depend on: the imported modules of ``module``'s top-level package and of
+    torchtrt_plugins, and the build recipe."""
+    from . import sdk
+
+    roots = [Path(__file__).resolve().parent]
+    top = Path(importlib.import_module(module.partition(".")[0]).__file__).resolve()
+    roots.append(top.parent if top.name == "__init__.py" else top)
+    files = {sdk.include_dir() / "sdk" / "sdk_build.json"}
+    for loaded in list(sys.modules.values()):
+        path = getattr(loaded, "__file__", None)
+        if path and Path(path).is_file():
+            path = Path(path).resolve()
+            if any(path == root or root in path.parents for root in roots):
+                files.add(path)
+    return sorted(files)
+
+
+def _make_escape(path: Path) -> str:
+    return str(path).replace("$", "$$").replace("#", "\\#").replace(" ", "\\ ")
+
+
+def cmd_sdk_generate(args: argparse.Namespace) -> int:
+    from . import sdk
+
+    try:
+        library = declared_library(args.module, args.library)
+    except (ImportError, ValueError) as err:
+        print(f"sdk generate: {err}", file=sys.stderr)
+        return 2
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for file_name, text in sdk.generated_sources(library.declarations).items():
+        (out / file_name).write_text(text)
+        written.append(out / file_name)
+    if args.depfile:
+        inputs = " \\\n  ".join(_make_escape(p) for p in _imported_files(args.module))
+        Path(args.depfile).write_text(f"{_make_escape(written[0])}: \\\n  {inputs}\n")
+    ops = ", ".join(d.qualname for d in library.declarations)
+    _say(f"generated {', '.join(p.name for p in written)} of library {library.name} ({ops}) in {out}")
+    return 0
+
+
+def cmd_sdk(args: argparse.Namespace) -> int:
+    from . import sdk
+
+    if args.sdk_command == "generate":
+        return cmd_sdk_generate(args)
+    headers = _build.find_tensorrt_headers()
+    if not (args.cmake_dir or args.include_dir or args.tensorrt_include_dir):
+        _say(f"CMake package (-Dtorchtrt_plugins_DIR=): {sdk.cmake_dir()}")
+        _say(f"SDK headers: {sdk.include_dir()}")
+        _say(f"TensorRT headers: {headers.describe()}")
+        return 0
+    # One path per line, always in this order (the CMake package reads them so).
+    for wanted, path in ((args.cmake_dir, sdk.cmake_dir()), (args.include_dir, sdk.include_dir())):
+        if wanted:
+            _say(str(path))
+    if args.tensorrt_include_dir:
+        if headers.include is None:
+            print(headers.error(), file=sys.stderr)
+            return 1
+        _say(str(headers.include))
+    return 0
+
+
 # ------------------------------------------------------------------------------------------ main
 
 
@@ -562,7 +656,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="torchtrt-plugins",
         description="CUDA ops for eager PyTorch, torch.compile and TensorRT engines: check, build, benchmark.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{doctor,build,bench}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{doctor,build,bench,sdk}")
     doctor = sub.add_parser("doctor", help="what is present and what to do about what is missing")
     doctor.set_defaults(func=cmd_doctor)
     build = sub.add_parser("build", help="build the plugin library and, with a GPU, the CUDA ops")
@@ -581,6 +675,19 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.add_argument("--strict", action="store_true", help="exit 1 when a provider errors or disagrees")
     bench.set_defaults(func=cmd_bench)
+    sdk = sub.add_parser("sdk", help="where the C++ SDK is (CMake package, headers); generate a library's tables")
+    sdk.add_argument("--cmake-dir", action="store_true", help="print the CMake package's folder (torchtrt_plugins_DIR)")
+    sdk.add_argument("--include-dir", action="store_true", help="print the SDK headers' folder")
+    sdk.add_argument(
+        "--tensorrt-include-dir", action="store_true", help="print the TensorRT headers' folder (exit 1 if not found)"
+    )
+    sdk.set_defaults(func=cmd_sdk)
+    sdk_sub = sdk.add_subparsers(dest="sdk_command", metavar="{generate}")
+    generate = sdk_sub.add_parser("generate", help="write a library's generated C++ tables from its op declarations")
+    generate.add_argument("--module", required=True, help="Python module whose import declares the ops, e.g. myops")
+    generate.add_argument("--library", required=True, help="the sdk.PluginLibrary's name, e.g. myops")
+    generate.add_argument("--out", required=True, help="folder for the generated .cpp files")
+    generate.add_argument("--depfile", help="also write a Makefile-style depfile (the Python files imported)")
     return parser
 
 

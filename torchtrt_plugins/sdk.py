@@ -14,12 +14,16 @@ compiles, with nvcc, two products into the cache:
 :meth:`PluginLibrary.prebuilt` takes both libraries ready-made instead (our own ``rms_norm`` and ``masked_rows``:
 CMake builds them from tables generated ahead of time, and the wheel carries them), so nothing is compiled at run
 time.
+
+The build recipe (SDK sources, flags, exports) is data, ``csrc/sdk/sdk_build.json`` (:func:`build_recipe`), which the
+CMake package of the SDK (``csrc/sdk/cmake``, ``torchtrt_plugins_add_library``) reads too.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import math
 import os
 import re
@@ -36,21 +40,18 @@ import torch
 from . import _build, _derive
 from .spec import SpecError
 
-__all__ = ["LibraryBuild", "PluginLibrary", "include_dir", "launch", "register_eager_kernel"]
+__all__ = [
+    "LibraryBuild",
+    "PluginLibrary",
+    "build_recipe",
+    "cmake_dir",
+    "generated_sources",
+    "include_dir",
+    "launch",
+    "register_eager_kernel",
+]
 
 _SYMBOL = re.compile(r"^(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*$")
-_SDK_SOURCES = (
-    "csrc/kernels/common.h",
-    "csrc/contracts/contract.h",
-    "csrc/plugins/plugin_common.h",
-    "csrc/plugins/plugin_common.cpp",
-    "csrc/plugins/library.cpp",
-    "csrc/plugins/exports.map",
-    "csrc/sdk/ttp_sdk.h",
-    "csrc/sdk/declared_plugin.h",
-    "csrc/sdk/declared_plugin.cpp",
-    "csrc/sdk/launchers.cpp",
-)
 #: torch dtype -> ttp::DType (csrc/kernels/common.h).
 KERNEL_DTYPES = {
     torch.float32: 0,
@@ -67,6 +68,22 @@ MAX_DIMS = 8
 def include_dir() -> Path:
     """The SDK headers (``sdk/ttp_sdk.h``, ``sdk/declared_plugin.h``, ``plugins/plugin_common.h``): add with -I."""
     return _build.source_dir() / "csrc"
+
+
+def cmake_dir() -> Path:
+    """The SDK's CMake package (``torchtrt_pluginsConfig.cmake``): ``-Dtorchtrt_plugins_DIR=`` or CMAKE_PREFIX_PATH."""
+    return include_dir() / "sdk" / "cmake"
+
+
+def build_recipe() -> dict[str, Any]:
+    """How a declared-op library is built (``csrc/sdk/sdk_build.json``: SDK sources relative to ``csrc/``, flags,
+    version script, libraries), shared with the CMake package so that both build the same library."""
+    return json.loads((include_dir() / "sdk" / "sdk_build.json").read_text())
+
+
+def _recipe_files(recipe: dict[str, Any]) -> list[Path]:
+    names = [*recipe["headers"], *recipe["plugin_sources"], *recipe["launcher_sources"], recipe["version_script"]]
+    return [include_dir() / name for name in [*names, "sdk/sdk_build.json"]]
 
 
 @dataclass
@@ -163,6 +180,15 @@ def generate_op_tables(declarations: Sequence[Any]) -> str:
         out.append(f"::ttp::sdk::DeclaredOpRegistration const kRegistration{i}{{kOp{i}}};")
     out += ["} // namespace", ""]
     return "\n".join(out)
+
+
+def generated_sources(declarations: Sequence[Any]) -> dict[str, str]:
+    """The C++ files generated from a library's declarations, by file name: its op tables and its launcher table."""
+    recipe = build_recipe()
+    return {
+        recipe["generated_plugin_source"]: generate_op_tables(declarations),
+        recipe["generated_launcher_source"]: generate_launcher_table(declarations),
+    }
 
 
 def generate_launcher_table(declarations: Sequence[Any]) -> str:
@@ -263,11 +289,10 @@ class PluginLibrary:
 
     def _inputs_hash(self, include: Path, nvcc: str, archs: str, generated: Sequence[str]) -> str:
         digest = hashlib.sha256(f"{include}|{nvcc}|{archs}|{self.cuda_flags}".encode())
-        root = _build.source_dir()
         for text in generated:
             digest.update(text.encode())
         headers = {p for d in [s.parent for s in self.sources] + self.include_dirs for p in d.glob("*.h*")}
-        for path in [*(root / s for s in _SDK_SOURCES), *self.sources, *sorted(headers)]:
+        for path in [*_recipe_files(build_recipe()), *self.sources, *sorted(headers)]:
             digest.update(str(path).encode())
             digest.update(path.read_bytes())
         return digest.hexdigest()[:16]
@@ -287,10 +312,9 @@ class PluginLibrary:
             raise _build.BuildError(f"cannot build plugin library {self.name}: " + "; ".join(missing))
         include, nvcc = _build.tensorrt_include_dir(), _build.nvcc_path()
         archs = _build.cuda_archs()
-        tables = generate_op_tables(self.declarations)
-        launcher_table = generate_launcher_table(self.declarations)
+        generated = generated_sources(self.declarations)
         directory = (
-            _build.cache_dir() / f"sdk-{self.name}-{self._inputs_hash(include, nvcc, archs, [tables, launcher_table])}"
+            _build.cache_dir() / f"sdk-{self.name}-{self._inputs_hash(include, nvcc, archs, list(generated.values()))}"
         )
         plugins = directory / f"lib{self.name}_plugins.so"
         launchers = directory / f"lib{self.name}_launchers.so"
@@ -299,33 +323,31 @@ class PluginLibrary:
             if built_now:
                 _build._message(f"building plugin library {self.name} for sm_{archs} into {directory}")
                 directory.mkdir(parents=True, exist_ok=True)
-                (directory / "declared_ops.cpp").write_text(tables)
-                (directory / "launcher_table.cpp").write_text(launcher_table)
+                for file_name, text in generated.items():
+                    (directory / file_name).write_text(text)
                 self._compile(directory, include, nvcc, archs, plugins, launchers)
         self._build = LibraryBuild(directory, plugins, launchers, built_now)
         return self._build
 
     def _compile(self, directory: Path, include: Path, nvcc: str, archs: str, plugins: Path, launchers: Path) -> None:
-        csrc = include_dir()
+        csrc, recipe = include_dir(), build_recipe()
         gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs.replace(",", ";").split(";") if a]
         flags = [
-            "-std=c++17",
-            "-O3",
-            "-Xcompiler=-fPIC,-fvisibility=hidden,-Wno-deprecated-declarations",
-            "--expt-relaxed-constexpr",
+            f"-std=c++{recipe['cxx_standard']}",
+            recipe["optimization"],
+            "-Xcompiler=" + ",".join(recipe["host_compiler_flags"]),
+            *recipe["cuda_flags"],
             *gencode,
             f"-I{csrc}",
             *[f"-I{d}" for d in self.include_dirs],
             *self.cuda_flags,
         ]
         user = list(self.sources)
-        plugin_side = [
-            csrc / "plugins/plugin_common.cpp",
-            csrc / "plugins/library.cpp",
-            csrc / "sdk/declared_plugin.cpp",
-            directory / "declared_ops.cpp",
-        ]
-        launcher_side = [csrc / "sdk/launchers.cpp", directory / "launcher_table.cpp"]
+
+        def side(kind: str) -> list[Path]:
+            return [*(csrc / s for s in recipe[f"{kind}_sources"]), directory / recipe[f"generated_{kind}_source"]]
+
+        plugin_side, launcher_side = side("plugin"), side("launcher")
 
         def compile_one(index_source: tuple[int, Path]) -> Path:
             index, source = index_source
@@ -337,15 +359,16 @@ class PluginLibrary:
         sources = user + plugin_side + launcher_side
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             objects = dict(zip(sources, pool.map(compile_one, enumerate(sources)), strict=True))
-        link = [nvcc, "-shared", "-cudart=shared", *gencode]
+        link = [nvcc, "-shared", f"-cudart={recipe['cuda_runtime']}", *gencode]
+        linker_flags = [f"--version-script={csrc / recipe['version_script']}", *recipe["linker_flags"]]
         _run(
             [
                 *link,
                 "-o",
                 str(plugins),
                 *[str(objects[s]) for s in user + plugin_side],
-                f"-Xlinker=--version-script={csrc / 'plugins/exports.map'},--no-undefined",
-                "-ldl",
+                "-Xlinker=" + ",".join(linker_flags),
+                *(f"-l{name}" for name in recipe["plugin_link_libraries"]),
             ]
         )
         _run([*link, "-o", str(launchers), *[str(objects[s]) for s in user + launcher_side]])

@@ -25,6 +25,8 @@ constexpr int kMaxTilesPerCountBlock = 32;
 constexpr size_t kWorkspaceAlign = 256;
 // Copy chunks each thread has in flight per row; a split of a row is at least this many per thread.
 constexpr int kCopyUnroll = 4;
+// The three launches as programmatic dependent launches (each waits for the previous one's memory).
+constexpr bool kPdl = true;
 
 int64_t tileRowsFor(int64_t rowBytes)
 {
@@ -117,6 +119,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     constexpr int L = kWarpSize / F;
     constexpr int64_t kChunkRows = kWarpSize * F;
     __shared__ unsigned long long tileCounts[kMaxTilesPerCountBlock];
+    allowDependents();
+    waitForPrerequisites();
     int const lane = threadIdx.x % kWarpSize;
     int const warp = threadIdx.x / kWarpSize;
     if (threadIdx.x < kMaxTilesPerCountBlock)
@@ -190,6 +194,8 @@ __global__ void __launch_bounds__(kScanThreads)
     scanTilesKernel(int64_t* tileOffsets, int64_t tiles, void* count, bool count64)
 {
     __shared__ int64_t warpTotals[kScanThreads / kWarpSize];
+    allowDependents();
+    waitForPrerequisites();
     int64_t carry = 0;
     for (int64_t base = 0; base < tiles; base += kScanThreads * kScanItems)
     {
@@ -240,6 +246,8 @@ __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __re
     __shared__ uint32_t tileWords[kMaxTileRows / kWarpSize];
     __shared__ int64_t wordPrefix[kMaxTileRows / kWarpSize];
     __shared__ int64_t warpTotals[kWarps];
+    allowDependents();
+    waitForPrerequisites();
     int64_t const tileBase = static_cast<int64_t>(blockIdx.x) * tileRows;
     int64_t const rowsHere = min(tileRows, rows - tileBase);
     uint32_t const word = threadIdx.x < ceilDiv(rowsHere, kWarpSize) ? words[tileBase / kWarpSize + threadIdx.x] : 0;
@@ -329,16 +337,16 @@ __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __re
 
 template <typename M>
 cudaError_t launchMaskBits(void const* mask, int64_t rows, int64_t tileRows, int64_t tilesPerBlock, Workspace const& ws,
-    int64_t countBlocks, cudaStream_t stream)
+    int64_t countBlocks, cudaStream_t stream, bool pdl)
 {
-    maskBitsKernel<M><<<static_cast<unsigned>(countBlocks), kBlockThreads, 0, stream>>>(static_cast<M const*>(mask),
-        rows, tileRows, tilesPerBlock, isAligned(mask, kMaskLoadBytes), ws.words, ws.tileOffsets, ws.blockOffsets);
-    return cudaGetLastError();
+    return launchKernel(maskBitsKernel<M>, dim3(static_cast<unsigned>(countBlocks)), dim3(kBlockThreads), stream, pdl,
+        static_cast<M const*>(mask), rows, tileRows, tilesPerBlock, isAligned(mask, kMaskLoadBytes), ws.words,
+        ws.tileOffsets, ws.blockOffsets);
 }
 
 template <typename V>
 cudaError_t launchScatter(
-    void const* x, void* y, int64_t rows, int64_t rowBytes, Workspace const& ws, cudaStream_t stream)
+    void const* x, void* y, int64_t rows, int64_t rowBytes, Workspace const& ws, cudaStream_t stream, bool pdl)
 {
     int maxBlocks = 0;
     if (cudaError_t err = maxResidentBlocks(&maxBlocks, kResidentBlocksPerSm); err != cudaSuccess)
@@ -362,26 +370,14 @@ cudaError_t launchScatter(
     dim3 const grid(static_cast<unsigned>(tiles), static_cast<unsigned>(ceilDiv(chunksPerRow, chunksPerSplit)));
     auto* const kernel
         = chunksPerRow <= (int64_t{1} << log2Group) ? scatterRowsKernel<V, true> : scatterRowsKernel<V, false>;
-    kernel<<<grid, kBlockThreads, 0, stream>>>(static_cast<V const*>(x), static_cast<V*>(y), rows, tileRows,
-        tilesPerCountBlock(tileRows), chunksPerRow, chunksPerSplit, log2Group, ws.words, ws.tileOffsets,
-        ws.blockOffsets);
-    return cudaGetLastError();
+    return launchKernel(kernel, grid, dim3(kBlockThreads), stream, pdl, static_cast<V const*>(x), static_cast<V*>(y),
+        rows, tileRows, tilesPerCountBlock(tileRows), chunksPerRow, chunksPerSplit, log2Group,
+        static_cast<uint32_t const*>(ws.words), static_cast<int64_t const*>(ws.tileOffsets),
+        static_cast<int64_t const*>(ws.blockOffsets));
 }
 
-} // namespace
-
-size_t maskedRowsWorkspaceSize(int64_t rows)
-{
-    if (rows <= 0)
-    {
-        return 0;
-    }
-    return alignUp(static_cast<size_t>(ceilDiv(rows, 32)) * sizeof(uint32_t))
-           + 2 * static_cast<size_t>(ceilDiv(rows, kMinTileRows)) * sizeof(int64_t);
-}
-
-cudaError_t maskedRowsCount(void const* mask, DType maskDType, int64_t rows, int64_t rowBytes, void* workspace,
-    void* count, DType countDType, cudaStream_t stream)
+cudaError_t countImpl(void const* mask, DType maskDType, int64_t rows, int64_t rowBytes, void* workspace, void* count,
+    DType countDType, cudaStream_t stream, bool pdl)
 {
     if (rows < 0 || rowBytes < 0 || count == nullptr || (countDType != DType::kINT32 && countDType != DType::kINT64)
         || (rows > 0 && (mask == nullptr || workspace == nullptr)))
@@ -401,13 +397,13 @@ cudaError_t maskedRowsCount(void const* mask, DType maskDType, int64_t rows, int
     {
     case DType::kBOOL:
     case DType::kINT8:
-        err = launchMaskBits<uint8_t>(mask, rows, tileRows, tilesPerBlock, ws, countBlocks, stream);
+        err = launchMaskBits<uint8_t>(mask, rows, tileRows, tilesPerBlock, ws, countBlocks, stream, pdl);
         break;
     case DType::kINT32:
-        err = launchMaskBits<int32_t>(mask, rows, tileRows, tilesPerBlock, ws, countBlocks, stream);
+        err = launchMaskBits<int32_t>(mask, rows, tileRows, tilesPerBlock, ws, countBlocks, stream, pdl);
         break;
     case DType::kINT64:
-        err = launchMaskBits<int64_t>(mask, rows, tileRows, tilesPerBlock, ws, countBlocks, stream);
+        err = launchMaskBits<int64_t>(mask, rows, tileRows, tilesPerBlock, ws, countBlocks, stream, pdl);
         break;
     default: return cudaErrorInvalidValue;
     }
@@ -415,12 +411,12 @@ cudaError_t maskedRowsCount(void const* mask, DType maskDType, int64_t rows, int
     {
         return err;
     }
-    scanTilesKernel<<<1, kScanThreads, 0, stream>>>(ws.blockOffsets, countBlocks, count, countDType == DType::kINT64);
-    return cudaGetLastError();
+    return launchKernel(scanTilesKernel, dim3(1), dim3(kScanThreads), stream, pdl, ws.blockOffsets, countBlocks, count,
+        countDType == DType::kINT64);
 }
 
-cudaError_t maskedRowsScatter(
-    void const* x, void* y, int64_t rows, int64_t rowBytes, void const* workspace, cudaStream_t stream)
+cudaError_t scatterImpl(
+    void const* x, void* y, int64_t rows, int64_t rowBytes, void const* workspace, cudaStream_t stream, bool pdl)
 {
     if (rows < 0 || rowBytes < 0)
     {
@@ -438,14 +434,38 @@ cudaError_t maskedRowsScatter(
     // The widest word that divides a row and keeps every row of x and y aligned.
     auto fits = [&](int64_t bytes) { return rowBytes % bytes == 0 && isAligned(x, bytes) && isAligned(y, bytes); };
     if (fits(16))
-        return launchScatter<uint4>(x, y, rows, rowBytes, ws, stream);
+        return launchScatter<uint4>(x, y, rows, rowBytes, ws, stream, pdl);
     if (fits(8))
-        return launchScatter<uint2>(x, y, rows, rowBytes, ws, stream);
+        return launchScatter<uint2>(x, y, rows, rowBytes, ws, stream, pdl);
     if (fits(4))
-        return launchScatter<uint32_t>(x, y, rows, rowBytes, ws, stream);
+        return launchScatter<uint32_t>(x, y, rows, rowBytes, ws, stream, pdl);
     if (fits(2))
-        return launchScatter<uint16_t>(x, y, rows, rowBytes, ws, stream);
-    return launchScatter<uint8_t>(x, y, rows, rowBytes, ws, stream);
+        return launchScatter<uint16_t>(x, y, rows, rowBytes, ws, stream, pdl);
+    return launchScatter<uint8_t>(x, y, rows, rowBytes, ws, stream, pdl);
+}
+
+} // namespace
+
+size_t maskedRowsWorkspaceSize(int64_t rows)
+{
+    if (rows <= 0)
+    {
+        return 0;
+    }
+    return alignUp(static_cast<size_t>(ceilDiv(rows, 32)) * sizeof(uint32_t))
+           + 2 * static_cast<size_t>(ceilDiv(rows, kMinTileRows)) * sizeof(int64_t);
+}
+
+cudaError_t maskedRowsCount(void const* mask, DType maskDType, int64_t rows, int64_t rowBytes, void* workspace,
+    void* count, DType countDType, cudaStream_t stream)
+{
+    return countImpl(mask, maskDType, rows, rowBytes, workspace, count, countDType, stream, kPdl && pdlSupported());
+}
+
+cudaError_t maskedRowsScatter(
+    void const* x, void* y, int64_t rows, int64_t rowBytes, void const* workspace, cudaStream_t stream)
+{
+    return scatterImpl(x, y, rows, rowBytes, workspace, stream, kPdl && pdlSupported());
 }
 
 } // namespace ttp

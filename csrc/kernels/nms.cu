@@ -8,20 +8,35 @@ namespace
 {
 
 constexpr int64_t kBOXES_PER_WORD = 64;
+constexpr int kREDUCE_WARPS = 32;
+constexpr size_t kDEFAULT_SHARED_BYTES = 48 * 1024;
 
 size_t aligned(size_t bytes)
 {
     return (bytes + 255) / 256 * 256;
 }
 
+__host__ __device__ int64_t wordCount(int64_t n)
+{
+    return (n + kBOXES_PER_WORD - 1) / kBOXES_PER_WORD;
+}
+
+// The overlap bits are kept by column block, upper triangle only: column block c holds one word per sorted box
+// 0 .. 64 (c + 1) - 1 (the boxes that can suppress one of its boxes), so column c starts at word 32 c (c + 1).
+// Stored this way the reduce reads a column as one contiguous run, and the matrix takes half the space.
+__host__ __device__ int64_t columnStart(int64_t column)
+{
+    return kBOXES_PER_WORD / 2 * column * (column + 1);
+}
+
 struct Layout
 {
-    size_t order, sortedScores, iota, mask, removed, sortTemp, total;
+    size_t order, sortedScores, iota, mask, sortTemp, total;
 };
 
 Layout layout(int64_t n)
 {
-    int64_t const words = (n + kBOXES_PER_WORD - 1) / kBOXES_PER_WORD;
+    int64_t const words = wordCount(n);
     size_t sortBytes = 0;
     cub::DeviceRadixSort::SortPairsDescending(static_cast<void*>(nullptr), sortBytes,
         static_cast<float const*>(nullptr), static_cast<float*>(nullptr), static_cast<int32_t const*>(nullptr),
@@ -31,8 +46,7 @@ Layout layout(int64_t n)
     l.sortedScores = l.order + aligned(n * sizeof(int32_t));
     l.iota = l.sortedScores + aligned(n * sizeof(float));
     l.mask = l.iota + aligned(n * sizeof(int32_t));
-    l.removed = l.mask + aligned(static_cast<size_t>(n * words) * sizeof(uint64_t));
-    l.sortTemp = l.removed + aligned(static_cast<size_t>(words) * sizeof(uint64_t));
+    l.sortTemp = l.mask + aligned(static_cast<size_t>(columnStart(words)) * sizeof(uint64_t));
     l.total = l.sortTemp + aligned(sortBytes);
     return l;
 }
@@ -45,6 +59,8 @@ __global__ void iotaKernel(int32_t* values, int64_t n)
     }
 }
 
+// torchvision's IoU test, operation for operation, so that every decision is the same bit for bit. Pairs that do not
+// intersect skip the division: 0 / union is 0, -0 or NaN, never above a threshold >= 0.
 __device__ bool overlaps(float4 a, float4 b, float threshold)
 {
     float const left = fmaxf(a.x, b.x);
@@ -52,21 +68,30 @@ __device__ bool overlaps(float4 a, float4 b, float threshold)
     float const right = fminf(a.z, b.z);
     float const bottom = fminf(a.w, b.w);
     float const inter = fmaxf(right - left, 0.0F) * fmaxf(bottom - top, 0.0F);
+    if (!(inter > 0.0F) && threshold >= 0.0F)
+    {
+        return false;
+    }
     float const areaA = (a.z - a.x) * (a.w - a.y);
     float const areaB = (b.z - b.x) * (b.w - b.y);
     return inter / (areaA + areaB - inter) > threshold;
 }
 
-// Block (rowBlock, colBlock): bit j of mask[i][colBlock] says sorted box i suppresses sorted box 64 * colBlock + j.
+// One block per (row block r <= column block c), numbered along the triangle: bit j of the word of sorted box
+// 64 r + t in column c says that box suppresses sorted box 64 c + j.
 __global__ void maskKernel(float const* boxes, int32_t const* order, int64_t n, float threshold, uint64_t* mask)
 {
-    int64_t const words = (n + kBOXES_PER_WORD - 1) / kBOXES_PER_WORD;
-    int64_t const rowBlock = blockIdx.y;
-    int64_t const colBlock = blockIdx.x;
-    if (rowBlock > colBlock)
+    int64_t const pair = blockIdx.x;
+    auto colBlock = static_cast<int64_t>((sqrt(8.0 * static_cast<double>(pair) + 1.0) - 1.0) / 2.0);
+    while (colBlock * (colBlock + 1) / 2 > pair)
     {
-        return;
+        --colBlock;
     }
+    while ((colBlock + 1) * (colBlock + 2) / 2 <= pair)
+    {
+        ++colBlock;
+    }
+    int64_t const rowBlock = pair - colBlock * (colBlock + 1) / 2;
     __shared__ float4 columns[kBOXES_PER_WORD];
     int64_t const column = colBlock * kBOXES_PER_WORD + threadIdx.x;
     if (column < n)
@@ -90,47 +115,144 @@ __global__ void maskKernel(float const* boxes, int32_t const* order, int64_t n, 
             bits |= uint64_t{1} << j;
         }
     }
-    mask[row * words + colBlock] = bits;
+    mask[columnStart(colBlock) + row] = bits;
 }
 
-// One warp walks the boxes by decreasing score; lane l owns the removed words w with w % 32 == l.
-__global__ void reduceKernel(
-    uint64_t const* mask, int32_t const* order, int64_t n, uint64_t* removed, int64_t* keep, int64_t* count)
+__device__ uint64_t warpOr(uint64_t value)
 {
-    int64_t const words = (n + kBOXES_PER_WORD - 1) / kBOXES_PER_WORD;
-    unsigned const lane = threadIdx.x;
-    for (int64_t w = lane; w < words; w += 32)
+#if __CUDA_ARCH__ >= 800
+    auto const low = __reduce_or_sync(0xffffffffU, static_cast<unsigned>(value));
+    auto const high = __reduce_or_sync(0xffffffffU, static_cast<unsigned>(value >> 32));
+    return (uint64_t{high} << 32) | low;
+#else
+    for (int offset = 16; offset > 0; offset /= 2)
     {
-        removed[w] = 0;
+        value |= __shfl_xor_sync(0xffffffffU, value, offset);
     }
-    __syncwarp();
+    return value;
+#endif
+}
+
+// The two words of a 64-box block held by one lane: boxes lane and lane + 32.
+__device__ uint64_t laneSelect(uint64_t bits, unsigned lane, uint64_t low, uint64_t high)
+{
+    return (((bits >> lane) & 1U) != 0 ? low : 0) | (((bits >> (lane + 32)) & 1U) != 0 ? high : 0);
+}
+
+// The greedy walk, 64 boxes (one block) per step, in one thread block, never leaving the GPU. Warp 0 decides the
+// boxes of block c from the bits that earlier kept boxes set in column c and from block c's own diagonal words,
+// which it keeps in registers, so the sequential part touches no memory. Meanwhile the other warps OR column c + 1
+// over the kept boxes of blocks < c (already final); warp 0 adds block c's own share once it is decided. Every load
+// of a step is issued at once, whatever the data: the walk costs one round trip to L2 per 64 boxes, not one per
+// kept box.
+__global__ void __launch_bounds__(kREDUCE_WARPS * 32)
+    reduceKernel(uint64_t const* mask, int32_t const* order, int64_t n, int64_t* keep, int64_t* count)
+{
+    extern __shared__ uint64_t keptWords[]; // bit j of word b: sorted box 64 b + j is kept
+    __shared__ uint64_t partial[2][kREDUCE_WARPS - 1];
+    int64_t const words = wordCount(n);
+    unsigned const warp = threadIdx.x / 32;
+    unsigned const lane = threadIdx.x % 32;
+
+    // Warp 0's state: the removed bits of the current block, its diagonal words, the words its boxes hold in the
+    // next column, and their original indices.
+    uint64_t removed = 0;
+    uint64_t diagLow = 0;
+    uint64_t diagHigh = 0;
+    uint64_t nextLow = 0;
+    uint64_t nextHigh = 0;
+    int32_t orderLow = 0;
+    int32_t orderHigh = 0;
     int64_t kept = 0;
+    auto loadBlock = [&](int64_t block)
+    {
+        int64_t const first = block * kBOXES_PER_WORD;
+        uint64_t const* diagonal = mask + columnStart(block) + first;
+        uint64_t const* next = block + 1 < words ? mask + columnStart(block + 1) + first : nullptr;
+        bool const low = first + lane < n;
+        bool const high = first + lane + 32 < n;
+        diagLow = low ? __ldg(diagonal + lane) : 0;
+        diagHigh = high ? __ldg(diagonal + lane + 32) : 0;
+        orderLow = low ? __ldg(order + first + lane) : 0;
+        orderHigh = high ? __ldg(order + first + lane + 32) : 0;
+        nextLow = next != nullptr ? __ldg(next + lane) : 0;
+        nextHigh = next != nullptr ? __ldg(next + lane + 32) : 0;
+    };
+    if (warp == 0)
+    {
+        loadBlock(0);
+    }
     for (int64_t block = 0; block < words; ++block)
     {
-        uint64_t current
-            = __shfl_sync(0xffffffffU, lane == block % 32 ? removed[block] : 0, static_cast<int>(block % 32));
-        int64_t const end = (block + 1) * kBOXES_PER_WORD < n ? (block + 1) * kBOXES_PER_WORD : n;
-        for (int64_t i = block * kBOXES_PER_WORD; i < end; ++i)
+        bool const last = block + 1 == words;
+        if (warp == 0)
         {
-            if ((current >> (i % kBOXES_PER_WORD)) & 1U)
+            int64_t const first = block * kBOXES_PER_WORD;
+            uint64_t const valid = n - first >= kBOXES_PER_WORD ? ~uint64_t{0} : (uint64_t{1} << (n - first)) - 1;
+            uint64_t current = removed;
+#pragma unroll
+            for (int j = 0; j < 32; ++j)
             {
-                continue;
+                uint64_t const suppressed = __shfl_sync(0xffffffffU, diagLow, j);
+                if (((current >> j) & 1U) == 0)
+                {
+                    current |= suppressed;
+                }
             }
+#pragma unroll
+            for (int j = 0; j < 32; ++j)
+            {
+                uint64_t const suppressed = __shfl_sync(0xffffffffU, diagHigh, j);
+                if (((current >> (j + 32)) & 1U) == 0)
+                {
+                    current |= suppressed;
+                }
+            }
+            uint64_t const keptBits = ~current & valid;
             if (lane == 0)
             {
-                keep[kept] = order[i];
+                keptWords[block] = keptBits;
             }
-            ++kept;
-            uint64_t const* row = mask + i * words;
-            current |= row[block];
-            for (int64_t w = block + 1 + ((lane + 32 - (block + 1) % 32) % 32); w < words; w += 32)
+            uint64_t const below = (uint64_t{1} << lane) - 1;
+            if (((keptBits >> lane) & 1U) != 0)
             {
-                removed[w] |= row[w];
+                keep[kept + __popcll(keptBits & below)] = orderLow;
+            }
+            if (((keptBits >> (lane + 32)) & 1U) != 0)
+            {
+                keep[kept + __popcll(keptBits & ((below << 32) | 0xffffffffULL))] = orderHigh;
+            }
+            kept += __popcll(keptBits);
+            removed = last ? 0 : warpOr(laneSelect(keptBits, lane, nextLow, nextHigh));
+            if (!last)
+            {
+                loadBlock(block + 1);
             }
         }
-        __syncwarp();
+        else if (!last)
+        {
+            uint64_t const* column = mask + columnStart(block + 1);
+            uint64_t bits = 0;
+#pragma unroll 8
+            for (int64_t b = warp - 1; b < block; b += kREDUCE_WARPS - 1)
+            {
+                uint64_t const low = __ldg(column + b * kBOXES_PER_WORD + lane);
+                uint64_t const high = __ldg(column + b * kBOXES_PER_WORD + lane + 32);
+                bits |= laneSelect(keptWords[b], lane, low, high);
+            }
+            bits = warpOr(bits);
+            if (lane == 0)
+            {
+                partial[block & 1][warp - 1] = bits;
+            }
+        }
+        __syncthreads();
+        if (warp == 0 && !last)
+        {
+            removed |= warpOr(lane < kREDUCE_WARPS - 1 ? partial[block & 1][lane] : 0);
+        }
     }
-    if (lane == 0)
+    if (threadIdx.x == 0)
     {
         *count = kept;
     }
@@ -166,7 +288,6 @@ cudaError_t nms(sdk::LaunchArgs const& a)
     auto* sortedScores = reinterpret_cast<float*>(base + l.sortedScores);
     auto* iota = reinterpret_cast<int32_t*>(base + l.iota);
     auto* mask = reinterpret_cast<uint64_t*>(base + l.mask);
-    auto* removed = reinterpret_cast<uint64_t*>(base + l.removed);
     int const threads = 256;
     iotaKernel<<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, a.stream>>>(iota, n);
     size_t sortBytes = l.total - l.sortTemp;
@@ -176,11 +297,20 @@ cudaError_t nms(sdk::LaunchArgs const& a)
     {
         return err;
     }
-    int64_t const words = (n + kBOXES_PER_WORD - 1) / kBOXES_PER_WORD;
-    dim3 const grid(static_cast<unsigned>(words), static_cast<unsigned>(words));
-    maskKernel<<<grid, kBOXES_PER_WORD, 0, a.stream>>>(
+    int64_t const words = wordCount(n);
+    maskKernel<<<static_cast<unsigned>(words * (words + 1) / 2), kBOXES_PER_WORD, 0, a.stream>>>(
         static_cast<float const*>(a.inputs[0].data), order, n, static_cast<float>(a.scalars[0]), mask);
-    reduceKernel<<<1, 32, 0, a.stream>>>(mask, order, n, removed, static_cast<int64_t*>(a.outputs[0].data), count);
+    size_t const shared = static_cast<size_t>(words) * sizeof(uint64_t);
+    if (shared > kDEFAULT_SHARED_BYTES)
+    {
+        err = cudaFuncSetAttribute(reduceKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+        if (err != cudaSuccess)
+        {
+            return err;
+        }
+    }
+    reduceKernel<<<1, kREDUCE_WARPS * 32, shared, a.stream>>>(
+        mask, order, n, static_cast<int64_t*>(a.outputs[0].data), count);
     return cudaGetLastError();
 }
 

@@ -3,7 +3,9 @@
 // Inputs:  dets (N, 4) = (x1, y1, x2, y2), scores (N,), fp32
 // Scalars: iou_threshold (a box is dropped when its IoU with a kept, higher-scored box is > the threshold)
 // Outputs: keep (N,) int64 buffer: the kept indices by decreasing score, K of them; size tensor K (0-D int64)
-// Workspace: nmsWorkspaceSize: a score sort (cub), the N x ceil(N / 64) overlap bit matrix and the removed bits.
+// Workspace: nmsWorkspaceSize: a score sort (cub) and the overlap bits, upper triangle by 64-box column block
+//            (32 W (W + 1) words, W = ceil(N / 64)).
+// Kernels:   iota, the sort, the overlap bits (one block per pair of 64-box blocks), the greedy walk (one block).
 #pragma once
 
 #include "sdk/ttp_sdk.h"

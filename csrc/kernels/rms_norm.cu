@@ -16,14 +16,15 @@ constexpr int64_t kFewRows = 1024;
 template <typename T, int VEC>
 __device__ __forceinline__ float sumSquares(Vec<T, VEC> const& v)
 {
-    float s = 0.F;
+    // Two chains, not one: the reduction is on the critical path of a latency-bound launch.
+    float s[2] = {0.F, 0.F};
 #pragma unroll
     for (int k = 0; k < VEC; ++k)
     {
         float const f = toFloat(v.v[k]);
-        s += f * f;
+        s[k % 2] += f * f;
     }
-    return s;
+    return s[0] + s[1];
 }
 
 template <typename T, int VEC>
@@ -42,7 +43,8 @@ __device__ __forceinline__ Vec<T, VEC> scaleVec(Vec<T, VEC> const& x, Vec<T, VEC
 // memory, no block barrier. Each lane keeps its C vectors of the weight in registers for the whole launch and
 // has U rows in flight (all loads before the first reduction). Every lane of a warp runs the same iterations so
 // the group shuffles stay converged even on the last, partial set of rows.
-template <typename T, int VEC, int LANES, int C, int U>
+template <typename T, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
+    CachePolicy STORE = CachePolicy::kDEFAULT>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(
     T const* __restrict__ x, T const* __restrict__ w, T* __restrict__ y, int64_t rows, int64_t hidden, float eps)
 {
@@ -107,7 +109,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(
                 int const i = lane + c * LANES;
                 if (row < rows && i < nvec)
                 {
-                    cache[u][c] = reinterpret_cast<V const*>(x + row * hidden)[i];
+                    cache[u][c] = loadVec<LOAD>(reinterpret_cast<V const*>(x + row * hidden) + i);
                     s[u] += sumSquares(cache[u][c]);
                 }
             }
@@ -123,7 +125,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(
                 int const i = lane + c * LANES;
                 if (row < rows && i < nvec)
                 {
-                    reinterpret_cast<V*>(y + row * hidden)[i] = scaleVec(cache[u][c], weight[c], scale);
+                    storeVec<STORE>(
+                        reinterpret_cast<V*>(y + row * hidden) + i, scaleVec(cache[u][c], weight[c], scale));
                 }
             }
         }
@@ -204,9 +207,86 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
     }
 }
 
+// Few rows of at most C * BLOCK vectors: one block per row and nothing else, so the launch is one memory round trip
+// (row and weight loaded together), a block reduction with one barrier, and the stores. PDL: launched as a
+// programmatic dependent launch (waits for the previous kernel's memory before touching any; lets the next one
+// launch at once).
+template <typename T, int VEC, int C, int BLOCK, bool PDL>
+__global__ void __launch_bounds__(BLOCK)
+    rmsNormRowKernel(T const* __restrict__ x, T const* __restrict__ w, T* __restrict__ y, int hidden, float eps)
+{
+    using V = Vec<T, VEC>;
+    constexpr int kWarps = BLOCK / kWarpSize;
+    __shared__ float partial[kWarps];
+    if constexpr (PDL)
+    {
+        allowDependents();
+        waitForPrerequisites();
+    }
+    int const nvec = hidden / VEC;
+    int64_t const offset = static_cast<int64_t>(blockIdx.x) * hidden;
+    V const* xv = reinterpret_cast<V const*>(x + offset);
+    V const* wv = reinterpret_cast<V const*>(w);
+    V cache[C];
+    V weight[C];
+#pragma unroll
+    for (int k = 0; k < C; ++k)
+    {
+        int const i = static_cast<int>(threadIdx.x) + k * BLOCK;
+        if (i < nvec)
+        {
+            cache[k] = xv[i];
+            weight[k] = wv[i];
+        }
+    }
+    float s = 0.F;
+#pragma unroll
+    for (int k = 0; k < C; ++k)
+    {
+        if (static_cast<int>(threadIdx.x) + k * BLOCK < nvec)
+        {
+            s += sumSquares(cache[k]);
+        }
+    }
+    s = warpSum(s);
+    if constexpr (kWarps > 1)
+    {
+        if (threadIdx.x % kWarpSize == 0)
+        {
+            partial[threadIdx.x / kWarpSize] = s;
+        }
+        __syncthreads();
+        s = 0.F;
+#pragma unroll
+        for (int i = 0; i < kWarps; ++i)
+        {
+            s += partial[i];
+        }
+    }
+    float const scale = rsqrtf(s / static_cast<float>(hidden) + eps);
+    V* yv = reinterpret_cast<V*>(y + offset);
+#pragma unroll
+    for (int k = 0; k < C; ++k)
+    {
+        int const i = static_cast<int>(threadIdx.x) + k * BLOCK;
+        if (i < nvec)
+        {
+            yv[i] = scaleVec(cache[k], weight[k], scale);
+        }
+    }
+}
+
+template <typename T, int VEC, int C, int BLOCK, bool PDL>
+cudaError_t launchRowConfig(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
+{
+    return launchKernel(rmsNormRowKernel<T, VEC, C, BLOCK, PDL>, dim3(static_cast<unsigned>(rows)), dim3(BLOCK), stream,
+        PDL && pdlSupported(), x, w, y, static_cast<int>(hidden), eps);
+}
+
 // residentPerSm > 0 caps the grid at that many blocks per SM (a persistent grid walks the rest); 0: a block for
 // every kRowsPerBlock rows.
-template <typename T, int VEC, int LANES, int C, int U>
+template <typename T, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
+    CachePolicy STORE = CachePolicy::kDEFAULT>
 cudaError_t launchWarpConfig(
     T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream, int residentPerSm = 0)
 {
@@ -221,7 +301,7 @@ cudaError_t launchWarpConfig(
         }
         blocks = std::min<int64_t>(blocks, resident);
     }
-    rmsNormWarpKernel<T, VEC, LANES, C, U>
+    rmsNormWarpKernel<T, VEC, LANES, C, U, LOAD, STORE>
         <<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarpSize, 0, stream>>>(x, w, y, rows, hidden, eps);
     return cudaGetLastError();
 }
@@ -233,21 +313,25 @@ cudaError_t launchWarp(T const* x, T const* w, T* y, int64_t rows, int64_t hidde
     // whole warp with up to 8 vectors a lane in registers, and beyond that stride over the row twice.
     int64_t const nvec = hidden / VEC;
     // Rows in flight per group: 2 for groups of up to 8 lanes, 1 above (kernel lab, H100: 1000000x64 bf16 118% of
-    // copy with 2 vs 106% with 4; 100000x128 bf16 115% with 1 vs 101% with 4).
+    // copy with 2 vs 106% with 4; 100000x128 bf16 115% with 1 vs 101% with 4). x is read once, so its lines go
+    // first when L2 must evict (peer lab, H100, 100000x128 bf16 in the graph timer: 16.4 us vs 19.7 with the
+    // default policy; inductor 17.3, Liger 17.8).
+    constexpr CachePolicy kX = CachePolicy::kEVICT_FIRST;
+    constexpr CachePolicy kY = CachePolicy::kDEFAULT;
     if (nvec <= 4)
-        return launchWarpConfig<T, VEC, 4, 1, 2>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, 4, 1, 2, kX, kY>(x, w, y, rows, hidden, eps, stream);
     if (nvec <= 8)
-        return launchWarpConfig<T, VEC, 8, 1, 2>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, 8, 1, 2, kX, kY>(x, w, y, rows, hidden, eps, stream);
     if (nvec <= 16)
-        return launchWarpConfig<T, VEC, 16, 1, 1>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, 16, 1, 1, kX, kY>(x, w, y, rows, hidden, eps, stream);
     if (nvec <= kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 1, 1>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, kWarpSize, 1, 1, kX, kY>(x, w, y, rows, hidden, eps, stream);
     if (nvec <= 2 * kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 2, 1>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, kWarpSize, 2, 1, kX, kY>(x, w, y, rows, hidden, eps, stream);
     if (nvec <= 4 * kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 4, 1>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, kWarpSize, 4, 1, kX, kY>(x, w, y, rows, hidden, eps, stream);
     if (nvec <= 8 * kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 8, 1>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, kWarpSize, 8, 1, kX, kY>(x, w, y, rows, hidden, eps, stream);
     return launchWarpConfig<T, VEC, kWarpSize, 0, 1>(x, w, y, rows, hidden, eps, stream);
 }
 
@@ -269,10 +353,25 @@ cudaError_t launchBlock(T const* x, T const* w, T* y, int64_t rows, int64_t hidd
     int64_t const nvec = hidden / VEC;
     if constexpr (VEC > 1)
     {
-        // Few rows: the launch is one memory round trip long, so the weight comes with the row (one round trip,
-        // not two). Up to 4096 elements (bf16) the weight's registers cost nothing that matters and it always
-        // comes early (measured on H100, kernel lab, rows of 4096 bf16: 99.5% of copy with, 93% without).
-        bool const fewRows = rows <= kFewRows;
+        // Few rows: the launch is one memory round trip long (row and weight loaded together) plus a block
+        // reduction, and its launch latency is as long again: a programmatic dependent launch overlaps that with
+        // the previous kernel (peer lab, H100, graph timer, bf16: 1x4096 1.31 us vs 1.93 without and 2.03 for the
+        // block kernel below; Liger 1.91; 128x4096 1.74 vs 2.37; 1024x2048 2.53 vs 3.22; fp32 1x4096 1.39 vs 2.01).
+        if (rows <= kFewRows)
+        {
+            if (nvec <= 128)
+                return launchRowConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, stream);
+            if (nvec <= 256)
+                return launchRowConfig<T, VEC, 2, 128, true>(x, w, y, rows, hidden, eps, stream);
+            if (nvec <= 512)
+                return launchRowConfig<T, VEC, 2, 256, true>(x, w, y, rows, hidden, eps, stream);
+            if (nvec <= 1024)
+                return launchRowConfig<T, VEC, 4, 256, true>(x, w, y, rows, hidden, eps, stream);
+            if (nvec <= 2048)
+                return launchRowConfig<T, VEC, 8, 256, true>(x, w, y, rows, hidden, eps, stream);
+        }
+        // Up to 4096 elements (bf16) the weight's registers cost nothing that matters and it always comes early
+        // (measured on H100, kernel lab, rows of 4096 bf16: 99.5% of copy with, 93% without).
         if (nvec <= 128)
         {
             return launchBlockConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, stream);
@@ -298,8 +397,7 @@ cudaError_t launchBlock(T const* x, T const* w, T* y, int64_t rows, int64_t hidd
         }
         if (nvec <= 512 * 4)
         {
-            return fewRows ? launchBlockConfig<T, VEC, 4, 512, true>(x, w, y, rows, hidden, eps, stream)
-                           : launchBlockConfig<T, VEC, 4, 512, false>(x, w, y, rows, hidden, eps, stream);
+            return launchBlockConfig<T, VEC, 4, 512, false>(x, w, y, rows, hidden, eps, stream);
         }
         if (nvec <= 1024 * 4)
         {

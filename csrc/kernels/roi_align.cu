@@ -2,13 +2,15 @@
 
 #include "type_utils.cuh"
 
+#include <limits>
+
 namespace ttp::vision
 {
 namespace
 {
 
-template <typename T>
-__device__ float bilinear(T const* plane, int64_t height, int64_t width, float y, float x)
+template <typename T, typename Index>
+__device__ float bilinear(T const* plane, Index height, Index width, float y, float x)
 {
     if (y < -1.0F || y > static_cast<float>(height) || x < -1.0F || x > static_cast<float>(width))
     {
@@ -16,10 +18,10 @@ __device__ float bilinear(T const* plane, int64_t height, int64_t width, float y
     }
     y = fmaxf(y, 0.0F);
     x = fmaxf(x, 0.0F);
-    auto y0 = static_cast<int64_t>(y);
-    auto x0 = static_cast<int64_t>(x);
-    int64_t y1 = y0 + 1;
-    int64_t x1 = x0 + 1;
+    auto y0 = static_cast<Index>(y);
+    auto x0 = static_cast<Index>(x);
+    Index y1 = y0 + 1;
+    Index x1 = x0 + 1;
     if (y0 >= height - 1)
     {
         y0 = y1 = height - 1;
@@ -34,31 +36,33 @@ __device__ float bilinear(T const* plane, int64_t height, int64_t width, float y
     float const lx = x - static_cast<float>(x0);
     float const hy = 1.0F - ly;
     float const hx = 1.0F - lx;
-    auto at = [&](int64_t r, int64_t c) { return toFloat(plane[r * width + c]); };
+    auto at = [&](Index r, Index c) { return toFloat(plane[r * width + c]); };
     return hy * hx * at(y0, x0) + hy * lx * at(y0, x1) + ly * hx * at(y1, x0) + ly * lx * at(y1, x1);
 }
 
+template <typename Index>
 struct Geometry
 {
-    int64_t channels, height, width, pooledHeight, pooledWidth;
+    Index channels, height, width, pooledHeight, pooledWidth;
     float scale;
     int samplingRatio;
     bool aligned;
 };
 
-// One thread per output element (k, c, ph, pw).
-template <typename T>
-__global__ void roiAlignKernel(T const* input, T const* rois, T* output, int64_t total, Geometry g)
+// One thread per output element (k, c, ph, pw). Index: int32_t where every offset fits (the usual case: 64-bit
+// division and multiplication cost several instructions each), else int64_t.
+template <typename T, typename Index>
+__global__ void roiAlignKernel(T const* input, T const* rois, T* output, Index total, Geometry<Index> g)
 {
-    for (int64_t index = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; index < total;
-        index += int64_t{gridDim.x} * blockDim.x)
+    for (auto index = static_cast<Index>(blockIdx.x * blockDim.x + threadIdx.x); index < total;
+        index += static_cast<Index>(gridDim.x * blockDim.x))
     {
-        int64_t const pw = index % g.pooledWidth;
-        int64_t const ph = (index / g.pooledWidth) % g.pooledHeight;
-        int64_t const c = (index / g.pooledWidth / g.pooledHeight) % g.channels;
-        int64_t const k = index / g.pooledWidth / g.pooledHeight / g.channels;
+        Index const pw = index % g.pooledWidth;
+        Index const ph = (index / g.pooledWidth) % g.pooledHeight;
+        Index const c = (index / g.pooledWidth / g.pooledHeight) % g.channels;
+        Index const k = index / g.pooledWidth / g.pooledHeight / g.channels;
         T const* roi = rois + k * 5;
-        auto const batch = static_cast<int64_t>(toFloat(roi[0]));
+        auto const batch = static_cast<Index>(toFloat(roi[0]));
         float const offset = g.aligned ? 0.5F : 0.0F;
         float const x1 = toFloat(roi[1]) * g.scale - offset;
         float const y1 = toFloat(roi[2]) * g.scale - offset;
@@ -95,20 +99,32 @@ __global__ void roiAlignKernel(T const* input, T const* rois, T* output, int64_t
     }
 }
 
+template <typename T, typename Index>
+cudaError_t launch(sdk::LaunchArgs const& a, Geometry<int64_t> const& g, int64_t total)
+{
+    Geometry<Index> const narrow{static_cast<Index>(g.channels), static_cast<Index>(g.height),
+        static_cast<Index>(g.width), static_cast<Index>(g.pooledHeight), static_cast<Index>(g.pooledWidth), g.scale,
+        g.samplingRatio, g.aligned};
+    int const threads = 256;
+    int64_t const blocks = (total + threads - 1) / threads;
+    roiAlignKernel<T, Index><<<static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, a.stream>>>(
+        static_cast<T const*>(a.inputs[0].data), static_cast<T const*>(a.inputs[1].data),
+        static_cast<T*>(a.outputs[0].data), static_cast<Index>(total), narrow);
+    return cudaGetLastError();
+}
+
 template <typename T>
-cudaError_t launch(sdk::LaunchArgs const& a, Geometry const& g)
+cudaError_t launch(sdk::LaunchArgs const& a, Geometry<int64_t> const& g)
 {
     int64_t const total = a.outputs[0].numel();
     if (total == 0)
     {
         return cudaSuccess;
     }
-    int const threads = 256;
-    int64_t const blocks = (total + threads - 1) / threads;
-    roiAlignKernel<T><<<static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, a.stream>>>(
-        static_cast<T const*>(a.inputs[0].data), static_cast<T const*>(a.inputs[1].data),
-        static_cast<T*>(a.outputs[0].data), total, g);
-    return cudaGetLastError();
+    // The grid-stride loop may step past total by one grid; the input's offsets stay below its element count.
+    int64_t const limit = std::numeric_limits<int32_t>::max() - int64_t{65535} * 8 * 256;
+    bool const narrow = total < limit && a.inputs[0].numel() < limit;
+    return narrow ? launch<T, int32_t>(a, g, total) : launch<T, int64_t>(a, g, total);
 }
 
 } // namespace
@@ -122,7 +138,7 @@ cudaError_t roiAlign(sdk::LaunchArgs const& a)
         return cudaErrorInvalidValue;
     }
     // Pooled sizes from the output dims: they may have arrived as shape inputs.
-    Geometry const g{input.dims[1], input.dims[2], input.dims[3], out.dims[2], out.dims[3],
+    Geometry<int64_t> const g{input.dims[1], input.dims[2], input.dims[3], out.dims[2], out.dims[3],
         static_cast<float>(a.scalars[0]), static_cast<int>(a.scalars[3]), a.scalars[4] != 0.0};
     switch (input.dtype)
     {

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <utility>
 
 namespace ttp
 {
@@ -88,6 +90,111 @@ __device__ __forceinline__ float blockSum(float v, float* partial)
         total += partial[i];
     }
     return total;
+}
+
+// Where a 16-byte access asks L2 to keep its line: kDEFAULT (normal priority), kEVICT_LAST (keep: data read again
+// soon), kEVICT_FIRST (streaming: read or written once). Other sizes always take the default.
+enum class CachePolicy
+{
+    kDEFAULT,
+    kEVICT_LAST,
+    kEVICT_FIRST,
+};
+
+template <CachePolicy P, typename V>
+__device__ __forceinline__ V loadVec(V const* p)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (P != CachePolicy::kDEFAULT && sizeof(V) == 16)
+    {
+        uint4 r;
+        if constexpr (P == CachePolicy::kEVICT_LAST)
+        {
+            uint64_t policy = 0;
+            asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+            asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                : "l"(p), "l"(policy));
+        }
+        else
+        {
+            r = __ldcs(reinterpret_cast<uint4 const*>(p));
+        }
+        V v;
+        std::memcpy(&v, &r, sizeof(v));
+        return v;
+    }
+#endif
+    return *p;
+}
+
+template <CachePolicy P, typename V>
+__device__ __forceinline__ void storeVec(V* p, V const& v)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (P != CachePolicy::kDEFAULT && sizeof(V) == 16)
+    {
+        uint4 r;
+        std::memcpy(&r, &v, sizeof(r));
+        if constexpr (P == CachePolicy::kEVICT_LAST)
+        {
+            uint64_t policy = 0;
+            asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+            asm volatile("st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p),
+                "r"(r.x), "r"(r.y), "r"(r.z), "r"(r.w), "l"(policy)
+                : "memory");
+        }
+        else
+        {
+            __stcs(reinterpret_cast<uint4*>(p), r);
+        }
+        return;
+    }
+#endif
+    *p = v;
+}
+
+// Programmatic dependent launch (Hopper and later; no-ops below): a kernel launched with launchKernel(pdl = true)
+// may start while the previous kernel of its stream still runs. It must call waitForPrerequisites() before it
+// touches global memory; allowDependents() lets the next such kernel start its own launch early.
+__device__ __forceinline__ void waitForPrerequisites()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allowDependents()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether the current device takes programmatic dependent launches (compute capability 9.0 and later).
+inline bool pdlSupported()
+{
+    int device = 0;
+    int major = 0;
+    return cudaGetDevice(&device) == cudaSuccess
+           && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
+}
+
+// kernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent launch when `pdl` is set.
+template <typename... Params, typename... Args>
+cudaError_t launchKernel(
+    void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, bool pdl, Args&&... args)
+{
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.stream = stream;
+    config.attrs = pdl ? &attribute : nullptr;
+    config.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 inline bool isAligned(void const* p, uintptr_t bytes)

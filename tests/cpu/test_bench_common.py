@@ -1,6 +1,7 @@
 """torchtrt_plugins/benchmarks/common.py: statistics, bandwidth math, CSV format, provider skips and errors, plots."""
 
 import csv
+import dataclasses
 import importlib
 import random
 import sys
@@ -384,6 +385,28 @@ def test_masked_rows_plugin_provider_casts_the_mask_to_int32(monkeypatch):
     assert x is case.inputs[0] and mask.dtype == torch.int32  # the plugin's dtype: TensorRT plugins take no bool
     assert torch.equal(mask, case.inputs[1].to(torch.int32))
     assert case.inputs[1].dtype == torch.bool  # the case's own mask is left as it is
+
+
+def test_masked_rows_plugin_is_judged_by_the_bytes_it_moves(monkeypatch):
+    """The plugin reads the INT32 mask TensorRT hands it: 4 bytes a row where the eager op reads 1. Its GB/s and %
+    of copy count those bytes, against the copy's time scaled to them."""
+    _fake_harness(monkeypatch)
+    bench = importlib.import_module("torchtrt_plugins.benchmarks.bench_masked_rows")
+    cpu = torch.device("cpu")
+    case = bench.make_case((1000, 4, 50), torch.float32, cpu)
+    kept = int(case.inputs[1].sum())
+    (provider,) = [p for p in bench.BENCHMARK.providers if p.name == "plugin_enqueue"]
+    assert provider.nbytes(case) == 1000 * 4 + 2 * kept * 4 * 4 == case.nbytes + 3 * 1000
+    provider = dataclasses.replace(provider, requires=())  # runs here, on CPU, with a fake harness
+    monkeypatch.setattr(common, "time_fn", lambda fn, device, quick=False, timer="do_bench": common.Timing(2.0, 2, 2))
+    monkeypatch.setattr(common, "_measure_provider", lambda p, c, timer: lambda: common.Timing(4.0, 4, 4))
+    plan = common.Plan(((1000, 4, 50),), (torch.float32,))
+    benchmark = common.Benchmark("masked_rows", bench.make_case, [provider], plan, plan, plan, plan)
+    results = {r.provider: r for r in common.run(benchmark, common.RunContext(cpu))}
+    copy, plugin = results["copy"], results["plugin_enqueue"]
+    assert copy.nbytes == case.nbytes and plugin.nbytes == provider.nbytes(case)
+    assert plugin.copy_ms == pytest.approx(2.0 * plugin.nbytes / case.nbytes)
+    assert plugin.pct_of_copy == pytest.approx(100 * 0.5 * plugin.nbytes / case.nbytes)
 
 
 def test_plugin_inputs_cast_only_inputs_with_a_plugin_dtype():

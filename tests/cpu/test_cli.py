@@ -4,6 +4,7 @@ import csv
 import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -223,3 +224,28 @@ def test_bench_quick_pad_to_and_masked_rows_on_cpu_write_csv_rows(tmp_path, caps
 def test_bench_usage_errors_exit_2(argv, message, tmp_path, capsys):
     assert cli.main([*argv, "--out", str(tmp_path), "--no-plots", "--no-progress"]) == 2
     assert message in capsys.readouterr().out
+
+
+def test_sdk_cmake_dir_holds_the_package_config_and_the_recipe_files():
+    """What `-Dtorchtrt_plugins_DIR=$(python -m torchtrt_plugins sdk --cmake-dir)` needs, installed with the package
+    (a wheel carries it: this runs against the installed wheel in CI too)."""
+    from torchtrt_plugins import sdk
+
+    result = subprocess.run(
+        [sys.executable, "-m", "torchtrt_plugins", "sdk", "--cmake-dir", "--include-dir"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    cmake_dir, include_dir = map(Path, result.stdout.split())
+    assert (cmake_dir / "torchtrt_pluginsConfig.cmake").is_file()
+    recipe = sdk.build_recipe()
+    files = [*recipe["headers"], *recipe["plugin_sources"], *recipe["launcher_sources"], recipe["version_script"]]
+    assert [f for f in files if not (include_dir / f).is_file()] == []
+
+
+def test_sdk_generate_names_the_library_it_did_not_find(tmp_path, capsys):
+    assert (
+        cli.main(["sdk", "generate", "--module", "torchtrt_plugins", "--library", "nope", "--out", str(tmp_path)]) == 2
+    )
+    assert "declares ops on no library named 'nope'" in capsys.readouterr().err

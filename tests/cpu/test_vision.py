@@ -121,7 +121,9 @@ def test_nms_output_is_a_size_tensor_bounded_by_the_box_count():
     assert result.output_types == ["INT64", "INT64"]
     assert [s["output"] for s in result.size_tensors] == [1]
     assert result.output_shapes["max"][0] == [1000] and result.output_shapes["min"][0] == [0]
-    assert result.workspace_size > 1000 * 16 * 8  # the overlap bit matrix at the profile's max
+    # At the profile's max (1000 boxes, 16 blocks of 64): the upper triangle of the overlap bits by 64-box column
+    # block (32 * 16 * 17 words) and, for the sort, the sorted order, the sorted scores and the indices (4 bytes each).
+    assert result.workspace_size >= 32 * 16 * 17 * 8 + 1000 * 12
 
 
 def test_symbolic_pooled_size_is_a_shape_input():
@@ -149,10 +151,48 @@ def test_symbolic_pooled_size_is_a_shape_input():
     assert _derive.evaluate(program, [(7, 4, 12, 12), (11, 5)], [[5]])[0] == [(11, 4, 5, 3)]
 
 
-def test_benchmark_says_why_it_cannot_run(capsys):
-    from torchtrt_plugins.benchmarks import vision_ops
+@pytest.mark.parametrize("op", ["nms", "roi_align"])
+def test_benchmark_is_listed_and_says_why_it_cannot_run(op, tmp_path):
+    """`torchtrt-plugins bench` lists the vision benchmarks; where torchvision's ops do not load (a CPU-only torch)
+    or there is no GPU, every provider is reported as skipped with its reason, none as an error."""
+    from torchtrt_plugins import cli
+    from torchtrt_plugins.benchmarks import common
 
+    benchmarks, failures = cli.load_benchmarks()
+    assert not failures
+    (benchmark,) = [b for b in benchmarks if b.name == op]
+    assert benchmark.provider_names == ["torchvision", "torchtrt", "plugin_enqueue"]
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the benchmark would run")
-    assert vision_ops.main(["--quick"]) == 0
-    assert "skipped: no CUDA GPU visible to torch" in capsys.readouterr().out
+    report = common.run_suite(
+        [benchmark], device="cpu", quick=True, csv_path=tmp_path / "results.csv", show_progress=False
+    )
+    reasons = {r.provider: r.reason for r in report.results if r.status == "skipped"}
+    assert {r.status for r in report.results} == {"skipped"}, report.text()
+    assert set(reasons) == {"torchvision", "torchtrt", "plugin_enqueue"}
+    if not vision.TORCHVISION:
+        assert "torchvision's ops are not loaded" in reasons["torchvision"]
+    assert "CUDA GPU" in reasons["torchtrt"] and "CUDA GPU" in reasons["plugin_enqueue"]
+    assert "torchvision" in report.text() and "Not run:" in report.text()
+
+
+def test_benchmark_plugin_enqueue_gives_the_harness_the_converters_call(monkeypatch):
+    """The declared plugin needs the shape program the converter derives, not only the op's fields: the benchmark's
+    plugin_enqueue provider hands the harness the converter's call and the op's own library (on the GPU, bare fields
+    made createPlugin return nullptr)."""
+    from torchtrt_plugins import testing
+    from torchtrt_plugins.benchmarks import bench_nms
+
+    seen = {}
+
+    def bench_enqueue(call, inputs, tactic=0, iters=100, library=None):
+        seen.update(call=call, inputs=inputs, library=library)
+        return [1.0, 2.0, 3.0]
+
+    monkeypatch.setattr(testing, "bench_enqueue", bench_enqueue)
+    case = bench_nms.make_case((40, 3), torch.float32, torch.device("cpu"))
+    (provider,) = [p for p in bench_nms.PROVIDERS if p.name == "plugin_enqueue"]
+    assert provider.measure(case).median_ms == 2.0
+    assert seen["library"] == vision.LIBRARY.plugin_path() and seen["inputs"][0] is case.inputs[0]
+    result = run_call(seen["call"], TensorArg((40, 4)), TensorArg((40,)), library=seen["library"])
+    result.assert_conformant()

@@ -23,6 +23,8 @@ SHAPES = [
     (5, 40),
     (77, 128),
     (9, 2048),
+    (1024, 1536),  # the last row count of the few-rows kernel
+    (1025, 512),  # the first past it
 ]
 TACTICS = [0] + [t.value for t in SPEC.tactics]
 
@@ -63,6 +65,33 @@ def test_runs_on_current_stream():
         y = torch.ops.torchtrt.rms_norm(x, w)
     stream.synchronize()
     torch.testing.assert_close(y, rms_norm.reference(x, w), atol=1.6e-2, rtol=1.6e-2)
+
+
+@pytest.mark.parametrize("rows", [1, 64])
+def test_back_to_back_calls_see_the_previous_output(rows):
+    """Each call reads what the one before wrote (few-rows launches may start while the previous kernel runs; they
+    must wait for its memory), eagerly and replayed in a CUDA graph."""
+    x, w = rms_norm_inputs((rows, 4096), torch.float32)
+    x = x * 7 + 3  # far from normalized: every call changes its input
+    calls = 30
+
+    def chain(t: torch.Tensor, weight: torch.Tensor, op) -> torch.Tensor:
+        for _ in range(calls):
+            t = op(op(t, weight, 1e-6), weight, 1e-6) * 2 + 1  # one call straight after the other, then not
+        return t
+
+    expected = chain(x, w, rms_norm.reference)
+    torch.testing.assert_close(chain(x, w, torch.ops.torchtrt.rms_norm), expected, atol=1e-4, rtol=1e-4)
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        chain(x, w, torch.ops.torchtrt.rms_norm)
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(graph):
+        out = chain(x, w, torch.ops.torchtrt.rms_norm)
+    graph.replay()
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

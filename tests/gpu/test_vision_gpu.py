@@ -37,6 +37,24 @@ def test_nms_matches_torchvision(n, threshold):
     assert torch.equal(got.cpu(), _expected("nms", dets, scores, threshold).cpu())
 
 
+@pytest.mark.parametrize("n", [100, 3000])
+@pytest.mark.parametrize("threshold", [0.0, 0.5, 0.7, 1.0])
+def test_nms_matches_torchvision_on_overlapping_boxes(n, threshold):
+    """Boxes jittered around a few objects, as a detector proposes them (most are suppressed), with tied scores, a run
+    of identical boxes and empty (zero-width) boxes."""
+    generator = torch.Generator().manual_seed(n)
+    centre, size = torch.rand(12, 2, generator=generator) * 300, torch.rand(12, 2, generator=generator) * 80 + 10
+    pick = torch.randint(0, 12, (n,), generator=generator)
+    jitter = torch.randn(n, 4, generator=generator) * 0.1 * size[pick].repeat(1, 2)
+    dets = torch.cat([centre[pick] - size[pick] / 2, centre[pick] + size[pick] / 2], 1) + jitter
+    dets[: n // 10] = dets[0]
+    dets[-n // 10 :, 2] = dets[-n // 10 :, 0]
+    scores = (torch.rand(n, generator=generator) * 20).round() / 20
+    dets, scores = dets.cuda(), scores.cuda()
+    got = sdk.launch(vision.NMS, dets, scores, threshold)
+    assert torch.equal(got.cpu(), _expected("nms", dets, scores, threshold).cpu())
+
+
 @pytest.mark.parametrize("dtype", vision.FLOATS)
 @pytest.mark.parametrize("aligned", [False, True])
 @pytest.mark.parametrize("sampling_ratio", [0, 2])

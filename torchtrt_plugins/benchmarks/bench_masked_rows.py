@@ -8,6 +8,8 @@ all-false and all-true masks. K, the number of rows kept, is counted from the ma
 Bytes moved = read the mask + read the kept rows + write them
             = N*1 + 2*K*D*elt   (elt: bytes per element of x; the bool mask is 1 byte an entry)
 (rows that are dropped are never read). % of copy compares with a device-to-device copy of that many bytes.
+The plugin's enqueue reads the mask TensorRT hands it, INT32: its rows count 4 bytes a mask entry
+(N*4 + 2*K*D*elt), against the copy's time scaled to those bytes (``Provider.nbytes``).
 
 What is timed differs in one way that matters here: the eager op (and x[mask], and the reference) read K back to
 the host once per call to size the output (one device->host sync); the plugin's enqueue has no host sync (TensorRT

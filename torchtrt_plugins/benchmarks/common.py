@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import ctypes
 import datetime
 import fnmatch
 import importlib
@@ -426,6 +427,33 @@ def needs_tensorrt(ctx: RunContext) -> str | None:
     return None
 
 
+def needs_sdk_build(ctx: RunContext) -> str | None:
+    """An op declared with ``torchtrt_plugins.declare`` runs from a library the SDK builds here (nvcc, headers)."""
+    from torchtrt_plugins import _build
+
+    missing = _build.sdk_build_prerequisites()
+    return f"cannot build declared-op libraries here: {'; '.join(missing)}" if missing else None
+
+
+def vision() -> Any:
+    """``torchtrt_plugins.vision`` (our declarations of torchvision's nms and roi_align; it imports torchvision)."""
+    return importlib.import_module("torchtrt_plugins.vision")
+
+
+def needs_torchvision(ctx: RunContext) -> str | None:
+    """torchvision's own ops, the peer of our declared torchvision ops (they do not load next to a CPU-only torch)."""
+    try:
+        if vision().TORCHVISION:
+            return None
+    except Exception as err:  # noqa: BLE001 - reported as the reason
+        return f"torchtrt_plugins.vision does not import: {_first_line(err)}"
+    try:
+        importlib.import_module("torchvision")
+    except Exception as err:  # noqa: BLE001 - absent, or unable to load with this torch
+        return f"torchvision's ops are not loaded: {_first_line(err)}"
+    return f"torchvision's ops are not loaded with torch {torch.__version__} (e.g. a CPU-only build)"
+
+
 HARNESS_HOOK = "bench_enqueue"
 
 
@@ -435,7 +463,8 @@ def harness_hook() -> Callable[..., Any] | None:
     Contract: ``bench_enqueue(op, inputs, tactic=..., iters=..., fields=...) -> list[float]``: ``op`` the op
     name, ``inputs`` the CUDA tensors in the spec's input order, ``fields`` the plugin fields by name,
     ``tactic`` a tactic value (0: the plugin's own choice). The harness runs the plugin lifecycle up to
-    ``enqueue`` and returns milliseconds per ``enqueue``, each bracketed by its own CUDA events.
+    ``enqueue`` and returns milliseconds per ``enqueue``, each bracketed by its own CUDA events. For an op declared
+    with ``torchtrt_plugins.declare``, ``op`` is the converter's ``PluginCall`` and ``library=`` its plugin library.
     """
     try:
         testing = importlib.import_module("torchtrt_plugins.testing")
@@ -478,7 +507,9 @@ class Provider:
     """A way to run the op. ``factory(case)`` returns a zero-argument callable (it may raise Skip).
 
     A provider that times itself (the harness times ``enqueue`` alone) gives ``measure(case) -> Timing``
-    instead; its output is checked by the harness tests, not here.
+    instead; its output is checked by the harness tests, not here. ``nbytes(case)``, when given, is what this
+    provider must move where it differs from ``case.nbytes`` (the plugin reads a cast input at its own size); its
+    GB/s and % of copy use it, against the copy's time scaled to those bytes.
     """
 
     name: str
@@ -486,6 +517,7 @@ class Provider:
     requires: tuple[Requirement, ...] = ()
     check: bool = True
     measure: Callable[[Case], Timing] | None = None
+    nbytes: Callable[[Case], int | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -716,31 +748,147 @@ def plugin_inputs(spec: Any, tensors: Sequence[torch.Tensor]) -> list[torch.Tens
     return out
 
 
-def plugin_enqueue_providers(entry: Any, name: str = "plugin_enqueue") -> list[Provider]:
+def plugin_nbytes(entry: Any) -> Callable[[Case], int | None]:
+    """Bytes the plugin moves: the case's, with each input the plugin takes cast (:func:`plugin_inputs`) counted at
+    the plugin's element size (a bool mask read as int32 is 4 bytes a row, not 1)."""
+
+    def nbytes(case: Case) -> int | None:
+        if case.nbytes is None:
+            return None
+        tensors = [t for t in case.inputs if isinstance(t, torch.Tensor)]
+        specs = list(entry.spec.inputs)
+        extra = 0
+        for spec, tensor in zip(specs, tensors, strict=False):
+            dtype = getattr(spec, "plugin_dtype", None)
+            if dtype is not None and dtype != tensor.dtype:
+                extra += tensor.numel() * (torch.empty((), dtype=dtype).element_size() - tensor.element_size())
+        return case.nbytes + extra
+
+    return nbytes
+
+
+def plugin_enqueue_providers(
+    entry: Any, name: str = "plugin_enqueue", requires: tuple[Requirement, ...] = ()
+) -> list[Provider]:
     """The op's TensorRT plugin run through the conformance harness, timing ``enqueue`` only.
 
     One provider for the plugin's own tactic choice and one per tactic in the spec. Inputs with a
-    ``plugin_dtype`` are cast before the timing starts (see :func:`plugin_inputs`).
+    ``plugin_dtype`` are cast before the timing starts (see :func:`plugin_inputs`). An op declared with
+    ``torchtrt_plugins.declare`` runs from its own plugin library (``entry.library``). ``entry`` may also be a
+    function returning it, called only when the benchmark runs: then the plugin's own tactic choice alone is timed.
     """
+    resolve = (lambda: entry) if hasattr(entry, "spec") else entry
 
     def measure_for(tactic: int) -> Callable[[Case], Timing]:
         def measure(case: Case) -> Timing:
+            from torchtrt_plugins import converters
+
             hook = harness_hook()
             if hook is None:
                 raise Skip(needs_harness(RunContext(case.device)))
-            tensors = plugin_inputs(entry.spec, [t for t in case.inputs if isinstance(t, torch.Tensor)])
+            op = resolve()
+            tensors = plugin_inputs(op.spec, [t for t in case.inputs if isinstance(t, torch.Tensor)])
             iters = 20 if case.device.type == "cuda" and case.nbytes and case.nbytes > 2**28 else 100
-            samples = hook(entry.spec.name, tensors, tactic=tactic, iters=iters, fields=plugin_fields(entry.spec, case))
+            library = getattr(op, "library", None)
+            if library is None:
+                samples = hook(op.spec.name, tensors, tactic=tactic, iters=iters, fields=plugin_fields(op.spec, case))
+            else:  # a declared op's plugin also takes the shape program the converter derives: the converter's call
+                call = converters.plan(op.spec, case.inputs, case.kwargs)
+                samples = hook(call, tensors, tactic=tactic, iters=iters, library=library.plugin_path())
             return summarize(samples)
 
         return measure
 
-    requires = (needs_cuda, needs_harness)
-    providers = [Provider(name, requires=requires, measure=measure_for(0))]
-    providers += [
-        Provider(f"{name}[{t.name}]", requires=requires, measure=measure_for(t.value)) for t in entry.spec.tactics
-    ]
+    requires = (needs_cuda, needs_harness, *requires)
+    nbytes = plugin_nbytes(entry) if hasattr(entry, "spec") else None
+    providers = [Provider(name, requires=requires, measure=measure_for(0), nbytes=nbytes)]
+    if hasattr(entry, "spec"):
+        providers += [
+            Provider(f"{name}[{t.name}]", requires=requires, measure=measure_for(t.value), nbytes=nbytes)
+            for t in entry.spec.tactics
+        ]
     return providers
+
+
+class LauncherCall:
+    """A declared op's kernel launcher (``torchtrt_plugins.declare``) on buffers made once, called as the plugin's
+    ``enqueue`` calls it: on the current stream, with no host synchronization (a data-dependent size stays in its size
+    tensor on the device), so it is timed per call like the engine and can be captured in a CUDA graph.
+
+    ``outputs`` are at their upper bounds and start filled with -1 (the launcher writes a data-dependent output's rows
+    from the start; those it leaves read -1); ``sizes`` are the size tensors. A call returns ``outputs[0]``.
+    """
+
+    def __init__(self, declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any):
+        from torchtrt_plugins import _derive, sdk
+
+        declaration.check_args(*args, **kwargs)
+        bound = declaration.bind(*args, **kwargs)
+        tensors = [bound[a.name].contiguous() for a in declaration.tensor_args]
+        self.inputs = plugin_inputs(declaration.spec, tensors)
+        metas = [_derive.TensorMeta(tuple(t.shape), t.dtype) for t in tensors]
+        derived = declaration.derive(metas, {a.name: bound[a.name] for a in declaration.scalar_args}, frozenset())
+        shapes, uppers = _derive.evaluate(derived.program, [tuple(t.shape) for t in self.inputs])
+        device = self.inputs[0].device
+        self.outputs = [torch.full(s, -1, dtype=d, device=device) for s, d in zip(shapes, derived.output_dtypes)]
+        self.sizes = [torch.zeros((), dtype=torch.int64, device=device) for _ in uppers]
+        structs = [
+            [sdk._tensor_struct(declaration.label, t) for t in group]
+            for group in (self.inputs, self.outputs + self.sizes)
+        ]
+        scalars = [float(f.check(declaration.qualname, bound[f.arg])) for f in declaration.spec.fields]
+        self._keep = (
+            (sdk._Tensor * len(structs[0]))(*structs[0]),
+            (sdk._Tensor * len(structs[1]))(*structs[1]),
+            (ctypes.c_double * max(len(scalars), 1))(*scalars),
+        )
+        self._args = sdk._LaunchArgs(
+            self._keep[0],
+            len(structs[0]),
+            self._keep[1],
+            len(structs[1]),
+            self._keep[2],
+            len(scalars),
+            None,
+            0,
+            tactic,
+            None,
+        )
+        self._lib, self._op, self._tactic = declaration.library.launchers(), declaration.qualname.encode(), tactic
+        self._label = f"{declaration.label}: launcher (tactic {tactic})"
+        workspace = int(self._lib.ttp_sdk_workspace(self._op, ctypes.byref(self._args)))
+        self.workspace = torch.empty(max(workspace, 1), dtype=torch.uint8, device=device)
+        self._args.workspace, self._args.workspaceSize = self.workspace.data_ptr(), workspace
+
+    def __call__(self) -> torch.Tensor:
+        self._args.stream = torch.cuda.current_stream().cuda_stream
+        status = int(self._lib.ttp_sdk_launch(self._op, self._tactic, ctypes.byref(self._args)))
+        if status != 0:
+            raise RuntimeError(f"{self._label} returned cudaError {status}")
+        return self.outputs[0]
+
+
+def torchvision_providers(op: str) -> list[Provider]:
+    """A torchvision op we declare (``torchtrt_plugins.vision``; ``op`` is ``nms`` or ``roi_align``) against
+    torchvision's own: ``torchvision`` (its eager op; the peer, so its output is not checked: its half kernels compute
+    in half), ``torchtrt`` (our launcher, a :class:`LauncherCall`) and ``plugin_enqueue`` (the plugin, through the
+    harness). A case's inputs are the op's tensors, its kwargs the op's scalars by name."""
+
+    def declaration() -> Any:
+        return getattr(vision(), op.upper())
+
+    def peer(case: Case) -> Callable[[], Any]:
+        function = getattr(torch.ops.torchvision, op)
+        return lambda: function(*case.inputs, **case.kwargs)
+
+    def ours(case: Case) -> Callable[[], Any]:
+        return LauncherCall(declaration(), *case.inputs, **case.kwargs)
+
+    return [
+        Provider("torchvision", peer, (needs_torchvision,), check=False),
+        Provider("torchtrt", ours, (needs_cuda, needs_sdk_build)),
+        *plugin_enqueue_providers(declaration, requires=(needs_sdk_build,)),
+    ]
 
 
 _notes: dict[str, None] = {}
@@ -898,6 +1046,7 @@ def _run_case(
     torch._dynamo.reset()
     # name -> (timer -> a zero-argument timing, the mismatch found by the output check or "")
     prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]] = {}
+    own_nbytes: dict[str, int | None] = {}
     if case.nbytes:
         try:
             copy = copy_fn(case.nbytes, ctx.device)
@@ -911,6 +1060,8 @@ def _run_case(
             record(provider.name, "skipped", static[provider.name])
             continue
         try:
+            if provider.nbytes is not None:
+                own_nbytes[provider.name] = provider.nbytes(case)
             if provider.measure is not None:
                 prepared[provider.name] = (lambda timer, p=provider: _measure_provider(p, case, timer), "")
                 continue
@@ -928,7 +1079,7 @@ def _run_case(
         except Exception as err:  # noqa: BLE001 - reported, the run goes on
             record(provider.name, "error", _first_line(err))
     for timer in ctx.timers:
-        results += _time_prepared(ctx, case, prepared, timer, result)
+        results += _time_prepared(ctx, case, prepared, timer, result, own_nbytes)
     if progress is not None:
         for name in prepared:
             progress.update(f"{label} {name}")
@@ -944,9 +1095,11 @@ def _time_prepared(
     prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]],
     timer: str,
     result: Callable[..., Result],
+    own_nbytes: dict[str, int | None] | None = None,
 ) -> list[Result]:
     """Every prepared provider timed with ``timer``, ``ctx.repeats`` times, interleaved; one Result each, made by
-    ``result(provider, status, reason, timer, **timing_fields)``."""
+    ``result(provider, status, reason, timer, **timing_fields)``; ``own_nbytes``: providers that move other bytes
+    than the case's (their copy time scaled to them)."""
     samples: dict[str, list[Timing]] = {name: [] for name in prepared}
     failed: dict[str, tuple[str, str]] = {}
     timings = {name: make(timer) for name, (make, _mismatch) in prepared.items()}
@@ -971,7 +1124,11 @@ def _time_prepared(
             continue
         timing = combine_repeats(samples[name])
         status = "mismatch" if mismatch else "ok"
-        results.append(result(name, status, mismatch, timer, timing=timing, nbytes=case.nbytes, copy_ms=copy_ms))
+        nbytes, copy = case.nbytes, copy_ms
+        if own_nbytes and own_nbytes.get(name) and case.nbytes:
+            nbytes = own_nbytes[name]
+            copy = copy_ms * nbytes / case.nbytes if copy_ms is not None else None
+        results.append(result(name, status, mismatch, timer, timing=timing, nbytes=nbytes, copy_ms=copy))
     return results
 
 

@@ -1,0 +1,203 @@
+# CMake package of torchtrt_plugins' C++ SDK: build the plugin library of ops declared with torchtrt_plugins.declare
+# from your kernel launchers, as torchtrt_plugins.sdk.PluginLibrary builds it (same sources, flags and exports: both
+# read ../sdk_build.json).
+#
+#   cmake -S . -B build -Dtorchtrt_plugins_DIR="$(python -m torchtrt_plugins sdk --cmake-dir)"
+#
+#   find_package(torchtrt_plugins REQUIRED)
+#   torchtrt_plugins_add_library(myops MODULE myops SOURCES myops/csrc/myops.cu PYTHONPATH ${CMAKE_CURRENT_SOURCE_DIR})
+#
+# torchtrt_plugins_add_library(<name> MODULE <module> SOURCES <launcher sources>...
+#                              [INCLUDE_DIRECTORIES <dirs>...] [PYTHONPATH <dirs>...])
+#   <name> is the name of the sdk.PluginLibrary the ops of the Python module <module> are declared on. At build time
+#   `python -m torchtrt_plugins sdk generate` writes the op tables from the declarations (rerun when a file of <module>'s
+#   package or of torchtrt_plugins that it imported changes); then two targets:
+#     <name>_plugins    lib<name>_plugins.so: the TensorRT plugin library (links the CUDA runtime only, exports only
+#                       getCreators and setLoggerFinder): trtexec --dynamicPlugins, plugins_to_serialize, load_library;
+#     <name>_launchers  lib<name>_launchers.so: the launchers behind the C entry points the op's eager kernel calls;
+#   the launcher sources are compiled once (OBJECT library <name>_launcher_objects) into both.
+#
+# Also provides: torchtrt_plugins::sdk (INTERFACE: the SDK headers, e.g. sdk/ttp_sdk.h, the launcher ABI);
+# TORCHTRT_PLUGINS_PYTHON (the interpreter with this torchtrt_plugins: Python_EXECUTABLE / Python3_EXECUTABLE when
+# set, else FindPython3, which prefers an active virtual environment); TORCHTRT_PLUGINS_INCLUDE_DIR;
+# TORCHTRT_PLUGINS_TENSORRT_INCLUDE_DIR (TensorRT 10.x/11.x headers found by the Python package's own search:
+# -DTENSORRT_INCLUDE_DIR, -DTENSORRT_ROOT, the same environment variables, then the system folders).
+if(CMAKE_VERSION VERSION_LESS 3.24)
+  message(FATAL_ERROR "torchtrt_plugins: the SDK's CMake package needs CMake 3.24 or newer, this is ${CMAKE_VERSION}")
+endif()
+get_property(_ttp_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+foreach(_ttp_language IN ITEMS CXX CUDA)
+  if(NOT _ttp_language IN_LIST _ttp_languages)
+    enable_language(${_ttp_language})
+  endif()
+endforeach()
+include(CMakeFindDependencyMacro)
+find_dependency(CUDAToolkit)
+
+get_property(_ttp_configured GLOBAL PROPERTY _TORCHTRT_PLUGINS_PYTHON SET)
+if(NOT _ttp_configured)
+  get_filename_component(_ttp_include_dir "${CMAKE_CURRENT_LIST_DIR}/../.." REALPATH)
+  if(NOT TORCHTRT_PLUGINS_PYTHON)
+    if(Python_EXECUTABLE)
+      set(_ttp_python "${Python_EXECUTABLE}")
+    elseif(Python3_EXECUTABLE)
+      set(_ttp_python "${Python3_EXECUTABLE}")
+    else()
+      find_package(Python3 REQUIRED COMPONENTS Interpreter)
+      set(_ttp_python "${Python3_EXECUTABLE}")
+    endif()
+    set(TORCHTRT_PLUGINS_PYTHON "${_ttp_python}" CACHE FILEPATH
+      "Python interpreter with torchtrt_plugins installed (generates the op tables)")
+  endif()
+  # The TensorRT headers: a CMake variable wins over the environment; the search itself is the Python package's.
+  set(_ttp_env)
+  if(TENSORRT_INCLUDE_DIR)
+    set(_ttp_env "TENSORRT_INCLUDE_DIR=${TENSORRT_INCLUDE_DIR}")
+  elseif(TENSORRT_ROOT)
+    set(_ttp_env --unset=TENSORRT_INCLUDE_DIR "TENSORRT_ROOT=${TENSORRT_ROOT}")
+  endif()
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env ${_ttp_env}
+      ${TORCHTRT_PLUGINS_PYTHON} -m torchtrt_plugins sdk --cmake-dir --tensorrt-include-dir
+    RESULT_VARIABLE _ttp_status OUTPUT_VARIABLE _ttp_out ERROR_VARIABLE _ttp_err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT _ttp_status EQUAL 0)
+    message(FATAL_ERROR "torchtrt_plugins: `${TORCHTRT_PLUGINS_PYTHON} -m torchtrt_plugins sdk --cmake-dir "
+      "--tensorrt-include-dir` failed (status ${_ttp_status}):\n${_ttp_err}\nThe generator needs the Python "
+      "interpreter this package belongs to (set -DTORCHTRT_PLUGINS_PYTHON=...) and the TensorRT headers (set "
+      "-DTENSORRT_INCLUDE_DIR=... or -DTENSORRT_ROOT=...).")
+  endif()
+  string(REPLACE "\n" ";" _ttp_out "${_ttp_out}")
+  list(GET _ttp_out 0 _ttp_python_cmake_dir)
+  list(GET _ttp_out 1 _ttp_tensorrt_include_dir)
+  file(REAL_PATH "${_ttp_python_cmake_dir}" _ttp_python_cmake_dir)
+  file(REAL_PATH "${CMAKE_CURRENT_LIST_DIR}" _ttp_cmake_dir)
+  if(NOT _ttp_python_cmake_dir STREQUAL _ttp_cmake_dir)
+    message(FATAL_ERROR "torchtrt_plugins: ${TORCHTRT_PLUGINS_PYTHON} imports a torchtrt_plugins whose CMake package "
+      "is ${_ttp_python_cmake_dir}, not this one (${_ttp_cmake_dir}): set -DTORCHTRT_PLUGINS_PYTHON= to the Python "
+      "that `-Dtorchtrt_plugins_DIR=$(python -m torchtrt_plugins sdk --cmake-dir)` ran")
+  endif()
+  # Functions and targets may be used in other directories than find_package's: keep the results global.
+  set_property(GLOBAL PROPERTY _TORCHTRT_PLUGINS_PYTHON "${TORCHTRT_PLUGINS_PYTHON}")
+  set_property(GLOBAL PROPERTY _TORCHTRT_PLUGINS_INCLUDE_DIR "${_ttp_include_dir}")
+  set_property(GLOBAL PROPERTY _TORCHTRT_PLUGINS_TENSORRT_INCLUDE_DIR "${_ttp_tensorrt_include_dir}")
+  message(STATUS "torchtrt_plugins SDK: ${_ttp_include_dir}; TensorRT headers: ${_ttp_tensorrt_include_dir}; "
+    "Python: ${TORCHTRT_PLUGINS_PYTHON}")
+endif()
+get_property(TORCHTRT_PLUGINS_PYTHON GLOBAL PROPERTY _TORCHTRT_PLUGINS_PYTHON)
+get_property(TORCHTRT_PLUGINS_INCLUDE_DIR GLOBAL PROPERTY _TORCHTRT_PLUGINS_INCLUDE_DIR)
+get_property(TORCHTRT_PLUGINS_TENSORRT_INCLUDE_DIR GLOBAL PROPERTY _TORCHTRT_PLUGINS_TENSORRT_INCLUDE_DIR)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${TORCHTRT_PLUGINS_INCLUDE_DIR}/sdk/sdk_build.json")
+
+if(NOT TARGET torchtrt_plugins::sdk)
+  add_library(torchtrt_plugins::sdk INTERFACE IMPORTED GLOBAL)
+  set_target_properties(torchtrt_plugins::sdk PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${TORCHTRT_PLUGINS_INCLUDE_DIR};${CUDAToolkit_INCLUDE_DIRS}")
+endif()
+
+# <out>: the value of <key> in the build recipe (a list for a JSON array).
+function(_torchtrt_plugins_recipe out key)
+  get_property(include_dir GLOBAL PROPERTY _TORCHTRT_PLUGINS_INCLUDE_DIR)
+  file(READ "${include_dir}/sdk/sdk_build.json" recipe)
+  string(JSON type TYPE "${recipe}" ${key})
+  if(NOT type STREQUAL "ARRAY")
+    string(JSON value GET "${recipe}" ${key})
+    set(${out} "${value}" PARENT_SCOPE)
+    return()
+  endif()
+  string(JSON count LENGTH "${recipe}" ${key})
+  set(values)
+  if(count GREATER 0)
+    math(EXPR last "${count} - 1")
+    foreach(i RANGE ${last})
+      string(JSON item GET "${recipe}" ${key} ${i})
+      list(APPEND values "${item}")
+    endforeach()
+  endif()
+  set(${out} "${values}" PARENT_SCOPE)
+endfunction()
+
+# The recipe's compile settings on <target> (C++ by the host compiler, CUDA by nvcc, as nvcc does for PluginLibrary).
+function(_torchtrt_plugins_compile_settings target)
+  _torchtrt_plugins_recipe(standard cxx_standard)
+  _torchtrt_plugins_recipe(optimization optimization)
+  _torchtrt_plugins_recipe(host_flags host_compiler_flags)
+  _torchtrt_plugins_recipe(cuda_flags cuda_flags)
+  _torchtrt_plugins_recipe(runtime cuda_runtime)
+  string(JOIN "," xcompiler ${host_flags})
+  string(SUBSTRING "${runtime}" 0 1 first)
+  string(SUBSTRING "${runtime}" 1 -1 rest)
+  string(TOUPPER "${first}" first)
+  set_target_properties(${target} PROPERTIES
+    CXX_STANDARD ${standard} CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF
+    CUDA_STANDARD ${standard} CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF
+    POSITION_INDEPENDENT_CODE ON CUDA_RUNTIME_LIBRARY "${first}${rest}")
+  target_compile_options(${target} PRIVATE
+    "$<$<COMPILE_LANGUAGE:CXX>:${optimization};${host_flags}>"
+    "$<$<COMPILE_LANGUAGE:CUDA>:${optimization};-Xcompiler=${xcompiler};${cuda_flags}>")
+  target_link_libraries(${target} PRIVATE torchtrt_plugins::sdk CUDA::cudart)
+endfunction()
+
+function(torchtrt_plugins_add_library name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "MODULE" "SOURCES;INCLUDE_DIRECTORIES;PYTHONPATH")
+  set(usage "torchtrt_plugins_add_library(<name> MODULE <python module> SOURCES <launcher sources>... "
+    "[INCLUDE_DIRECTORIES <dirs>...] [PYTHONPATH <dirs>...])")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "torchtrt_plugins_add_library(${name}): unexpected arguments ${arg_UNPARSED_ARGUMENTS}; "
+      ${usage})
+  endif()
+  if(NOT name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+    message(FATAL_ERROR "torchtrt_plugins_add_library: <name> must be an identifier (the sdk.PluginLibrary's name), "
+      "got '${name}'")
+  endif()
+  if(NOT arg_MODULE OR NOT arg_SOURCES)
+    message(FATAL_ERROR "torchtrt_plugins_add_library(${name}): MODULE (the Python module whose import declares the "
+      "ops on PluginLibrary(\"${name}\", ...)) and SOURCES (the launcher sources) are required: " ${usage})
+  endif()
+  get_property(python GLOBAL PROPERTY _TORCHTRT_PLUGINS_PYTHON)
+  get_property(include_dir GLOBAL PROPERTY _TORCHTRT_PLUGINS_INCLUDE_DIR)
+  get_property(tensorrt_include_dir GLOBAL PROPERTY _TORCHTRT_PLUGINS_TENSORRT_INCLUDE_DIR)
+  _torchtrt_plugins_recipe(plugin_sources plugin_sources)
+  _torchtrt_plugins_recipe(launcher_sources launcher_sources)
+  _torchtrt_plugins_recipe(plugin_table generated_plugin_source)
+  _torchtrt_plugins_recipe(launcher_table generated_launcher_source)
+  _torchtrt_plugins_recipe(version_script version_script)
+  _torchtrt_plugins_recipe(linker_flags linker_flags)
+  _torchtrt_plugins_recipe(link_libraries plugin_link_libraries)
+  list(TRANSFORM plugin_sources PREPEND "${include_dir}/")
+  list(TRANSFORM launcher_sources PREPEND "${include_dir}/")
+  set(version_script "${include_dir}/${version_script}")
+
+  set(generated "${CMAKE_CURRENT_BINARY_DIR}/${name}_generated")
+  set(plugin_table "${generated}/${plugin_table}")
+  set(launcher_table "${generated}/${launcher_table}")
+  set(pythonpath ${arg_PYTHONPATH})
+  if(DEFINED ENV{PYTHONPATH})
+    list(APPEND pythonpath "$ENV{PYTHONPATH}")
+  endif()
+  string(JOIN ":" pythonpath ${pythonpath})
+  add_custom_command(
+    OUTPUT "${plugin_table}" "${launcher_table}"
+    COMMAND ${CMAKE_COMMAND} -E env "PYTHONPATH=${pythonpath}" ${python} -m torchtrt_plugins sdk generate
+      --module ${arg_MODULE} --library ${name} --out "${generated}" --depfile "${generated}/generate.d"
+    DEPFILE "${generated}/generate.d"
+    COMMENT "torchtrt_plugins: op tables of ${name} from the declarations in ${arg_MODULE}"
+    VERBATIM)
+  # Both libraries compile a generated file: one target runs the generator, so that they never run it in parallel.
+  add_custom_target(${name}_tables DEPENDS "${plugin_table}" "${launcher_table}")
+
+  add_library(${name}_launcher_objects OBJECT ${arg_SOURCES})
+  add_library(${name}_plugins MODULE ${plugin_sources} "${plugin_table}" $<TARGET_OBJECTS:${name}_launcher_objects>)
+  add_library(${name}_launchers MODULE ${launcher_sources} "${launcher_table}"
+    $<TARGET_OBJECTS:${name}_launcher_objects>)
+  foreach(target IN ITEMS ${name}_launcher_objects ${name}_plugins ${name}_launchers)
+    _torchtrt_plugins_compile_settings(${target})
+    target_include_directories(${target} PRIVATE ${arg_INCLUDE_DIRECTORIES})
+  endforeach()
+  add_dependencies(${name}_plugins ${name}_tables)
+  add_dependencies(${name}_launchers ${name}_tables)
+  target_include_directories(${name}_plugins PRIVATE "${tensorrt_include_dir}")
+  list(TRANSFORM linker_flags PREPEND "LINKER:")
+  target_link_options(${name}_plugins PRIVATE "LINKER:--version-script=${version_script}" ${linker_flags})
+  target_link_libraries(${name}_plugins PRIVATE ${link_libraries})
+  set_target_properties(${name}_plugins PROPERTIES LINK_DEPENDS "${version_script}")
+endfunction()

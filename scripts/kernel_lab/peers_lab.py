@@ -1,0 +1,267 @@
+"""Peer lab: candidate kernel configurations (peers_*.cu, built here with nvcc) timed with the benchmarks' own timers
+beside the peers in one process: rms_norm vs Liger-Kernel and inductor; pad_to and masked_rows vs a copy of the
+same bytes. Prints one line per (case, provider, timer), checks every candidate's output against the production
+kernel's.
+
+    python scripts/kernel_lab/peers_lab.py [rms] [pad] [masked] [patterns] | [dump]
+"""
+
+# ruff: noqa: B023  (the closures are called before the loop moves on)
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from torchtrt_plugins.benchmarks import common
+
+HERE = Path(__file__).resolve().parent
+BUILD = Path(os.environ.get("LAB_BUILD", "/tmp/peers_lab"))
+DTYPES = {torch.float32: 0, torch.bfloat16: 2, torch.int8: 3, torch.bool: 6, torch.int32: 4}
+
+
+def build() -> ctypes.CDLL:
+    BUILD.mkdir(parents=True, exist_ok=True)
+    flags = ["-std=c++17", "-O3", "-arch=sm_90", "-Xcompiler", "-fPIC", "-lineinfo"]
+    jobs = [
+        subprocess.Popen(["nvcc", *flags, "-c", str(HERE / f"{name}.cu"), "-o", str(BUILD / f"{name}.o")])
+        for name in ("peers_rms", "peers_pad", "peers_masked")
+    ]
+    if any(job.wait() for job in jobs):
+        sys.exit("peer lab: nvcc failed")
+    objects = [str(BUILD / f"{name}.o") for name in ("peers_rms", "peers_pad", "peers_masked")]
+    subprocess.run(["nvcc", "-shared", *objects, "-o", str(BUILD / "peers_lab.so")], check=True)
+    lib = ctypes.CDLL(str(BUILD / "peers_lab.so"))
+    p, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+    signatures = {
+        "lab_rms_name": (ctypes.c_char_p, [i, i, ll]),
+        "lab_rms": (i, [i, p, p, p, ll, ll, i, p]),
+        "lab_pad_name": (ctypes.c_char_p, [i]),
+        "lab_pad": (i, [i, p, p, ll, ll, ll, ll, ll, i, p]),
+        "lab_masked_name": (ctypes.c_char_p, [i]),
+        "lab_masked": (i, [i, p, p, i, ll, ll, p, p, p, p]),
+        "lab_masked_ws": (ll, [ll]),
+    }
+    for fn, (restype, argtypes) in signatures.items():
+        getattr(lib, fn).restype = restype
+        getattr(lib, fn).argtypes = argtypes
+    return lib
+
+
+def stream() -> ctypes.c_void_p:
+    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+
+def ptr(t: torch.Tensor) -> ctypes.c_void_p:
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def line(case: str, name: str, timer: str, t: common.Timing, copy: common.Timing, note: str = "") -> None:
+    pct = 100 * copy.median_ms / t.median_ms
+    print(f"{case:34s} {name:36s} {timer:8s} {t.median_ms * 1e3:9.3f} us  {pct:6.1f}% of copy  {note}", flush=True)
+
+
+def timers(fn, timer_names):
+    for timer in timer_names:
+        yield timer, (common.time_cuda_graph(fn) if timer == "graph" else common.time_cuda(fn))
+
+
+def rms_cases(lib: ctypes.CDLL) -> None:
+    from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+
+    import torchtrt_plugins
+
+    reference = torchtrt_plugins.get("rms_norm").reference
+    eps = 1e-6
+    shapes = [
+        (1, 4096, torch.bfloat16, ("graph",)),
+        (8, 4096, torch.bfloat16, ("graph",)),
+        (128, 4096, torch.bfloat16, ("graph",)),
+        (1024, 2048, torch.bfloat16, ("graph",)),
+        (1, 4096, torch.float32, ("graph",)),
+        (100000, 128, torch.bfloat16, ("graph", "do_bench")),
+        (100000, 128, torch.float32, ("graph", "do_bench")),
+    ]
+    for rows, hidden, dtype, timer_names in shapes:
+        torch._dynamo.reset()
+        case = f"rms_norm {rows}x{hidden} {str(dtype)[6:]}"
+        x = torch.randn(rows, hidden, dtype=dtype, device="cuda")
+        w = torch.rand(hidden, dtype=dtype, device="cuda") + 0.5
+        nbytes = (2 * x.numel() + w.numel()) * x.element_size()
+        copy_fn = common.copy_fn(nbytes, x.device)
+        compiled = common.compile_inductor(reference)
+        peers = {
+            "copy": copy_fn,
+            "torch.compile": lambda: compiled(x, w, eps),
+            "liger": lambda: LigerRMSNormFunction.apply(x, w, eps, 0.0, "gemma", False),
+        }
+        expected = reference(x, w, eps)
+        for fn in peers.values():
+            fn()
+        candidates = {}
+        v = 0
+        while (name := lib.lab_rms_name(v, DTYPES[dtype], hidden)) is not None:
+            if name:
+                y = torch.empty_like(x)
+                candidates[name.decode()] = (v, y)
+            v += 1
+        for timer in timer_names:
+            copy = common.time_cuda_graph(copy_fn) if timer == "graph" else common.time_cuda(copy_fn)
+            for name, fn in peers.items():
+                _, t = next(timers(fn, (timer,)))
+                line(case, name, timer, t, copy)
+            for name, (v, y) in candidates.items():
+
+                def call(v=v, y=y):
+                    err = lib.lab_rms(v, ptr(x), ptr(w), ptr(y), rows, hidden, DTYPES[dtype], stream())
+                    if err:
+                        raise RuntimeError(f"{name}: CUDA error {err}")
+
+                call()
+                torch.cuda.synchronize()
+                err = (y.float() - expected.float()).abs().max().item()
+                ok = torch.allclose(y.float(), expected.float(), atol=2e-2, rtol=2e-2)
+                _, t = next(timers(call, (timer,)))
+                line(case, name, timer, t, copy, "" if ok else f"WRONG max err {err:.3g}")
+
+
+def pad_cases(lib: ctypes.CDLL) -> None:
+    shapes = [
+        (8 * 64, 256, 256, 224, 224, torch.int8),
+        (8 * 64, 224, 224, 256, 256, torch.int8),
+        (8 * 64, 256, 256, 224, 224, torch.bfloat16),
+        (16 * 32, 512, 512, 480, 544, torch.int8),
+    ]
+    for planes, h, w, oh, ow, dtype in shapes:
+        case = f"pad_to {planes}x{h}x{w}->{oh}x{ow} {str(dtype)[6:]}"
+        x = torch.randint(-100, 100, (planes, h, w), device="cuda").to(dtype)
+        nbytes = (planes * min(h, oh) * min(w, ow) + planes * oh * ow) * x.element_size()
+        copy_fn = common.copy_fn(nbytes, x.device)
+        out = {}
+        v = 0
+        while lib.lab_pad_name(v) is not None:
+            out[v] = torch.empty(planes, oh, ow, dtype=dtype, device="cuda")
+            v += 1
+        for timer in ("graph", "do_bench"):
+            copy = common.time_cuda_graph(copy_fn) if timer == "graph" else common.time_cuda(copy_fn)
+            for v, y in out.items():
+
+                def call(v=v, y=y):
+                    err = lib.lab_pad(v, ptr(x), ptr(y), planes, h, w, oh, ow, DTYPES[dtype], stream())
+                    if err:
+                        raise RuntimeError(f"pad variant {v}: CUDA error {err}")
+
+                call()
+                torch.cuda.synchronize()
+                ok = torch.equal(y, out[0]) if v else True
+                _, t = next(timers(call, (timer,)))
+                line(case, lib.lab_pad_name(v).decode(), timer, t, copy, "" if ok else "WRONG")
+
+
+def masked_inputs(rows: int, row_elements: int, dtype: torch.dtype, pattern: str):
+    x = torch.randn(rows, row_elements, device="cuda").to(dtype)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    if pattern == "random":
+        mask = torch.rand(rows, generator=g, device="cuda") < 0.5
+    elif pattern == "pairs":  # rows 2k and 2k+1 together: kept bytes come in aligned 64-byte pieces
+        mask = (torch.rand((rows + 1) // 2, generator=g, device="cuda") < 0.5).repeat_interleave(2)[:rows]
+    elif pattern == "quads":
+        mask = (torch.rand((rows + 3) // 4, generator=g, device="cuda") < 0.5).repeat_interleave(4)[:rows]
+    elif pattern == "half":  # the first half: one contiguous run
+        mask = torch.arange(rows, device="cuda") < rows // 2
+    else:
+        mask = torch.ones(rows, dtype=torch.bool, device="cuda")
+    return x, mask
+
+
+def masked_cases(lib: ctypes.CDLL, patterns: bool) -> None:
+    shapes = [
+        (4000000, 16, torch.bfloat16),
+        (10000000, 8, torch.float32),
+        (1000000, 64, torch.float32),
+        (10000000, 1, torch.float32),
+    ]
+    runs = [(s, "random") for s in shapes]
+    if patterns:
+        runs += [(shapes[0], p) for p in ("pairs", "quads", "half", "all")]
+    for (rows, row_elements, dtype), pattern in runs:
+        x, mask_bool = masked_inputs(rows, row_elements, dtype, pattern)
+        kept = int(mask_bool.sum())
+        row_bytes = row_elements * x.element_size()
+        ws = torch.empty(lib.lab_masked_ws(rows), dtype=torch.uint8, device="cuda")
+        count = torch.zeros(1, dtype=torch.int32, device="cuda")
+        y = torch.empty_like(x)
+        expected = x[mask_bool]
+        for mask in (mask_bool.to(torch.int32), mask_bool):
+            mb = mask.element_size()
+            nbytes = rows * mb + 2 * kept * row_bytes
+            case = f"masked {rows}x{row_bytes}B {pattern} mask {str(mask.dtype)[6:]}"
+            copy_fn = common.copy_fn(nbytes, x.device)
+            for timer in ("do_bench", "graph"):
+                copy = common.time_cuda_graph(copy_fn) if timer == "graph" else common.time_cuda(copy_fn)
+                v = 0
+                while (name := lib.lab_masked_name(v)) is not None:
+
+                    def call(v=v, mask=mask):
+                        err = lib.lab_masked(
+                            v,
+                            ptr(x),
+                            ptr(mask),
+                            DTYPES[mask.dtype],
+                            rows,
+                            row_bytes,
+                            ptr(ws),
+                            ptr(count),
+                            ptr(y),
+                            stream(),
+                        )
+                        if err:
+                            raise RuntimeError(f"masked variant {v}: CUDA error {err}")
+
+                    y.zero_()
+                    lib.lab_masked(
+                        0, ptr(x), ptr(mask), DTYPES[mask.dtype], rows, row_bytes, ptr(ws), ptr(count), ptr(y), stream()
+                    )
+                    call()
+                    torch.cuda.synchronize()
+                    ok = int(count.item()) == kept and torch.equal(y[:kept], expected)
+                    _, t = next(timers(call, (timer,)))
+                    line(case, name.decode(), timer, t, copy, f"{nbytes / 1e6:.1f} MB" + ("" if ok else " WRONG"))
+                    v += 1
+
+
+def dump_inductor() -> None:
+    """Inductor's generated code for the rms_norm reference at 1x4096 and 100000x128 bf16 (on stderr)."""
+    import torchtrt_plugins
+
+    reference = torchtrt_plugins.get("rms_norm").reference
+    torch._logging.set_logs(output_code=True)
+    for rows, hidden in ((1, 4096), (100000, 128)):
+        torch._dynamo.reset()
+        x = torch.randn(rows, hidden, dtype=torch.bfloat16, device="cuda")
+        w = torch.rand(hidden, dtype=torch.bfloat16, device="cuda")
+        torch.compile(reference, dynamic=False)(x, w, 1e-6)
+    torch._logging.set_logs(output_code=False)
+
+
+def main() -> None:
+    what = set(sys.argv[1:]) or {"rms", "pad", "masked", "patterns"}
+    if "dump" in what:
+        dump_inductor()
+        return
+    lib = build()
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
+    if "rms" in what:
+        rms_cases(lib)
+    if "pad" in what:
+        pad_cases(lib)
+    if "masked" in what or "patterns" in what:
+        masked_cases(lib, "patterns" in what)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+// Peer lab, pad_to part: the production launcher and cache-policy variants (16-byte vectors only).
+#include "../../csrc/kernels/pad_to.cu"
+
+namespace
+{
+using ttp::CachePolicy;
+constexpr CachePolicy D = CachePolicy::kDEFAULT;
+constexpr CachePolicy EL = CachePolicy::kEVICT_LAST;
+constexpr CachePolicy EF = CachePolicy::kEVICT_FIRST;
+
+char const* const kNames[] = {"production padTo()", "ld=EL st=D", "ld=D st=EF", "ld=EL st=EF", "ld=EF st=D",
+    "ld=EF st=EF", "ld=D st=EL", "ld=EF st=EL"};
+
+template <typename T, CachePolicy LD, CachePolicy ST>
+cudaError_t run(void const* x, void* y, ttp::PadArgs const& a, cudaStream_t s)
+{
+    constexpr int kVec = 16 / sizeof(T);
+    ttp::PadShape const shape{a.planes * a.outHeight * (a.outWidth / kVec), a.height, a.width};
+    ttp::FastDivmod32 const cpr(static_cast<uint32_t>(a.outWidth / kVec));
+    ttp::FastDivmod32 const rpp(static_cast<uint32_t>(a.outHeight));
+    return ttp::launch<T, kVec, true, ttp::FastDivmod32, 1, 0, LD, ST>(
+        static_cast<T const*>(x), static_cast<T*>(y), shape, cpr, rpp, T{}, s);
+}
+
+template <typename T>
+cudaError_t typed(int v, void const* x, void* y, ttp::PadArgs const& a, cudaStream_t s)
+{
+    switch (v)
+    {
+    case 1: return run<T, EL, D>(x, y, a, s);
+    case 2: return run<T, D, EF>(x, y, a, s);
+    case 3: return run<T, EL, EF>(x, y, a, s);
+    case 4: return run<T, EF, D>(x, y, a, s);
+    case 5: return run<T, EF, EF>(x, y, a, s);
+    case 6: return run<T, D, EL>(x, y, a, s);
+    case 7: return run<T, EF, EL>(x, y, a, s);
+    default: return cudaErrorInvalidValue;
+    }
+}
+} // namespace
+
+extern "C"
+{
+    char const* lab_pad_name(int v)
+    {
+        return v >= 0 && v < static_cast<int>(sizeof(kNames) / sizeof(kNames[0])) ? kNames[v] : nullptr;
+    }
+
+    // dtype: ttp::DType (0 fp32, 2 bf16, 3 int8); variants > 0 need widths that are multiples of 16 bytes.
+    int lab_pad(int v, void const* x, void* y, long long planes, long long h, long long w, long long oh, long long ow,
+        int dtype, void* stream)
+    {
+        auto const s = static_cast<cudaStream_t>(stream);
+        auto const dt = static_cast<ttp::DType>(dtype);
+        if (v == 0)
+            return static_cast<int>(ttp::padTo(x, y, planes, h, w, oh, ow, 0.F, dt, s));
+        ttp::PadArgs const a{planes, h, w, oh, ow};
+        switch (ttp::dtypeSize(dt))
+        {
+        case 1: return static_cast<int>(typed<uint8_t>(v, x, y, a, s));
+        case 2: return static_cast<int>(typed<uint16_t>(v, x, y, a, s));
+        default: return static_cast<int>(typed<uint32_t>(v, x, y, a, s));
+        }
+    }
+}
