@@ -82,7 +82,13 @@ def build_recipe() -> dict[str, Any]:
 
 
 def _recipe_files(recipe: dict[str, Any]) -> list[Path]:
-    names = [*recipe["headers"], *recipe["plugin_sources"], *recipe["launcher_sources"], recipe["version_script"]]
+    names = [
+        *recipe["headers"],
+        *recipe["plugin_sources"],
+        *recipe["launcher_sources"],
+        recipe["version_script"],
+        recipe["launcher_version_script"],
+    ]
     return [include_dir() / name for name in [*names, "sdk/sdk_build.json"]]
 
 
@@ -360,18 +366,29 @@ class PluginLibrary:
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             objects = dict(zip(sources, pool.map(compile_one, enumerate(sources)), strict=True))
         link = [nvcc, "-shared", f"-cudart={recipe['cuda_runtime']}", *gencode]
-        linker_flags = [f"--version-script={csrc / recipe['version_script']}", *recipe["linker_flags"]]
+
+        def linker_flags(script: str) -> str:
+            return "-Xlinker=" + ",".join([f"--version-script={csrc / recipe[script]}", *recipe["linker_flags"]])
+
         _run(
             [
                 *link,
                 "-o",
                 str(plugins),
                 *[str(objects[s]) for s in user + plugin_side],
-                "-Xlinker=" + ",".join(linker_flags),
+                linker_flags("version_script"),
                 *(f"-l{name}" for name in recipe["plugin_link_libraries"]),
             ]
         )
-        _run([*link, "-o", str(launchers), *[str(objects[s]) for s in user + launcher_side]])
+        _run(
+            [
+                *link,
+                "-o",
+                str(launchers),
+                *[str(objects[s]) for s in user + launcher_side],
+                linker_flags("launcher_version_script"),
+            ]
+        )
 
 
 def _run(command: list[str]) -> None:

@@ -30,6 +30,15 @@ def test_exports_exactly_the_two_entry_points(library):
     assert symbols == ["getCreators", "setLoggerFinder"]
 
 
+@pytest.mark.skipif(shutil.which("nm") is None, reason="binutils nm missing")
+def test_launcher_library_exports_only_the_sdk_entry_points(library):
+    # Also where a toolchain links libstdc++ statically (seen on the GPU machine): its symbols must stay local.
+    launchers = library.parent / "libtorchtrt_plugins_launchers.so"
+    out = subprocess.run(["nm", "-D", "--defined-only", str(launchers)], capture_output=True, text=True, check=True)
+    symbols = sorted(line.split()[-1] for line in out.stdout.splitlines() if line.split()[-2] in "TtWwDdBbRr")
+    assert symbols == ["ttp_sdk_launch", "ttp_sdk_launcher", "ttp_sdk_workspace", "ttp_sdk_workspace_function"]
+
+
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils readelf missing")
 def test_depends_on_cuda_runtime_only(library):
     out = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, check=True).stdout

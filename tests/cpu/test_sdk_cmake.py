@@ -9,6 +9,7 @@ from torchtrt_plugins.testing import require_sdk_build
 
 require_sdk_build()
 
+import re  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -65,9 +66,16 @@ def _exports(path) -> set[str]:
     return {line.split()[-1] for line in out.splitlines() if line.split()[-2] in ("T", "D", "B")}
 
 
+#: What a toolchain may link either way (libstdc++ statically or not): not what the SDK decides.
+_SYSTEM = re.compile(r"^(libstdc\+\+|libgcc_s|libc|libm|libdl|libpthread|librt|ld-linux[-\w]*)\.so")
+
+
 def _needed(path) -> set[str]:
+    """The libraries a product links beyond the C/C++ runtime."""
     return {
-        line.split("[")[-1].rstrip("]") for line in _run(["readelf", "-d", str(path)]).splitlines() if "NEEDED" in line
+        name
+        for line in _run(["readelf", "-d", str(path)]).splitlines()
+        if "NEEDED" in line and not _SYSTEM.match(name := line.split("[")[-1].rstrip("]"))
     }
 
 
