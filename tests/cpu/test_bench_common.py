@@ -3,7 +3,9 @@
 import csv
 import dataclasses
 import importlib
+import importlib.util
 import random
+import subprocess
 import sys
 import types
 
@@ -607,3 +609,22 @@ def test_two_compiled_providers_of_one_case_both_stay_compiled(monkeypatch):
     assert {r.provider: r.status for r in results} == {"copy": "ok", "first": "ok", "second": "ok"}, [
         (r.provider, r.reason) for r in results
     ]
+
+
+def test_vision_benchmarks_that_cannot_run_declare_no_op(tmp_path):
+    """Without torchvision and a GPU, the vision benchmarks (their requirement checks, their references) must not
+    import torchtrt_plugins.vision: that declares torchvision's ops on a library that load_plugins then has to build
+    (it broke the wheel's tests, which have no TensorRT headers)."""
+    if importlib.util.find_spec("torchvision") is not None or torch.cuda.is_available():
+        pytest.skip("torchvision or a GPU is here: the vision benchmarks run and import torchtrt_plugins.vision")
+    code = (
+        "import sys\n"
+        "from torchtrt_plugins import cli\n"
+        "from torchtrt_plugins.benchmarks import common\n"
+        "print(common.needs_torchvision(None))\n"
+        f"cli.main(['bench', '--quick', '--device', 'cpu', '--ops', 'nms,roi_align', '--out', {str(tmp_path)!r}])\n"
+        "print('torchtrt_plugins.vision' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert "torchvision" in out[0]
+    assert out[-1] == "False"
