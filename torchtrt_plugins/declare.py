@@ -21,6 +21,10 @@ passed as a shape input instead. Output dtypes and shapes come from the op's reg
 symbolically for each call (``_derive``). The converter is registered with Torch-TensorRT when it imports, the
 library is loaded into TensorRT by ``load_plugins``, and with ``library`` the eager CUDA kernel of the op is the same
 launcher the plugin calls.
+
+A data-dependent op's eager kernel allocates its outputs at their upper bounds and reads the sizes back after the
+launch; with ``sizes_first=True`` its launcher instead takes two phases (``LaunchArgs::phase`` in ``ttp_sdk.h``:
+sizes, then outputs at their exact shapes), so eager needs no upper-bound memory. The plugin always calls it once.
 """
 
 from __future__ import annotations
@@ -132,6 +136,7 @@ class Declaration:
         size_upper: Callable[..., Any] | None = None,
         size_opt: float = 0.5,
         data_dependent: bool | None = None,
+        sizes_first: bool = False,
         example_inputs: Sequence[Any] | None = None,
         doc: str = "",
     ):
@@ -193,6 +198,12 @@ class Declaration:
             raise DeclarationError(f"{self.qualname}: a declaration with a library needs launcher= (a C++ symbol)")
         self.launchers = dict(sorted(launchers.items()))
         self.workspace = workspace
+        if sizes_first and data_dependent is False:
+            raise DeclarationError(
+                f"{self.qualname}: sizes_first=True is for data-dependent ops (their launcher writes size tensors), "
+                "but the declaration says data_dependent=False"
+            )
+        self.sizes_first = bool(sizes_first)
         inputs = []
         for argument in self.tensor_args:
             allowed = tuple(dtypes.get(argument.name, DEFAULT_DTYPES))

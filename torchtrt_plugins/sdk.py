@@ -421,6 +421,7 @@ class _LaunchArgs(ctypes.Structure):
         ("workspaceSize", ctypes.c_size_t),
         ("tactic", ctypes.c_int32),
         ("stream", ctypes.c_void_p),
+        ("phase", ctypes.c_int32),
     ]
 
 
@@ -572,32 +573,55 @@ def launch(declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any) -> Any:
     structs = plan.in_structs
     for i, tensor in enumerate(inputs):
         structs[i].data = tensor.data_ptr()
-    outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in plan.outputs]
+    sizes_first = plan.num_sizes and declaration.sizes_first
+    # sizes_first: no outputs until the sizes are known (phase 1 writes only the size tensors).
+    outputs = [] if sizes_first else [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in plan.outputs]
     structs = plan.out_structs
-    for i, output in enumerate(outputs):
-        structs[i].data = output.data_ptr()
+    for i in range(len(plan.outputs)):
+        structs[i].data = outputs[i].data_ptr() if outputs else None
     scratch = None
     if plan.scratch_bytes:
         scratch = torch.empty(plan.scratch_bytes, dtype=torch.uint8, device=device)
         base = scratch.data_ptr()
         for k in range(plan.num_sizes):
-            structs[len(outputs) + k].data = base + 8 * k
+            structs[len(plan.outputs) + k].data = base + 8 * k
         plan.args.workspace = base + plan.workspace_offset if plan.workspace_bytes else None
     index = device.index
     plan.args.stream = torch._C._cuda_getCurrentRawStream(index)
-    if torch._C._cuda_getDevice() == index:
+    plan.args.phase = 1 if sizes_first else 0
+    _call(declaration, plan, tactic, device)
+    if sizes_first:
+        counts = scratch[: 8 * plan.num_sizes].view(torch.int64).tolist()  # one host synchronization
+        for i, ((shape, dtype), dims) in enumerate(zip(plan.outputs, plan.sized_dims, strict=True)):
+            shape = list(shape)
+            for dim, expr in dims:
+                shape[dim] = structs[i].dims[dim] = _derive.evaluate_expr(expr, plan.shapes, (), counts)
+            outputs.append(torch.empty(shape, dtype=dtype, device=device))
+            structs[i].data = outputs[-1].data_ptr()
+        plan.args.phase = 2
+        try:
+            _call(declaration, plan, tactic, device)
+        finally:
+            for i, ((shape, _), dims) in enumerate(zip(plan.outputs, plan.sized_dims, strict=True)):
+                for dim, _ in dims:
+                    structs[i].dims[dim] = shape[dim]  # the plan's upper bounds, for the next call
+    elif plan.num_sizes:
+        counts = scratch[: 8 * plan.num_sizes].view(torch.int64).tolist()  # one host synchronization
+        outputs = [_trim(o, plan.shapes, counts, dims) for o, dims in zip(outputs, plan.sized_dims, strict=True)]
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _call(declaration: Any, plan: _Plan, tactic: int, device: torch.device) -> None:
+    if torch._C._cuda_getDevice() == device.index:
         status = plan.launcher(plan.args_pointer)
     else:
         with torch.cuda.device(device):
             status = plan.launcher(plan.args_pointer)
     if status != 0:
+        phase = f", phase {plan.args.phase}" if plan.args.phase else ""
         raise RuntimeError(
-            f"{declaration.label}: launcher '{plan.launcher_name}' (tactic {tactic}) returned cudaError {status}"
+            f"{declaration.label}: launcher '{plan.launcher_name}' (tactic {tactic}{phase}) returned cudaError {status}"
         )
-    if plan.num_sizes:
-        counts = scratch[: 8 * plan.num_sizes].view(torch.int64).tolist()  # one host synchronization
-        outputs = [_trim(o, plan.shapes, counts, dims) for o, dims in zip(outputs, plan.sized_dims, strict=True)]
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
 def _trim(output: torch.Tensor, shapes: list, counts: list[int], sized_dims: list) -> torch.Tensor:

@@ -1,6 +1,7 @@
 // torchtrt::masked_rows behind the SDK launcher ABI (sdk/ttp_sdk.h; declared in torchtrt_plugins/ops/masked_rows.py):
-// the eager op and the generic plugin both call these. y comes at its upper bound (every row of x); the kept rows
-// are written compactly from the start and their count K to the 0-D INT64 size tensor. The mask is kBOOL from the
+// the eager op and the generic plugin both call these. From the plugin, y comes at its upper bound (every row of x);
+// the kept rows are written compactly from the start and their count K to the 0-D INT64 size tensor. The eager op
+// (sizes_first) counts first, reads K back and passes y at K rows for the copy. The mask is kBOOL from the
 // eager op and kINT32 from the plugin (TensorRT plugins take no BOOL inputs); the kernels read either.
 #include "kernels/masked_rows.h"
 #include "sdk/ttp_sdk.h"
@@ -43,11 +44,15 @@ cudaError_t maskedRows(sdk::LaunchArgs const& args)
     sdk::Tensor const& mask = args.inputs[1];
     int64_t const rows = x.dims[0];
     int64_t const bytes = rowBytes(x);
-    cudaError_t const err = maskedRowsCount(
-        mask.data, mask.dtype, rows, bytes, args.workspace, args.outputs[1].data, DType::kINT64, args.stream);
-    if (err != cudaSuccess)
+    // Declared sizes_first: the count (phase 1) leaves the destinations in the workspace for the copy (phase 2).
+    if (args.phase != sdk::kPHASE_OUTPUTS)
     {
-        return err;
+        cudaError_t const err = maskedRowsCount(
+            mask.data, mask.dtype, rows, bytes, args.workspace, args.outputs[1].data, DType::kINT64, args.stream);
+        if (err != cudaSuccess || args.phase == sdk::kPHASE_SIZES)
+        {
+            return err;
+        }
     }
     return maskedRowsScatter(x.data, args.outputs[0].data, rows, bytes, args.workspace, args.stream);
 }

@@ -54,7 +54,16 @@ struct LaunchArgs
     size_t workspaceSize;
     int32_t tactic; // the declared tactic being run (0: the default launcher)
     cudaStream_t stream;
+    // kPHASE_ALL from the plugin, always. An op declared with sizes_first=True is called twice by the eager op:
+    // kPHASE_SIZES (write the size tensors, and whatever the next phase needs into the workspace; the outputs' data
+    // are null), then, its sizes read back, kPHASE_OUTPUTS (outputs at their exact shapes; the same workspace and
+    // size tensors), so that eager allocates no upper-bound output.
+    int32_t phase{0};
 };
+
+constexpr int32_t kPHASE_ALL = 0;
+constexpr int32_t kPHASE_SIZES = 1;
+constexpr int32_t kPHASE_OUTPUTS = 2;
 
 using Launcher = cudaError_t (*)(LaunchArgs const& args);
 // Called with null data pointers and the largest dims the call may see.

@@ -226,6 +226,11 @@ def test_outputs_override_replaces_the_fake_kernel():
         (LIST_ARG, {}, r"decl_test::list_arg: argument 'sizes' has type int\[\], which a plugin cannot take"),
         (MUTATES, {}, r"decl_test::mutates: argument 'x' is mutated"),
         ("decl_test::missing", {}, r"decl_test::missing: no such torch op"),
+        (
+            PLAIN,
+            {"sizes_first": True, "data_dependent": False},
+            r"decl_test::plain: sizes_first=True is for data-dependent ops",
+        ),
     ],
 )
 def test_declaration_errors_name_op_and_argument(op, options, message):

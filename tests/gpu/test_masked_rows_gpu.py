@@ -98,6 +98,24 @@ def test_exactly_one_device_to_host_read(capfd):
     assert torch.equal(y, masked_rows.reference(x, mask))
 
 
+def test_eager_allocates_only_the_kept_rows():
+    """Declared sizes_first: the eager op counts, reads K back and copies into y of K rows; it never allocates the
+    N-row upper bound (which the plugin gets from TensorRT's output allocator instead)."""
+    x = _input((1 << 18, 16), torch.float32)  # 16 MiB
+    mask = torch.rand(x.shape[0], device="cuda") < 0.1
+    torch.ops.torchtrt.masked_rows(x, mask)  # warm-up
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    y = torch.ops.torchtrt.masked_rows(x, mask)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    kept = y.numel() * y.element_size()
+    assert torch.equal(y, masked_rows.reference(x, mask))
+    # y plus the workspace (a bit and a few counters a row) and the size tensor; far below the 16 MiB upper bound.
+    assert peak < kept + x.shape[0] + (1 << 20), (peak, kept)
+
+
 def test_runs_on_current_stream():
     x = _input((200000, 8), torch.float32)
     mask = _mask(200000, "random")
