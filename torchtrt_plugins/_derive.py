@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import operator
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -204,7 +205,8 @@ def _from_user(guard: Any) -> bool:
     return not filename.startswith(_TORCH_DIR)
 
 
-_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
+# With the separator: site-packages/torchtrt_plugins (and any user package named torch*) is not torch's own code.
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
 
 
 def _upper_bound(env: Any, symbol: sympy.Symbol) -> Any:
