@@ -158,8 +158,6 @@ class Declaration:
         self.num_arguments = len(self.schema.arguments)
         self.argument_index = {a.name: i for i, a in enumerate(self.schema.arguments)}
         self.tensor_positions = frozenset(self.argument_index[a.name] for a in self.tensor_args)
-        self.tensor_position_list = sorted(self.tensor_positions)
-        self.scalar_position_list = [self.argument_index[a.name] for a in self.scalar_args]
         # The defaults of the trailing arguments that have one (the dispatcher leaves them out of a call).
         trailing = []
         for argument in reversed(self.schema.arguments):
@@ -310,10 +308,7 @@ class Declaration:
         (:meth:`check_shapes`)."""
         bound, tensors = self.check_values(*args, **kwargs)
         values = {a.name: bound[a.name] for a in self.scalar_args}
-        concrete = all(isinstance(d, int) for t in tensors for d in t.shape) and all(
-            isinstance(v, (bool, int, float)) for v in values.values()
-        )
-        if concrete:
+        if all(isinstance(d, int) for t in tensors for d in t.shape):  # check_shapes skips symbolic scalars itself
             self.check_shapes([_derive.TensorMeta(tuple(t.shape), t.dtype) for t in tensors], values)
 
     def check_values(self, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], list[torch.Tensor]]:

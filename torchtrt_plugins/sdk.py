@@ -436,6 +436,7 @@ def _tensor_struct(label: str, tensor: torch.Tensor, shape: Sequence[int] | None
 
 
 _LAUNCHER = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(_LaunchArgs))
+_WORKSPACE_SIZE = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.POINTER(_LaunchArgs))
 #: Where the size tensors start in the scratch buffer of a call (then the workspace, 256-byte aligned).
 _SCRATCH_ALIGN = 256
 
@@ -498,11 +499,7 @@ class _Plan:
         self.launcher = _LAUNCHER(address)
         self.launcher_name = declaration.launchers[tactic]
         workspace = lib.ttp_sdk_workspace_function(op)
-        self.workspace_bytes = (
-            int(ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.POINTER(_LaunchArgs))(workspace)(self.args_pointer))
-            if workspace
-            else 0
-        )
+        self.workspace_bytes = int(_WORKSPACE_SIZE(workspace)(self.args_pointer)) if workspace else 0
         self.args.workspaceSize = self.workspace_bytes
         self.workspace_offset = -(-8 * self.num_sizes // _SCRATCH_ALIGN) * _SCRATCH_ALIGN
         self.scratch_bytes = self.workspace_offset + self.workspace_bytes
@@ -593,9 +590,9 @@ def launch(declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any) -> Any:
     if sizes_first:
         counts = scratch[: 8 * plan.num_sizes].view(torch.int64).tolist()  # one host synchronization
         for i, ((shape, dtype), dims) in enumerate(zip(plan.outputs, plan.sized_dims, strict=True)):
-            shape = list(shape)
-            for dim, expr in dims:
-                shape[dim] = structs[i].dims[dim] = _derive.evaluate_expr(expr, plan.shapes, (), counts)
+            shape = _actual_shape(shape, plan.shapes, counts, dims)
+            for dim, _ in dims:
+                structs[i].dims[dim] = shape[dim]
             outputs.append(torch.empty(shape, dtype=dtype, device=device))
             structs[i].data = outputs[-1].data_ptr()
         plan.args.phase = 2
@@ -624,13 +621,19 @@ def _call(declaration: Any, plan: _Plan, tactic: int, device: torch.device) -> N
         )
 
 
+def _actual_shape(upper: Sequence[int], shapes: list, counts: list[int], sized_dims: list) -> list[int]:
+    """An output's shape once its data-dependent sizes (``counts``) are known: ``upper``, sized dims evaluated."""
+    shape = list(upper)
+    for dim, expr in sized_dims:
+        shape[dim] = _derive.evaluate_expr(expr, shapes, (), counts)
+    return shape
+
+
 def _trim(output: torch.Tensor, shapes: list, counts: list[int], sized_dims: list) -> torch.Tensor:
     """The part of an upper-bound output its data-dependent sizes say was written (the leading elements)."""
     if not sized_dims:
         return output
-    shape = list(output.shape)
-    for dim, expr in sized_dims:
-        shape[dim] = _derive.evaluate_expr(expr, shapes, (), counts)
+    shape = _actual_shape(output.shape, shapes, counts, sized_dims)
     if len(sized_dims) == 1 and sized_dims[0][0] == 0:
         kept = output.narrow(0, 0, shape[0])
     else:
