@@ -17,7 +17,12 @@ constexpr int kMaskLoadBytes = 16;
 // kMinTileRows: a whole number of warp-wide 16-byte mask loads, even for one-byte masks.
 constexpr int64_t kMinTileRows = kWarpSize * kMaskLoadBytes;
 constexpr int64_t kMaxTileRows = kWarpSize * kBlockThreads; // one mask word per thread in the scatter
-constexpr int64_t kTileBytes = 32 * 1024;
+// TTP_MASKED_*: tuning knobs; the kernel lab (scripts/kernel_lab/peers_lab.py) builds variants with -D. 64 KiB tiles
+// against 32 KiB: 4M rows of 64 bytes, half kept, 115.7 us vs 118.4 (do_bench, peer lab, H100).
+#ifndef TTP_MASKED_TILE_BYTES
+#define TTP_MASKED_TILE_BYTES (64 * 1024)
+#endif
+constexpr int64_t kTileBytes = TTP_MASKED_TILE_BYTES;
 // The count kernel takes several tiles a block, at least kCountBlockRows mask entries, so that short rows do not
 // leave most of its warps idle; the scan then runs over one total per count block.
 constexpr int64_t kCountBlockRows = 4 * 1024;
@@ -25,6 +30,13 @@ constexpr int kMaxTilesPerCountBlock = 32;
 constexpr size_t kWorkspaceAlign = 256;
 // Copy chunks each thread has in flight per row; a split of a row is at least this many per thread.
 constexpr int kCopyUnroll = 4;
+// Rows each lane has in flight where a row is 2 to 32 chunks, one per lane of its group (peer lab, H100, 64 KiB
+// tiles, half the rows kept, do_bench: 4M x 64 B 114.2 us with 8 vs 115.7 with 4, 1M x 128 B 60.9 vs 63.3; rows of
+// one chunk were slower with 8: 10M x 4 B 64.3 vs 61.4, so they keep kCopyUnroll).
+#ifndef TTP_MASKED_SHORT_ROWS_UNROLL
+#define TTP_MASKED_SHORT_ROWS_UNROLL 8
+#endif
+constexpr int kShortRowsUnroll = TTP_MASKED_SHORT_ROWS_UNROLL;
 // The three launches as programmatic dependent launches (each waits for the previous one's memory).
 constexpr bool kPdl = true;
 
@@ -237,7 +249,7 @@ __global__ void __launch_bounds__(kScanThreads)
 // Block (tile, split): the tile's words and their prefix popcounts give every kept row its destination;
 // groups of `1 << log2Group` threads (at most a warp) copy one row each, chunks [chunkBegin, chunkEnd) of
 // it, as V words, several loads in flight per thread (chunks of a long row, or SHORT_ROWS: several rows).
-template <typename V, bool SHORT_ROWS>
+template <typename V, bool SHORT_ROWS, int UNROLL>
 __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __restrict__ x, V* __restrict__ y,
     int64_t rows, int64_t tileRows, int64_t tilesPerCountBlock, int64_t chunksPerRow, int64_t chunksPerSplit,
     int log2Group, uint32_t const* __restrict__ words, int64_t const* __restrict__ tileOffsets,
@@ -273,13 +285,13 @@ __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __re
     };
     if constexpr (SHORT_ROWS)
     {
-        // A row is at most one chunk per lane: kCopyUnroll rows per group in flight instead.
-        for (int64_t r0 = threadIdx.x >> log2Group; r0 < rowsHere; r0 += groups * kCopyUnroll)
+        // A row is at most one chunk per lane: UNROLL rows per group in flight instead.
+        for (int64_t r0 = threadIdx.x >> log2Group; r0 < rowsHere; r0 += groups * UNROLL)
         {
-            V chunk[kCopyUnroll];
-            int64_t dst[kCopyUnroll];
+            V chunk[UNROLL];
+            int64_t dst[UNROLL];
 #pragma unroll
-            for (int u = 0; u < kCopyUnroll; ++u)
+            for (int u = 0; u < UNROLL; ++u)
             {
                 int64_t const r = r0 + u * groups;
                 if (r < rowsHere && lane < chunksPerRow && destination(r, dst[u]))
@@ -292,7 +304,7 @@ __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __re
                 }
             }
 #pragma unroll
-            for (int u = 0; u < kCopyUnroll; ++u)
+            for (int u = 0; u < UNROLL; ++u)
             {
                 if (dst[u] >= 0)
                 {
@@ -368,8 +380,9 @@ cudaError_t launchScatter(
     int64_t const splits = std::max<int64_t>(1, std::min<int64_t>(ceilDiv(2 * int64_t{maxBlocks}, tiles), maxSplits));
     int64_t const chunksPerSplit = ceilDiv(chunksPerRow, splits);
     dim3 const grid(static_cast<unsigned>(tiles), static_cast<unsigned>(ceilDiv(chunksPerRow, chunksPerSplit)));
-    auto* const kernel
-        = chunksPerRow <= (int64_t{1} << log2Group) ? scatterRowsKernel<V, true> : scatterRowsKernel<V, false>;
+    auto* const kernel = chunksPerRow > (int64_t{1} << log2Group) ? scatterRowsKernel<V, false, kCopyUnroll>
+                         : log2Group > 0                          ? scatterRowsKernel<V, true, kShortRowsUnroll>
+                                                                  : scatterRowsKernel<V, true, kCopyUnroll>;
     return launchKernel(kernel, grid, dim3(kBlockThreads), stream, pdl, static_cast<V const*>(x), static_cast<V*>(y),
         rows, tileRows, tilesPerCountBlock(tileRows), chunksPerRow, chunksPerSplit, log2Group,
         static_cast<uint32_t const*>(ws.words), static_cast<int64_t const*>(ws.tileOffsets),

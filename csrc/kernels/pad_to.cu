@@ -17,10 +17,12 @@ constexpr int kBlockThreads = 256;
 constexpr int kUnroll = 1;
 // Blocks per SM of a persistent grid (0: one pass, a block per kBlockThreads * UNROLL vectors).
 constexpr int kPersistentBlocksPerSm = 0;
-// y is written once: its lines go first when L2 must evict (16-byte vectors; peer lab, H100, int8
-// 512x256x256 -> 224x224: 103.7% of copy in the graph timer and 105.3% with L2 flushed, vs 89.0% and 92.1% with
-// the default policy; bf16 crop 106.6% / 105.5% vs 99.3% / 97.8%; int8 224 -> 256 111.8% / 109.7% vs 97.4% / 97.5%).
-constexpr CachePolicy kStorePolicy = CachePolicy::kEVICT_FIRST;
+// x is read once: its lines go first when L2 must evict (16-byte vectors; peer lab, H100, three rounds in rotated
+// order, median, graph timer / L2 flushed: int8 512x256x256 -> 224x224 16.1 / 21.0 us against 17.8 / 22.9 with y
+// written evict-first instead, the kernel before; int8 224 -> 256 19.4 / 22.9 vs 21.9 / 25.0; bf16 crop 34.2 / 37.6
+// vs 36.3 / 39.6; int8 512x512 -> 480x544 86.6 / 92.1 vs 88.2 / 91.6).
+constexpr CachePolicy kLoadPolicy = CachePolicy::kEVICT_FIRST;
+constexpr CachePolicy kStorePolicy = CachePolicy::kDEFAULT;
 
 // n / d for a run-time invariant d as a multiply-high, an add and a shift (Granlund & Montgomery); n < 2^32.
 // An output vector's index becomes (row, column) and (plane, row in plane) without 64-bit divisions.
@@ -158,8 +160,7 @@ __global__ void __launch_bounds__(kBlockThreads) padToKernel(
 }
 
 template <typename T, int VEC, bool X_VECTORS, typename Divider, int UNROLL = kUnroll,
-    int BLOCKS_PER_SM = kPersistentBlocksPerSm, CachePolicy LOAD = CachePolicy::kDEFAULT,
-    CachePolicy STORE = kStorePolicy>
+    int BLOCKS_PER_SM = kPersistentBlocksPerSm, CachePolicy LOAD = kLoadPolicy, CachePolicy STORE = kStorePolicy>
 cudaError_t launch(T const* x, T* y, PadShape const& shape, Divider const& chunksPerRow, Divider const& rowsPerPlane,
     T value, cudaStream_t stream)
 {

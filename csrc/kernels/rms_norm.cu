@@ -135,7 +135,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(
 
 // One block per row. CACHED > 0 keeps the row in registers between the reduction and the write; PREFETCH_W also
 // loads the row's weight before the reduction, so that a short launch waits for one memory round trip, not two.
-template <typename T, int VEC, int CACHED, int BLOCK, bool PREFETCH_W>
+template <typename T, int VEC, int CACHED, int BLOCK, bool PREFETCH_W, CachePolicy LOAD = CachePolicy::kDEFAULT,
+    CachePolicy STORE = CachePolicy::kDEFAULT>
 __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
     T const* __restrict__ x, T const* __restrict__ w, T* __restrict__ y, int64_t rows, int64_t hidden, float eps)
 {
@@ -159,7 +160,7 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
                 int64_t const i = threadIdx.x + static_cast<int64_t>(k) * BLOCK;
                 if (i < nvec)
                 {
-                    cache[k] = xv[i];
+                    cache[k] = loadVec<LOAD>(xv + i);
                     if constexpr (PREFETCH_W)
                     {
                         weight[k] = wv[i];
@@ -183,11 +184,11 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
                 {
                     if constexpr (PREFETCH_W)
                     {
-                        yv[i] = scaleVec(cache[k], weight[k], scale);
+                        storeVec<STORE>(yv + i, scaleVec(cache[k], weight[k], scale));
                     }
                     else
                     {
-                        yv[i] = scaleVec(cache[k], wv[i], scale);
+                        storeVec<STORE>(yv + i, scaleVec(cache[k], wv[i], scale));
                     }
                 }
             }
@@ -335,14 +336,15 @@ cudaError_t launchWarp(T const* x, T const* w, T* y, int64_t rows, int64_t hidde
     return launchWarpConfig<T, VEC, kWarpSize, 0, 1>(x, w, y, rows, hidden, eps, stream);
 }
 
-template <typename T, int VEC, int CACHED, int BLOCK, bool PREFETCH_W>
+template <typename T, int VEC, int CACHED, int BLOCK, bool PREFETCH_W, CachePolicy LOAD = CachePolicy::kDEFAULT,
+    CachePolicy STORE = CachePolicy::kDEFAULT>
 cudaError_t launchBlockConfig(
     T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
     // One block per row and no cap below the hardware's: the block scheduler balances the tail better
     // than a grid-stride loop over a device-sized grid (measured: +3% of copy rate at 65536x4096).
     int64_t const blocks = std::min<int64_t>(rows, kMaxGridBlocks);
-    rmsNormBlockKernel<T, VEC, CACHED, BLOCK, PREFETCH_W>
+    rmsNormBlockKernel<T, VEC, CACHED, BLOCK, PREFETCH_W, LOAD, STORE>
         <<<static_cast<unsigned>(blocks), BLOCK, 0, stream>>>(x, w, y, rows, hidden, eps);
     return cudaGetLastError();
 }
@@ -353,11 +355,15 @@ cudaError_t launchBlock(T const* x, T const* w, T* y, int64_t rows, int64_t hidd
     int64_t const nvec = hidden / VEC;
     if constexpr (VEC > 1)
     {
-        // Few rows: the launch is one memory round trip long (row and weight loaded together) plus a block
-        // reduction, and its launch latency is as long again: a programmatic dependent launch overlaps that with
-        // the previous kernel (peer lab, H100, graph timer, bf16: 1x4096 1.31 us vs 1.93 without and 2.03 for the
-        // block kernel below; Liger 1.91; 128x4096 1.74 vs 2.37; 1024x2048 2.53 vs 3.22; fp32 1x4096 1.39 vs 2.01).
-        if (rows <= kFewRows)
+        // One block per row, row and weight loaded together, a one-barrier reduction, launched as a programmatic
+        // dependent launch: its launch overlaps the previous kernel's tail. Few rows: the launch is one memory round
+        // trip long and its launch latency is as long again (peer lab, H100, graph timer, bf16: 1x4096 1.31 us vs
+        // 1.93 without the dependent launch and 2.03 for the block kernel below; Liger 1.91; 128x4096 1.74 vs 2.37;
+        // 1024x2048 2.53 vs 3.22; fp32 1x4096 1.39 vs 2.01). Many rows of more than 256 vectors: the tail of one
+        // kernel and the start of the next overlap (peer lab, rounds in rotated order, graph timer: 4096x4096 bf16
+        // 23.5 us vs 24.3 for the block kernel; fp32 45.8 vs 47.0; 4096x12288 bf16 68.1 vs 68.6; 65536x4096 level).
+        bool const rowKernel = rows <= kMaxGridBlocks && (rows <= kFewRows || nvec > 256);
+        if (rowKernel)
         {
             if (nvec <= 128)
                 return launchRowConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, stream);
@@ -367,11 +373,13 @@ cudaError_t launchBlock(T const* x, T const* w, T* y, int64_t rows, int64_t hidd
                 return launchRowConfig<T, VEC, 2, 256, true>(x, w, y, rows, hidden, eps, stream);
             if (nvec <= 1024)
                 return launchRowConfig<T, VEC, 4, 256, true>(x, w, y, rows, hidden, eps, stream);
+            if (nvec <= 1536)
+                return launchRowConfig<T, VEC, 6, 256, true>(x, w, y, rows, hidden, eps, stream);
             if (nvec <= 2048)
                 return launchRowConfig<T, VEC, 8, 256, true>(x, w, y, rows, hidden, eps, stream);
         }
-        // Up to 4096 elements (bf16) the weight's registers cost nothing that matters and it always comes early
-        // (measured on H100, kernel lab, rows of 4096 bf16: 99.5% of copy with, 93% without).
+        // Many rows of up to 256 vectors: the weight's registers cost nothing that matters and it always comes
+        // early (measured on H100, kernel lab, rows of 4096 bf16: 99.5% of copy with, 93% without).
         if (nvec <= 128)
         {
             return launchBlockConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, stream);
@@ -379,21 +387,6 @@ cudaError_t launchBlock(T const* x, T const* w, T* y, int64_t rows, int64_t hidd
         if (nvec <= 256)
         {
             return launchBlockConfig<T, VEC, 1, 256, true>(x, w, y, rows, hidden, eps, stream);
-        }
-        if (nvec <= 128 * 4)
-        {
-            return launchBlockConfig<T, VEC, 4, 128, true>(x, w, y, rows, hidden, eps, stream);
-        }
-        // Up to 1024 vectors (bf16 8192): 128 threads, 8 vectors each, weight first (16384x8192: 99.4% of copy).
-        if (nvec <= 128 * 8)
-        {
-            return launchBlockConfig<T, VEC, 8, 128, true>(x, w, y, rows, hidden, eps, stream);
-        }
-        // Up to 1536 vectors (bf16 hidden 12288): 256 threads, 6 each, weight first (4096x12288: 99.6%; 512x3
-        // without the weight first, 94%).
-        if (nvec <= 256 * 6)
-        {
-            return launchBlockConfig<T, VEC, 6, 256, true>(x, w, y, rows, hidden, eps, stream);
         }
         if (nvec <= 512 * 4)
         {

@@ -8,17 +8,18 @@ constexpr CachePolicy D = CachePolicy::kDEFAULT;
 constexpr CachePolicy EL = CachePolicy::kEVICT_LAST;
 constexpr CachePolicy EF = CachePolicy::kEVICT_FIRST;
 
-char const* const kNames[] = {"production padTo()", "ld=EL st=D", "ld=D st=EF", "ld=EL st=EF", "ld=EF st=D",
-    "ld=EF st=EF", "ld=D st=EL", "ld=EF st=EL"};
+char const* const kNames[]
+    = {"production padTo()", "ld=EL st=D", "ld=D st=EF", "ld=EL st=EF", "ld=EF st=D", "ld=EF st=EF", "ld=D st=EL",
+        "ld=EF st=EL", "st=EF unroll=2", "st=EF persistent 8/SM", "st=EF persistent 4/SM", "ld=EF st=EF unroll=2"};
 
-template <typename T, CachePolicy LD, CachePolicy ST>
+template <typename T, CachePolicy LD, CachePolicy ST, int UNROLL = 1, int PER_SM = 0>
 cudaError_t run(void const* x, void* y, ttp::PadArgs const& a, cudaStream_t s)
 {
     constexpr int kVec = 16 / sizeof(T);
     ttp::PadShape const shape{a.planes * a.outHeight * (a.outWidth / kVec), a.height, a.width};
     ttp::FastDivmod32 const cpr(static_cast<uint32_t>(a.outWidth / kVec));
     ttp::FastDivmod32 const rpp(static_cast<uint32_t>(a.outHeight));
-    return ttp::launch<T, kVec, true, ttp::FastDivmod32, 1, 0, LD, ST>(
+    return ttp::launch<T, kVec, true, ttp::FastDivmod32, UNROLL, PER_SM, LD, ST>(
         static_cast<T const*>(x), static_cast<T*>(y), shape, cpr, rpp, T{}, s);
 }
 
@@ -34,6 +35,10 @@ cudaError_t typed(int v, void const* x, void* y, ttp::PadArgs const& a, cudaStre
     case 5: return run<T, EF, EF>(x, y, a, s);
     case 6: return run<T, D, EL>(x, y, a, s);
     case 7: return run<T, EF, EL>(x, y, a, s);
+    case 8: return run<T, D, EF, 2>(x, y, a, s);
+    case 9: return run<T, D, EF, 1, 8>(x, y, a, s);
+    case 10: return run<T, D, EF, 1, 4>(x, y, a, s);
+    case 11: return run<T, EF, EF, 2>(x, y, a, s);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -32,6 +32,13 @@ cudaError_t warpV(void const* x, void const* w, void* y, int64_t r, int64_t h, c
         static_cast<T const*>(x), static_cast<T const*>(w), static_cast<T*>(y), r, h, 1e-6F, s);
 }
 
+template <typename T, int C, int B, bool PF, CachePolicy LD, CachePolicy ST>
+cudaError_t blockV(void const* x, void const* w, void* y, int64_t r, int64_t h, cudaStream_t s)
+{
+    return ttp::launchBlockConfig<T, 16 / sizeof(T), C, B, PF, LD, ST>(
+        static_cast<T const*>(x), static_cast<T const*>(w), static_cast<T*>(y), r, h, 1e-6F, s);
+}
+
 template <typename T>
 cudaError_t prodV(void const* x, void const* w, void* y, int64_t r, int64_t h, cudaStream_t s)
 {
@@ -40,10 +47,11 @@ cudaError_t prodV(void const* x, void const* w, void* y, int64_t r, int64_t h, c
 }
 
 constexpr CachePolicy D = CachePolicy::kDEFAULT;
-constexpr CachePolicy EL = CachePolicy::kEVICT_LAST;
 constexpr CachePolicy EF = CachePolicy::kEVICT_FIRST;
 
 #define ROW(T, C, B, P) {"row C=" #C " B=" #B " pdl=" #P, rowV<T, C, B, P>, (C) * (B) / 2 + 1, (C) * (B)}
+#define BLK(T, C, B, PF, LD, ST)                                                                                       \
+    {"block C=" #C " B=" #B " pf=" #PF " ld=" #LD " st=" #ST, blockV<T, C, B, PF, LD, ST>, (C) * (B) / 2 + 1, (C) * (B)}
 #define WARP(T, L, C, U, LD, ST, LO, HI)                                                                               \
     {"warp L=" #L " C=" #C " U=" #U " ld=" #LD " st=" #ST, warpV<T, L, C, U, LD, ST>, LO, HI}
 
@@ -51,26 +59,19 @@ template <typename T>
 std::vector<Variant> const& variants()
 {
     static std::vector<Variant> const v
-        = sizeof(T) == 2
-              ? std::vector<Variant>{{"production rmsNorm()", prodV<T>, 0, 1 << 30}, ROW(T, 1, 512, false),
-                    ROW(T, 2, 256, false), ROW(T, 4, 128, false), ROW(T, 8, 64, false), ROW(T, 16, 32, false),
-                    ROW(T, 1, 256, false), ROW(T, 2, 128, false), ROW(T, 4, 64, false), ROW(T, 1, 512, true),
-                    ROW(T, 2, 256, true), ROW(T, 4, 128, true), ROW(T, 8, 64, true), ROW(T, 1, 256, true),
-                    ROW(T, 2, 128, true), ROW(T, 4, 64, true), WARP(T, 16, 1, 1, D, D, 9, 16),
-                    WARP(T, 16, 1, 1, EL, D, 9, 16), WARP(T, 16, 1, 1, EF, D, 9, 16), WARP(T, 16, 1, 1, D, EF, 9, 16),
-                    WARP(T, 16, 1, 1, EL, EF, 9, 16), WARP(T, 16, 1, 1, EF, EF, 9, 16), WARP(T, 16, 1, 1, D, EL, 9, 16),
-                    WARP(T, 16, 1, 2, D, D, 9, 16), WARP(T, 16, 1, 2, EL, EF, 9, 16), WARP(T, 8, 2, 1, D, D, 9, 16),
-                    WARP(T, 8, 2, 1, EL, D, 9, 16), WARP(T, 8, 2, 2, D, D, 9, 16), WARP(T, 32, 1, 1, D, D, 9, 16)}
-              : std::vector<Variant>{{"production rmsNorm()", prodV<T>, 0, 1 << 30}, ROW(T, 1, 1024, false),
-                    ROW(T, 2, 512, false), ROW(T, 4, 256, false), ROW(T, 8, 128, false), ROW(T, 16, 64, false),
-                    ROW(T, 2, 512, true), ROW(T, 4, 256, true), ROW(T, 8, 128, true), ROW(T, 16, 64, true),
-                    WARP(T, 32, 1, 1, D, D, 17, 32), WARP(T, 32, 1, 1, EL, D, 17, 32), WARP(T, 32, 1, 1, EF, D, 17, 32),
-                    WARP(T, 32, 1, 1, D, EF, 17, 32), WARP(T, 32, 1, 1, EL, EF, 17, 32),
-                    WARP(T, 16, 2, 1, D, D, 17, 32), WARP(T, 16, 2, 1, EL, D, 17, 32)};
+        = sizeof(T) == 2 ? std::vector<Variant>{{"production rmsNorm()", prodV<T>, 0, 1 << 30}, ROW(T, 2, 256, true),
+                               ROW(T, 4, 128, true), ROW(T, 1, 512, true), ROW(T, 2, 128, true), ROW(T, 1, 256, true),
+                               ROW(T, 6, 256, true), ROW(T, 3, 512, true), ROW(T, 12, 128, true), ROW(T, 4, 128, false),
+                               WARP(T, 16, 1, 1, D, D, 9, 16), WARP(T, 16, 1, 1, EF, D, 9, 16),
+                               BLK(T, 4, 128, true, D, EF), BLK(T, 6, 256, true, D, EF)}
+                         : std::vector<Variant>{{"production rmsNorm()", prodV<T>, 0, 1 << 30}, ROW(T, 8, 128, true),
+                               ROW(T, 4, 256, true), ROW(T, 2, 512, true), ROW(T, 8, 128, false),
+                               BLK(T, 8, 128, true, D, EF), BLK(T, 4, 256, true, D, EF)};
     return v;
 }
 
 #undef ROW
+#undef BLK
 #undef WARP
 
 } // namespace

@@ -5,8 +5,8 @@ dtypes to run, and its providers (name -> factory returning a zero-argument call
 else lives here, once: timing (``triton.testing.do_bench`` when triton imports, else CUDA events; a
 wall clock on CPU; or, with ``timer="graph"``, the time per call of ``GRAPH_CALLS`` calls captured in one
 CUDA graph and replayed: GPU time without host overhead, what an engine pays), repeated runs (every
-provider of a case timed once per repeat, interleaved, the spread taken across repeats), the
-device-to-device copy of the same byte count that memory-bound ops are judged against, output checks
+provider of a case timed once per repeat, interleaved in an order rotated each repeat, the spread taken across
+repeats), the device-to-device copy of the same byte count that memory-bound ops are judged against, output checks
 against the reference, CSV rows with the environment, the printed table and the list of what could
 not run and why. ``torch.compile`` providers are compiled per shape and must stay compiled: a
 recompile or the recompile limit during a run is an error, never a silent fall back to eager.
@@ -1103,19 +1103,23 @@ def _time_prepared(
     result: Callable[..., Result],
     own_nbytes: dict[str, int | None] | None = None,
 ) -> list[Result]:
-    """Every prepared provider timed with ``timer``, ``ctx.repeats`` times, interleaved; one Result each, made by
+    """Every prepared provider timed with ``timer``, ``ctx.repeats`` times, interleaved, the order rotated by one each
+    repeat (on the H100 a provider's time at 64-128 MB was seen to shift by up to 7% between rounds, with the state
+    of the device, so no provider always runs in the same place); one Result each, made by
     ``result(provider, status, reason, timer, **timing_fields)``; ``own_nbytes``: providers that move other bytes
     than the case's (their copy time scaled to them)."""
     samples: dict[str, list[Timing]] = {name: [] for name in prepared}
     failed: dict[str, tuple[str, str]] = {}
     timings = {name: make(timer) for name, (make, _mismatch) in prepared.items()}
     with no_recompile():
-        for _ in range(ctx.repeats):
-            for name, timing in timings.items():
+        names = list(timings)
+        for repeat in range(ctx.repeats):
+            shift = repeat % len(names) if names else 0
+            for name in names[shift:] + names[:shift]:
                 if name in failed:
                     continue
                 try:
-                    samples[name].append(timing())
+                    samples[name].append(timings[name]())
                 except (Skip, NotCapturable) as err:
                     failed[name] = ("skipped", str(err))
                 except Exception as err:  # noqa: BLE001 - e.g. a recompile during timing: reported
