@@ -16,7 +16,7 @@ CMake builds them from tables generated ahead of time, and the wheel carries the
 time.
 
 The build recipe (SDK sources, flags, exports) is data, ``csrc/sdk/sdk_build.json`` (:func:`build_recipe`), which the
-CMake package of the SDK (``csrc/sdk/cmake``, ``torchtrt_plugins_add_library``) reads too.
+CMake package of the SDK (``csrc/sdk/cmake``, ``torchtrt_plugins_add_library``) and our own ``CMakeLists.txt`` read too.
 """
 
 from __future__ import annotations
