@@ -16,7 +16,7 @@ CMake builds them from tables generated ahead of time, and the wheel carries the
 time.
 
 The build recipe (SDK sources, flags, exports) is data, ``csrc/sdk/sdk_build.json`` (:func:`build_recipe`), which the
-CMake package of the SDK (``csrc/sdk/cmake``, ``torchtrt_plugins_add_library``) reads too.
+CMake package of the SDK (``csrc/sdk/cmake``, ``torchtrt_plugins_add_library``) and our own ``CMakeLists.txt`` read too.
 """
 
 from __future__ import annotations
@@ -43,11 +43,13 @@ from .spec import SpecError
 __all__ = [
     "LibraryBuild",
     "PluginLibrary",
+    "PreparedLaunch",
     "build_recipe",
     "cmake_dir",
     "generated_sources",
     "include_dir",
     "launch",
+    "plugin_inputs",
     "register_eager_kernel",
 ]
 
@@ -453,13 +455,7 @@ class _Plan:
         declaration.check_args(*args)
         bound = declaration.bind(*args)
         tensors = [bound[a.name] for a in declaration.tensor_args]
-        for argument, tensor in zip(declaration.tensor_args, tensors, strict=True):
-            if not tensor.is_cuda or tensor.device != tensors[0].device:
-                raise SpecError(
-                    f"{label}: argument '{argument.name}' must be a CUDA tensor on {tensors[0].device} (the device of "
-                    f"'{declaration.tensor_args[0].name}'), got device {tensor.device}"
-                )
-        self.device = tensors[0].device
+        self.device = _cuda_device(declaration, tensors)
         metas = [_derive.TensorMeta(tuple(t.shape), t.dtype) for t in tensors]
         values = {a.name: bound[a.name] for a in declaration.scalar_args}
         derived = declaration.derive(metas, values, frozenset())
@@ -503,6 +499,63 @@ class _Plan:
         self.args.workspaceSize = self.workspace_bytes
         self.workspace_offset = -(-8 * self.num_sizes // _SCRATCH_ALIGN) * _SCRATCH_ALIGN
         self.scratch_bytes = self.workspace_offset + self.workspace_bytes
+
+
+def _cuda_device(declaration: Any, tensors: Sequence[torch.Tensor]) -> torch.device:
+    """The device of a call's tensors, which must all be CUDA tensors on one device."""
+    for argument, tensor in zip(declaration.tensor_args, tensors, strict=True):
+        if not tensor.is_cuda or tensor.device != tensors[0].device:
+            raise SpecError(
+                f"{declaration.label}: argument '{argument.name}' must be a CUDA tensor on {tensors[0].device} (the "
+                f"device of '{declaration.tensor_args[0].name}'), got device {tensor.device}"
+            )
+    return tensors[0].device
+
+
+def plugin_inputs(spec: Any, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The op's tensor inputs as the plugin takes them: each cast to its ``TensorSpec.plugin_dtype`` when it has one
+    (e.g. a bool mask to int32), as the converter's cast layers do in an engine; the others as they are."""
+    specs = list(spec.inputs)
+    out = []
+    for i, tensor in enumerate(tensors):
+        dtype = getattr(specs[i], "plugin_dtype", None) if i < len(specs) else None
+        out.append(tensor if dtype is None or tensor.dtype == dtype else tensor.to(dtype))
+    return out
+
+
+class PreparedLaunch:
+    """A declared op's launcher on buffers made once, called as the plugin's ``enqueue`` calls it: on the current
+    stream (read at each call), with no host synchronization (a data-dependent size stays in its size tensor on the
+    device) and no allocation, so it is timed per call like the engine and can be captured in a CUDA graph.
+
+    The checks, the derived shapes and the launch structs are :func:`launch`'s (a :class:`_Plan` of its own, not the
+    per-thread cache's, since its structs point at this object's buffers). ``inputs`` are contiguous, each in its
+    plugin dtype (:func:`plugin_inputs`); ``outputs`` are at their upper bounds and start filled with -1 (the launcher
+    writes a data-dependent output's rows from the start; those it leaves read -1); ``sizes`` are the size tensors;
+    ``workspace`` the launcher's workspace. A call runs the launcher once (phase 0, as in an engine, also for a
+    ``sizes_first`` op) and returns ``outputs[0]``.
+    """
+
+    def __init__(self, declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any):
+        args = _arguments(declaration, args, kwargs)
+        plan = _Plan(declaration, args, tactic)
+        device = plan.device
+        tensors = [args[position].contiguous() for position in plan.tensor_positions]
+        self.inputs = plugin_inputs(declaration.spec, tensors)
+        self.outputs = [torch.full(shape, -1, dtype=dtype, device=device) for shape, dtype in plan.outputs]
+        self.sizes = [torch.zeros((), dtype=torch.int64, device=device) for _ in range(plan.num_sizes)]
+        self.workspace = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=device)
+        for structs, buffers in ((plan.in_structs, self.inputs), (plan.out_structs, self.outputs + self.sizes)):
+            for i, tensor in enumerate(buffers):
+                structs[i] = _tensor_struct(declaration.label, tensor)
+        plan.args.workspace = self.workspace.data_ptr()
+        self._declaration, self._plan, self._tactic = declaration, plan, tactic
+
+    def __call__(self) -> torch.Tensor:
+        plan = self._plan
+        plan.args.stream = torch._C._cuda_getCurrentRawStream(plan.device.index)
+        _call(self._declaration, plan, self._tactic, plan.device)
+        return self.outputs[0]
 
 
 #: Per thread: (declaration, call signature) -> _Plan.

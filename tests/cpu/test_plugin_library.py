@@ -2,6 +2,7 @@
 two symbols, depends on the CUDA runtime only, and loads idempotently."""
 
 import collections
+import re
 import shutil
 import struct
 import subprocess
@@ -98,6 +99,21 @@ def test_without_prebuilt_library_or_headers_the_reason_says_what_is_needed(monk
     assert "TensorRT 10.x or 11.x (the v_1_0 IPluginV3 interfaces)" in reason and "nvcc not found" in reason
     with pytest.raises(_build.BuildError, match="TensorRT headers not found"):
         torchtrt_plugins.plugin_library_path()
+
+
+def test_cmake_build_takes_the_sdk_parts_from_the_recipe():
+    """Our CMakeLists.txt builds the declared ops' libraries from the SDK's recipe (csrc/sdk/sdk_build.json, through the
+    CMake package's own functions), as a user's build does: it restates none of the recipe's files or flags."""
+    from torchtrt_plugins import sdk
+
+    root = _build.source_dir()
+    code = "\n".join(line.split("#")[0] for line in (root / "CMakeLists.txt").read_text().splitlines())
+    recipe = sdk.build_recipe()
+    keys = ("plugin_sources", "launcher_sources", "generated_plugin_source", "generated_launcher_source")
+    keys += ("version_script", "launcher_version_script", "cuda_flags", "linker_flags", "plugin_link_libraries")
+    parts = [part for key in keys for part in ([recipe[key]] if isinstance(recipe[key], str) else recipe[key])]
+    assert [part for part in parts if re.search(rf"(?<![\w.-]){re.escape(Path(part).name)}(?![\w.-])", code)] == []
+    assert "csrc/sdk/cmake/torchtrt_plugins_recipe.cmake" in code and "_torchtrt_plugins_add_products(" in code
 
 
 def test_sources_are_found_in_a_checkout_and_in_an_installed_wheel(monkeypatch, tmp_path):

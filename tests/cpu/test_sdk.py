@@ -15,6 +15,7 @@ import sdk_ops  # noqa: E402
 import torch  # noqa: E402
 
 from torchtrt_plugins import _derive, converters, sdk  # noqa: E402
+from torchtrt_plugins.spec import SpecError  # noqa: E402
 from torchtrt_plugins.testing import ShapeArg, TensorArg, run_call, run_plugin  # noqa: E402
 
 
@@ -193,3 +194,76 @@ def test_data_dependent_eager_output_keeps_no_large_upper_bound_buffer():
     assert small.shape == (7, 3) and small._base is not None  # a view: the waste is small
     big = sdk._trim(torch.zeros(1 << 20, 4), [((1 << 20), 4), ((1 << 20),)], [5], sized)
     assert big.shape == (5, 4) and big._base is None  # a copy: the 16 MiB upper bound is released
+
+
+@pytest.fixture
+def structs_on_cpu(monkeypatch):
+    """The launch structs from CPU tensors: everything a prepared launch does but the launch itself needs no GPU."""
+    monkeypatch.setattr(sdk, "_cuda_device", lambda declaration, tensors: tensors[0].device)
+
+
+def _struct(struct):
+    return struct.data, struct.dtype, tuple(struct.dims[: struct.rank])
+
+
+def _structs(tensors):
+    return [(t.data_ptr() if t.numel() else None, sdk.KERNEL_DTYPES[t.dtype], tuple(t.shape)) for t in tensors]
+
+
+def test_prepared_launch_points_the_launch_structs_at_buffers_made_once(library, structs_on_cpu):
+    """sdk.PreparedLaunch (the benchmarks' launcher as the plugin's enqueue calls it) is launch's _Plan with its structs
+    pointing at buffers of its own: contiguous inputs, outputs at their shapes filled with -1, the workspace."""
+    x, w = torch.randn(5, 6).t(), torch.randn(5)
+    prepared = sdk.PreparedLaunch(sdk_ops.SHAPES, x, w, 9, 3, scale=2.0, tactic=7)
+    first, second = sdk_ops.shapes_sizes((6, 5), (5,), 9, 3)
+    assert [(tuple(o.shape), o.dtype) for o in prepared.outputs] == [(first, torch.float32), (second, torch.int32)]
+    assert all(bool((o == -1).all()) for o in prepared.outputs) and prepared.sizes == []
+    assert prepared.inputs[0].is_contiguous() and torch.equal(prepared.inputs[0], x)
+    plan = prepared._plan
+    args = plan.args
+    assert (args.nbInputs, args.nbOutputs, args.nbScalars, args.tactic, args.phase) == (2, 2, 4, 7, 0)
+    assert [_struct(plan.in_structs[i]) for i in range(2)] == _structs(prepared.inputs)
+    assert [_struct(plan.out_structs[i]) for i in range(2)] == _structs(prepared.outputs)
+    assert list(plan.scalars) == [9.0, 3.0, 0.0, 2.0]
+    assert (args.workspace, args.workspaceSize) == (prepared.workspace.data_ptr(), 6 * 5 * 4)
+    assert plan.launcher_name == "sdk_test::zeros"
+
+
+def test_prepared_launch_keeps_data_dependent_sizes_in_size_tensors(library, structs_on_cpu):
+    prepared = sdk.PreparedLaunch(sdk_ops.NONZERO_COUNT, torch.randn(4, 3))
+    assert [tuple(o.shape) for o in prepared.outputs] == [(1 << 20, 3)]  # the upper bound
+    (size,) = prepared.sizes
+    assert (size.shape, size.dtype) == ((), torch.int64)
+    plan = prepared._plan
+    assert plan.args.nbOutputs == 2
+    assert [_struct(plan.out_structs[i]) for i in range(2)] == _structs([*prepared.outputs, size])
+
+
+def test_prepared_launch_passes_a_bool_input_as_the_plugin_takes_it(structs_on_cpu):
+    from torchtrt_plugins import _build
+    from torchtrt_plugins.ops import masked_rows
+
+    reason = _build.plugin_library_unavailable()
+    if reason:
+        pytest.skip(reason)
+    x, mask = torch.randn(8, 3), torch.tensor([1, 0, 1, 1, 0, 0, 1, 0], dtype=torch.bool)
+    prepared = sdk.PreparedLaunch(masked_rows.MASKED_ROWS, x, mask)
+    assert prepared.inputs[1].dtype == torch.int32 and torch.equal(prepared.inputs[1], mask.int())
+    assert _struct(prepared._plan.in_structs[1]) == _structs(prepared.inputs)[1]
+    assert [tuple(o.shape) for o in prepared.outputs] == [(8, 3)] and len(prepared.sizes) == 1
+
+
+def test_prepared_launch_reports_the_launcher_status_with_op_and_tactic(library, structs_on_cpu, monkeypatch):
+    # Only the current device and stream queries are stood in (a CPU torch has none); sdk_test::failing touches no
+    # memory, so the launcher really runs and its status comes back through sdk's own error path.
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: None, raising=False)
+    prepared = sdk.PreparedLaunch(sdk_ops.BROKEN, torch.zeros(4))
+    message = r"^sdk_test\.broken: launcher 'sdk_test::failing' \(tactic 0\) returned cudaError 1$"
+    with pytest.raises(RuntimeError, match=message):
+        prepared()
+
+
+def test_prepared_launch_takes_cuda_tensors_only(library):
+    with pytest.raises(SpecError, match=r"sdk_test\.shapes: argument 'x' must be a CUDA tensor on cpu"):
+        sdk.PreparedLaunch(sdk_ops.SHAPES, torch.zeros(6, 5), torch.zeros(5), 9, 3)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import ctypes
 import datetime
 import fnmatch
 import importlib
@@ -39,6 +38,7 @@ from typing import Any
 import torch
 
 from torchtrt_plugins import _compat, native
+from torchtrt_plugins.sdk import PreparedLaunch, plugin_inputs
 
 #: Columns of the results CSV, in order.
 COLUMNS = (
@@ -741,17 +741,6 @@ def plugin_fields(spec: Any, case: Case) -> dict[str, Any]:
     return {f.name: case.kwargs.get(f.arg or f.name, f.default) for f in spec.fields}
 
 
-def plugin_inputs(spec: Any, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """The op's tensor inputs as the plugin takes them: each cast to its ``TensorSpec.plugin_dtype`` when it has one
-    (e.g. a bool mask to int32), as the converter's cast layers do in an engine; the others as they are."""
-    specs = list(spec.inputs)
-    out = []
-    for i, tensor in enumerate(tensors):
-        dtype = getattr(specs[i], "plugin_dtype", None) if i < len(specs) else None
-        out.append(tensor if dtype is None or tensor.dtype == dtype else tensor.to(dtype))
-    return out
-
-
 def plugin_nbytes(entry: Any) -> Callable[[Case], int | None]:
     """Bytes the plugin moves: the case's, with each input the plugin takes cast (:func:`plugin_inputs`) counted at
     the plugin's element size (a bool mask read as int32 is 4 bytes a row, not 1)."""
@@ -814,69 +803,12 @@ def plugin_enqueue_providers(
     return providers
 
 
-class LauncherCall:
-    """A declared op's kernel launcher (``torchtrt_plugins.declare``) on buffers made once, called as the plugin's
-    ``enqueue`` calls it: on the current stream, with no host synchronization (a data-dependent size stays in its size
-    tensor on the device), so it is timed per call like the engine and can be captured in a CUDA graph.
-
-    ``outputs`` are at their upper bounds and start filled with -1 (the launcher writes a data-dependent output's rows
-    from the start; those it leaves read -1); ``sizes`` are the size tensors. A call returns ``outputs[0]``.
-    """
-
-    def __init__(self, declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any):
-        from torchtrt_plugins import _derive, sdk
-
-        declaration.check_args(*args, **kwargs)
-        bound = declaration.bind(*args, **kwargs)
-        tensors = [bound[a.name].contiguous() for a in declaration.tensor_args]
-        self.inputs = plugin_inputs(declaration.spec, tensors)
-        metas = [_derive.TensorMeta(tuple(t.shape), t.dtype) for t in tensors]
-        derived = declaration.derive(metas, {a.name: bound[a.name] for a in declaration.scalar_args}, frozenset())
-        shapes, uppers = _derive.evaluate(derived.program, [tuple(t.shape) for t in self.inputs])
-        device = self.inputs[0].device
-        self.outputs = [torch.full(s, -1, dtype=d, device=device) for s, d in zip(shapes, derived.output_dtypes)]
-        self.sizes = [torch.zeros((), dtype=torch.int64, device=device) for _ in uppers]
-        structs = [
-            [sdk._tensor_struct(declaration.label, t) for t in group]
-            for group in (self.inputs, self.outputs + self.sizes)
-        ]
-        scalars = [float(f.check(declaration.qualname, bound[f.arg])) for f in declaration.spec.fields]
-        self._keep = (
-            (sdk._Tensor * len(structs[0]))(*structs[0]),
-            (sdk._Tensor * len(structs[1]))(*structs[1]),
-            (ctypes.c_double * max(len(scalars), 1))(*scalars),
-        )
-        self._args = sdk._LaunchArgs(
-            self._keep[0],
-            len(structs[0]),
-            self._keep[1],
-            len(structs[1]),
-            self._keep[2],
-            len(scalars),
-            None,
-            0,
-            tactic,
-            None,
-        )
-        self._lib, self._op, self._tactic = declaration.library.launchers(), declaration.qualname.encode(), tactic
-        self._label = f"{declaration.label}: launcher (tactic {tactic})"
-        workspace = int(self._lib.ttp_sdk_workspace(self._op, ctypes.byref(self._args)))
-        self.workspace = torch.empty(max(workspace, 1), dtype=torch.uint8, device=device)
-        self._args.workspace, self._args.workspaceSize = self.workspace.data_ptr(), workspace
-
-    def __call__(self) -> torch.Tensor:
-        self._args.stream = torch.cuda.current_stream().cuda_stream
-        status = int(self._lib.ttp_sdk_launch(self._op, self._tactic, ctypes.byref(self._args)))
-        if status != 0:
-            raise RuntimeError(f"{self._label} returned cudaError {status}")
-        return self.outputs[0]
-
-
 def torchvision_providers(op: str) -> list[Provider]:
     """A torchvision op we declare (``torchtrt_plugins.vision``; ``op`` is ``nms`` or ``roi_align``) against
     torchvision's own: ``torchvision`` (its eager op; the peer, so its output is not checked: its half kernels compute
-    in half), ``torchtrt`` (our launcher, a :class:`LauncherCall`) and ``plugin_enqueue`` (the plugin, through the
-    harness). A case's inputs are the op's tensors, its kwargs the op's scalars by name."""
+    in half), ``torchtrt`` (our launcher as the plugin's ``enqueue`` calls it, on buffers made once: an
+    :class:`sdk.PreparedLaunch`) and ``plugin_enqueue`` (the plugin, through the harness). A case's inputs are the op's
+    tensors, its kwargs the op's scalars by name."""
 
     def declaration() -> Any:
         return getattr(vision(), op.upper())
@@ -886,7 +818,7 @@ def torchvision_providers(op: str) -> list[Provider]:
         return lambda: function(*case.inputs, **case.kwargs)
 
     def ours(case: Case) -> Callable[[], Any]:
-        return LauncherCall(declaration(), *case.inputs, **case.kwargs)
+        return PreparedLaunch(declaration(), *case.inputs, **case.kwargs)
 
     return [
         Provider("torchvision", peer, (needs_torchvision,), check=False),

@@ -1,6 +1,7 @@
 # CMake package of torchtrt_plugins' C++ SDK: build the plugin library of ops declared with torchtrt_plugins.declare
 # from your kernel launchers, as torchtrt_plugins.sdk.PluginLibrary builds it (same sources, flags and exports: both
-# read ../sdk_build.json).
+# read ../sdk_build.json; torchtrt_plugins_recipe.cmake, which torchtrt_plugins' own CMakeLists.txt includes too, is
+# where CMake reads it).
 #
 #   cmake -S . -B build -Dtorchtrt_plugins_DIR="$(python -m torchtrt_plugins sdk --cmake-dir)"
 #
@@ -33,10 +34,10 @@ foreach(_ttp_language IN ITEMS CXX CUDA)
 endforeach()
 include(CMakeFindDependencyMacro)
 find_dependency(CUDAToolkit)
+include("${CMAKE_CURRENT_LIST_DIR}/torchtrt_plugins_recipe.cmake")
 
 get_property(_ttp_configured GLOBAL PROPERTY _TORCHTRT_PLUGINS_PYTHON SET)
 if(NOT _ttp_configured)
-  get_filename_component(_ttp_include_dir "${CMAKE_CURRENT_LIST_DIR}/../.." REALPATH)
   if(NOT TORCHTRT_PLUGINS_PYTHON)
     if(Python_EXECUTABLE)
       set(_ttp_python "${Python_EXECUTABLE}")
@@ -78,65 +79,13 @@ if(NOT _ttp_configured)
   endif()
   # Functions and targets may be used in other directories than find_package's: keep the results global.
   set_property(GLOBAL PROPERTY _TORCHTRT_PLUGINS_PYTHON "${TORCHTRT_PLUGINS_PYTHON}")
-  set_property(GLOBAL PROPERTY _TORCHTRT_PLUGINS_INCLUDE_DIR "${_ttp_include_dir}")
   set_property(GLOBAL PROPERTY _TORCHTRT_PLUGINS_TENSORRT_INCLUDE_DIR "${_ttp_tensorrt_include_dir}")
-  message(STATUS "torchtrt_plugins SDK: ${_ttp_include_dir}; TensorRT headers: ${_ttp_tensorrt_include_dir}; "
+  message(STATUS "torchtrt_plugins SDK: ${_ttp_recipe_include_dir}; TensorRT headers: ${_ttp_tensorrt_include_dir}; "
     "Python: ${TORCHTRT_PLUGINS_PYTHON}")
 endif()
 get_property(TORCHTRT_PLUGINS_PYTHON GLOBAL PROPERTY _TORCHTRT_PLUGINS_PYTHON)
 get_property(TORCHTRT_PLUGINS_INCLUDE_DIR GLOBAL PROPERTY _TORCHTRT_PLUGINS_INCLUDE_DIR)
 get_property(TORCHTRT_PLUGINS_TENSORRT_INCLUDE_DIR GLOBAL PROPERTY _TORCHTRT_PLUGINS_TENSORRT_INCLUDE_DIR)
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${TORCHTRT_PLUGINS_INCLUDE_DIR}/sdk/sdk_build.json")
-
-if(NOT TARGET torchtrt_plugins::sdk)
-  add_library(torchtrt_plugins::sdk INTERFACE IMPORTED GLOBAL)
-  set_target_properties(torchtrt_plugins::sdk PROPERTIES
-    INTERFACE_INCLUDE_DIRECTORIES "${TORCHTRT_PLUGINS_INCLUDE_DIR};${CUDAToolkit_INCLUDE_DIRS}")
-endif()
-
-# <out>: the value of <key> in the build recipe (a list for a JSON array).
-function(_torchtrt_plugins_recipe out key)
-  get_property(include_dir GLOBAL PROPERTY _TORCHTRT_PLUGINS_INCLUDE_DIR)
-  file(READ "${include_dir}/sdk/sdk_build.json" recipe)
-  string(JSON type TYPE "${recipe}" ${key})
-  if(NOT type STREQUAL "ARRAY")
-    string(JSON value GET "${recipe}" ${key})
-    set(${out} "${value}" PARENT_SCOPE)
-    return()
-  endif()
-  string(JSON count LENGTH "${recipe}" ${key})
-  set(values)
-  if(count GREATER 0)
-    math(EXPR last "${count} - 1")
-    foreach(i RANGE ${last})
-      string(JSON item GET "${recipe}" ${key} ${i})
-      list(APPEND values "${item}")
-    endforeach()
-  endif()
-  set(${out} "${values}" PARENT_SCOPE)
-endfunction()
-
-# The recipe's compile settings on <target> (C++ by the host compiler, CUDA by nvcc, as nvcc does for PluginLibrary).
-function(_torchtrt_plugins_compile_settings target)
-  _torchtrt_plugins_recipe(standard cxx_standard)
-  _torchtrt_plugins_recipe(optimization optimization)
-  _torchtrt_plugins_recipe(host_flags host_compiler_flags)
-  _torchtrt_plugins_recipe(cuda_flags cuda_flags)
-  _torchtrt_plugins_recipe(runtime cuda_runtime)
-  string(JOIN "," xcompiler ${host_flags})
-  string(SUBSTRING "${runtime}" 0 1 first)
-  string(SUBSTRING "${runtime}" 1 -1 rest)
-  string(TOUPPER "${first}" first)
-  set_target_properties(${target} PROPERTIES
-    CXX_STANDARD ${standard} CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF
-    CUDA_STANDARD ${standard} CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF
-    POSITION_INDEPENDENT_CODE ON CUDA_RUNTIME_LIBRARY "${first}${rest}")
-  target_compile_options(${target} PRIVATE
-    "$<$<COMPILE_LANGUAGE:CXX>:${optimization};${host_flags}>"
-    "$<$<COMPILE_LANGUAGE:CUDA>:${optimization};-Xcompiler=${xcompiler};${cuda_flags}>")
-  target_link_libraries(${target} PRIVATE torchtrt_plugins::sdk CUDA::cudart)
-endfunction()
-
 function(torchtrt_plugins_add_library name)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "MODULE" "SOURCES;INCLUDE_DIRECTORIES;PYTHONPATH")
   set(usage "torchtrt_plugins_add_library(<name> MODULE <python module> SOURCES <launcher sources>... "
@@ -154,20 +103,9 @@ function(torchtrt_plugins_add_library name)
       "ops on PluginLibrary(\"${name}\", ...)) and SOURCES (the launcher sources) are required: " ${usage})
   endif()
   get_property(python GLOBAL PROPERTY _TORCHTRT_PLUGINS_PYTHON)
-  get_property(include_dir GLOBAL PROPERTY _TORCHTRT_PLUGINS_INCLUDE_DIR)
   get_property(tensorrt_include_dir GLOBAL PROPERTY _TORCHTRT_PLUGINS_TENSORRT_INCLUDE_DIR)
-  _torchtrt_plugins_recipe(plugin_sources plugin_sources)
-  _torchtrt_plugins_recipe(launcher_sources launcher_sources)
   _torchtrt_plugins_recipe(plugin_table generated_plugin_source)
   _torchtrt_plugins_recipe(launcher_table generated_launcher_source)
-  _torchtrt_plugins_recipe(version_script version_script)
-  _torchtrt_plugins_recipe(launcher_version_script launcher_version_script)
-  _torchtrt_plugins_recipe(linker_flags linker_flags)
-  _torchtrt_plugins_recipe(link_libraries plugin_link_libraries)
-  list(TRANSFORM plugin_sources PREPEND "${include_dir}/")
-  list(TRANSFORM launcher_sources PREPEND "${include_dir}/")
-  set(version_script "${include_dir}/${version_script}")
-  set(launcher_version_script "${include_dir}/${launcher_version_script}")
 
   set(generated "${CMAKE_CURRENT_BINARY_DIR}/${name}_generated")
   set(plugin_table "${generated}/${plugin_table}")
@@ -188,21 +126,10 @@ function(torchtrt_plugins_add_library name)
   add_custom_target(${name}_tables DEPENDS "${plugin_table}" "${launcher_table}")
 
   add_library(${name}_launcher_objects OBJECT ${arg_SOURCES})
-  add_library(${name}_plugins MODULE ${plugin_sources} "${plugin_table}" $<TARGET_OBJECTS:${name}_launcher_objects>)
-  add_library(${name}_launchers MODULE ${launcher_sources} "${launcher_table}"
-    $<TARGET_OBJECTS:${name}_launcher_objects>)
+  _torchtrt_plugins_add_products(${name} ${name}_launcher_objects "${generated}" "${tensorrt_include_dir}")
   foreach(target IN ITEMS ${name}_launcher_objects ${name}_plugins ${name}_launchers)
-    _torchtrt_plugins_compile_settings(${target})
     target_include_directories(${target} PRIVATE ${arg_INCLUDE_DIRECTORIES})
   endforeach()
   add_dependencies(${name}_plugins ${name}_tables)
   add_dependencies(${name}_launchers ${name}_tables)
-  target_include_directories(${name}_plugins PRIVATE "${tensorrt_include_dir}")
-  list(TRANSFORM linker_flags PREPEND "LINKER:")
-  target_link_options(${name}_plugins PRIVATE "LINKER:--version-script=${version_script}" ${linker_flags})
-  target_link_libraries(${name}_plugins PRIVATE ${link_libraries})
-  set_target_properties(${name}_plugins PROPERTIES LINK_DEPENDS "${version_script}")
-  # Only the SDK's C entry points: a toolchain that links libstdc++ statically must not export it from here.
-  target_link_options(${name}_launchers PRIVATE "LINKER:--version-script=${launcher_version_script}" ${linker_flags})
-  set_target_properties(${name}_launchers PROPERTIES LINK_DEPENDS "${launcher_version_script}")
 endfunction()
