@@ -17,12 +17,15 @@ constexpr int kBlockThreads = 256;
 constexpr int kUnroll = 1;
 // Blocks per SM of a persistent grid (0: one pass, a block per kBlockThreads * UNROLL vectors).
 constexpr int kPersistentBlocksPerSm = 0;
-// x is read once: its lines go first when L2 must evict (16-byte vectors; peer lab, H100, three rounds in rotated
-// order, median, graph timer / L2 flushed: int8 512x256x256 -> 224x224 16.1 / 21.0 us against 17.8 / 22.9 with y
-// written evict-first instead, the kernel before; int8 224 -> 256 19.4 / 22.9 vs 21.9 / 25.0; bf16 crop 34.2 / 37.6
-// vs 36.3 / 39.6; int8 512x512 -> 480x544 86.6 / 92.1 vs 88.2 / 91.6).
-constexpr CachePolicy kLoadPolicy = CachePolicy::kEVICT_FIRST;
-constexpr CachePolicy kStorePolicy = CachePolicy::kDEFAULT;
+// L2 priorities by element size (16-byte vectors), from the peer lab on H100, each candidate timed on six
+// placements of x and y in memory (placement moved a kernel's time by more than the candidates differ), median speed
+// ratio against reading x at default priority and writing y evict-first: int8 (x read evict-first, y default)
+// 512x256x256 -> 224x224 1.075 in the graph timer and 1.018 with L2 flushed, 224 -> 256 1.008 / 1.014; bf16 (the
+// other way round) is the faster: x evict-first lost 1.8% on the crop and 0.5% on the pad in the graph timer.
+template <typename T>
+constexpr CachePolicy kLoadPolicy = sizeof(T) == 1 ? CachePolicy::kEVICT_FIRST : CachePolicy::kDEFAULT;
+template <typename T>
+constexpr CachePolicy kStorePolicy = sizeof(T) == 1 ? CachePolicy::kDEFAULT : CachePolicy::kEVICT_FIRST;
 
 // n / d for a run-time invariant d as a multiply-high, an add and a shift (Granlund & Montgomery); n < 2^32.
 // An output vector's index becomes (row, column) and (plane, row in plane) without 64-bit divisions.
@@ -160,7 +163,7 @@ __global__ void __launch_bounds__(kBlockThreads) padToKernel(
 }
 
 template <typename T, int VEC, bool X_VECTORS, typename Divider, int UNROLL = kUnroll,
-    int BLOCKS_PER_SM = kPersistentBlocksPerSm, CachePolicy LOAD = kLoadPolicy, CachePolicy STORE = kStorePolicy>
+    int BLOCKS_PER_SM = kPersistentBlocksPerSm, CachePolicy LOAD = kLoadPolicy<T>, CachePolicy STORE = kStorePolicy<T>>
 cudaError_t launch(T const* x, T* y, PadShape const& shape, Divider const& chunksPerRow, Divider const& rowsPerPlane,
     T value, cudaStream_t stream)
 {

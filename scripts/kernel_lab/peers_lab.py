@@ -3,7 +3,7 @@ beside the peers in one process: rms_norm vs Liger-Kernel and inductor; pad_to a
 same bytes. Prints one line per (case, provider, timer), checks every candidate's output against the production
 kernel's.
 
-    python scripts/kernel_lab/peers_lab.py [rms] [pad] [masked] [patterns] | [dump]
+    python scripts/kernel_lab/peers_lab.py [rms] [pad] [placement] [granule] [pad16] [masked] [patterns] | [dump]
 """
 
 # ruff: noqa: B023  (the closures are called before the loop moves on)
@@ -289,6 +289,177 @@ def masked_cases(lib: ctypes.CDLL, patterns: bool) -> None:
                         line(case, name, timer, t, copy, f"{nbytes / 1e6:.1f} MB" + ("" if ok else " WRONG"))
 
 
+def granule_cases(lib: ctypes.CDLL) -> None:
+    """Which piece does DRAM read? Crops of int8 rows of 256 bytes to widths of 192-256 bytes (always whole 32-byte
+    sectors, not always whole 64-byte pieces): the production launcher's speed against a copy of the bytes it counts."""
+    for dtype in (torch.int8, torch.bfloat16):
+        for ow in (192, 208, 224, 240, 256):
+            planes, h, w, oh = 512, 256, 256, 224
+            case = f"pad_to {planes}x{h}x{w}->{oh}x{ow} {str(dtype)[6:]}"
+            x = torch.randint(-100, 100, (planes, h, w), device="cuda").to(dtype)
+            nbytes = (planes * min(h, oh) * min(w, ow) + planes * oh * ow) * x.element_size()
+
+            def call(x=x, ow=ow, dtype=dtype):
+                y = torch.empty(planes, oh, ow, dtype=dtype, device="cuda")
+                lib.lab_pad(0, ptr(x), ptr(y), planes, h, w, oh, ow, DTYPES[dtype], stream())
+                return y
+
+            race(case, {"production padTo()": call}, ("graph", "do_bench"), common.copy_fn(nbytes, x.device))
+
+
+def pad16_cases(lib: ctypes.CDLL) -> None:
+    """2-byte pad_to candidates, each on the same buffers, on four placements, beside inductor's kernel on the same x
+    (which allocates its own y)."""
+    import random
+
+    from torchtrt_plugins.ops.pad_to import reference
+
+    rng = random.Random(1)
+    names = ["production padTo()", "st=EF unroll=2", "st=EF unroll=4", "ld=D st=D", "st=EF persistent 8/SM"]
+    index = {}
+    v = 0
+    while (name := lib.lab_pad_name(v)) is not None:
+        index[name.decode()] = v
+        v += 1
+    for (h, w, oh, ow), dtype in (
+        ((224, 224, 256, 256), torch.bfloat16),
+        ((256, 256, 224, 224), torch.bfloat16),
+        ((224, 224, 256, 256), torch.float16),
+    ):
+        planes = 512
+        case = f"pad16 {planes}x{h}x{w}->{oh}x{ow} {str(dtype)[6:]}"
+        compiled = common.compile_inductor(reference)
+        keep = []
+        ratios: dict[tuple[str, str], list[float]] = {}
+        for placement in range(4):
+            keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
+            x = torch.randn(planes, h, w, device="cuda").to(dtype)
+            keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
+            y = torch.empty(planes, oh, ow, dtype=dtype, device="cuda")
+            keep += [x, y]
+            x4 = x.view(8, 64, h, w)
+            calls = {"inductor": lambda x4=x4: compiled(x4, oh, ow, 0.0)}
+            for n in names:
+                calls[n] = lambda v=index[n], x=x, y=y: lib.lab_pad(
+                    v, ptr(x), ptr(y), planes, h, w, oh, ow, DTYPES[dtype], stream()
+                )
+            for fn in calls.values():
+                fn()
+            order0 = list(calls)
+            for timer in ("graph", "do_bench"):
+                times: dict[str, list[float]] = {}
+                for r in range(2):
+                    for n in order0[r % len(order0) :] + order0[: r % len(order0)]:
+                        _, t = next(timers(calls[n], (timer,)))
+                        times.setdefault(n, []).append(t.median_ms)
+                base = min(times[names[0]])
+                print(
+                    f"{case} placement {placement} {timer:8s} "
+                    + "  ".join(f"{n}: {min(ts) * 1e3:.3f} us ({base / min(ts):.3f})" for n, ts in times.items()),
+                    flush=True,
+                )
+                for n, ts in times.items():
+                    ratios.setdefault((timer, n), []).append(base / min(ts))
+        for (timer, n), rs in ratios.items():
+            rs.sort()
+            print(
+                f"{case} SUMMARY {timer:8s} {n:24s} speed vs production: median {rs[len(rs) // 2]:.3f} "
+                f"min {rs[0]:.3f} max {rs[-1]:.3f}",
+                flush=True,
+            )
+
+
+def placement_cases(lib: ctypes.CDLL) -> None:
+    """The same kernels on several placements of x and y in memory (each pair allocated apart, with a spacer of a
+    random size between): the timers above saw one kernel's time shift by up to 8% with where its buffers lie, more
+    than the differences between candidates, so candidates are compared placement by placement."""
+    import random
+
+    rng = random.Random(0)
+    rms = [
+        ("rms", 4096, 4096, dt, names)
+        for dt, names in (
+            (torch.float32, ("block C=8 B=128 pf=true ld=D st=D", "row C=4 B=256 pdl=true")),
+            (torch.bfloat16, ("block C=4 B=128 pf=true ld=D st=D", "row C=2 B=256 pdl=true")),
+        )
+    ]
+    pads = [
+        ("pad", (512, h, w, oh, ow), None, dt, ("ld=D st=EF", "ld=EF st=D", "ld=EF st=EF"))
+        for (h, w, oh, ow), dt in (
+            ((256, 256, 224, 224), torch.int8),
+            ((256, 256, 224, 224), torch.bfloat16),
+            ((224, 224, 256, 256), torch.int8),
+            ((224, 224, 256, 256), torch.bfloat16),
+        )
+    ]
+    for kind, shape, hidden, dtype, names in rms + pads:
+        if kind == "rms":
+            rows = shape
+            case = f"placed rms_norm {rows}x{hidden} {str(dtype)[6:]}"
+            index = {}
+            v = 0
+            while (name := lib.lab_rms_name(v, DTYPES[dtype], hidden)) is not None:
+                index[name.decode()] = v
+                v += 1
+        else:
+            planes, h, w, oh, ow = shape
+            case = f"placed pad_to {planes}x{h}x{w}->{oh}x{ow} {str(dtype)[6:]}"
+            index = {}
+            v = 0
+            while (name := lib.lab_pad_name(v)) is not None:
+                index[name.decode()] = v
+                v += 1
+        keep = []
+        per_name: dict[tuple[str, str], list[float]] = {}
+        for placement in range(6):
+            keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
+            if kind == "rms":
+                x = torch.randn(rows, hidden, device="cuda").to(dtype)
+                keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
+                w_ = torch.rand(hidden, device="cuda").to(dtype) + 0.5
+                y = torch.empty_like(x)
+                calls = {
+                    n: (
+                        lambda v=index[n], x=x, w_=w_, y=y: lib.lab_rms(
+                            v, ptr(x), ptr(w_), ptr(y), rows, hidden, DTYPES[dtype], stream()
+                        )
+                    )
+                    for n in names
+                }
+            else:
+                x = torch.randint(-100, 100, (planes, h, w), device="cuda").to(dtype)
+                keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
+                y = torch.empty(planes, oh, ow, dtype=dtype, device="cuda")
+                calls = {
+                    n: (
+                        lambda v=index[n], x=x, y=y: lib.lab_pad(
+                            v, ptr(x), ptr(y), planes, h, w, oh, ow, DTYPES[dtype], stream()
+                        )
+                    )
+                    for n in names
+                }
+            keep += [x, y]
+            for timer in ("graph", "do_bench"):
+                times = {}
+                for r in range(2):
+                    order = list(names[r % len(names) :]) + list(names[: r % len(names)])
+                    for n in order:
+                        _, t = next(timers(calls[n], (timer,)))
+                        times.setdefault(n, []).append(t.median_ms)
+                base = min(times[names[0]])
+                cells = "  ".join(f"{n}: {min(ts) * 1e3:8.3f} us ({base / min(ts):5.3f})" for n, ts in times.items())
+                print(f"{case:34s} placement {placement} {timer:8s} {cells}", flush=True)
+                for n, ts in times.items():
+                    per_name.setdefault((timer, n), []).append(base / min(ts))
+        for (timer, n), ratios in per_name.items():
+            ratios.sort()
+            print(
+                f"{case:34s} SUMMARY {timer:8s} {n:36s} speed vs {names[0]}: median {ratios[len(ratios) // 2]:.3f} "
+                f"min {ratios[0]:.3f} max {ratios[-1]:.3f} over {len(ratios)} placements",
+                flush=True,
+            )
+
+
 def dump_inductor() -> None:
     """Inductor's generated code for the rms_norm reference at 1x4096 and 100000x128 bf16 (on stderr)."""
     import torchtrt_plugins
@@ -314,6 +485,12 @@ def main() -> None:
         rms_cases(lib)
     if "pad" in what:
         pad_cases(lib)
+    if "pad16" in what:
+        pad16_cases(lib)
+    if "granule" in what:
+        granule_cases(lib)
+    if "placement" in what:
+        placement_cases(lib)
     if "masked" in what or "patterns" in what:
         masked_cases(lib, "patterns" in what)
 

@@ -8,9 +8,9 @@ constexpr CachePolicy D = CachePolicy::kDEFAULT;
 constexpr CachePolicy EL = CachePolicy::kEVICT_LAST;
 constexpr CachePolicy EF = CachePolicy::kEVICT_FIRST;
 
-char const* const kNames[]
-    = {"production padTo()", "ld=EL st=D", "ld=D st=EF", "ld=EL st=EF", "ld=EF st=D", "ld=EF st=EF", "ld=D st=EL",
-        "ld=EF st=EL", "st=EF unroll=2", "st=EF persistent 8/SM", "st=EF persistent 4/SM", "ld=EF st=EF unroll=2"};
+char const* const kNames[] = {"production padTo()", "ld=EL st=D", "ld=D st=EF", "ld=EL st=EF", "ld=EF st=D",
+    "ld=EF st=EF", "ld=D st=EL", "ld=EF st=EL", "st=EF unroll=2", "st=EF persistent 8/SM", "st=EF persistent 4/SM",
+    "ld=EF st=EF unroll=2", "st=EF unroll=4", "ld=D st=D"};
 
 template <typename T, CachePolicy LD, CachePolicy ST, int UNROLL = 1, int PER_SM = 0>
 cudaError_t run(void const* x, void* y, ttp::PadArgs const& a, cudaStream_t s)
@@ -39,6 +39,8 @@ cudaError_t typed(int v, void const* x, void* y, ttp::PadArgs const& a, cudaStre
     case 9: return run<T, D, EF, 1, 8>(x, y, a, s);
     case 10: return run<T, D, EF, 1, 4>(x, y, a, s);
     case 11: return run<T, EF, EF, 2>(x, y, a, s);
+    case 12: return run<T, D, EF, 4>(x, y, a, s);
+    case 13: return run<T, D, D>(x, y, a, s);
     default: return cudaErrorInvalidValue;
     }
 }

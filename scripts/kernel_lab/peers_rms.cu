@@ -63,10 +63,10 @@ std::vector<Variant> const& variants()
                                ROW(T, 4, 128, true), ROW(T, 1, 512, true), ROW(T, 2, 128, true), ROW(T, 1, 256, true),
                                ROW(T, 6, 256, true), ROW(T, 3, 512, true), ROW(T, 12, 128, true), ROW(T, 4, 128, false),
                                WARP(T, 16, 1, 1, D, D, 9, 16), WARP(T, 16, 1, 1, EF, D, 9, 16),
-                               BLK(T, 4, 128, true, D, EF), BLK(T, 6, 256, true, D, EF)}
+                               BLK(T, 4, 128, true, D, EF), BLK(T, 6, 256, true, D, EF), BLK(T, 4, 128, true, D, D)}
                          : std::vector<Variant>{{"production rmsNorm()", prodV<T>, 0, 1 << 30}, ROW(T, 8, 128, true),
                                ROW(T, 4, 256, true), ROW(T, 2, 512, true), ROW(T, 8, 128, false),
-                               BLK(T, 8, 128, true, D, EF), BLK(T, 4, 256, true, D, EF)};
+                               BLK(T, 8, 128, true, D, EF), BLK(T, 4, 256, true, D, EF), BLK(T, 8, 128, true, D, D)};
     return v;
 }
 
