@@ -89,9 +89,9 @@ struct PadShape
 // from two divisions by invariants. Rows past `height` and columns past `width` are fills and read nothing.
 // X_VECTORS: width is a multiple of VEC and x is aligned, so a vector is wholly inside or outside the
 // input row and is loaded in one piece; otherwise its elements are gathered one by one.
-template <typename T, int VEC, bool X_VECTORS, typename Divider, int UNROLL, CachePolicy LOAD = CachePolicy::kDEFAULT,
-    CachePolicy STORE = CachePolicy::kDEFAULT>
-__global__ void __launch_bounds__(kBlockThreads) padToKernel(
+template <typename T, int VEC, bool X_VECTORS, typename Divider, int UNROLL, CachePolicy LOAD, CachePolicy STORE,
+    int BLOCK>
+__global__ void __launch_bounds__(BLOCK) padToKernel(
     T const* __restrict__ x, T* __restrict__ y, PadShape shape, Divider chunksPerRow, Divider rowsPerPlane, T value)
 {
     // Index math in 32 bits where the output has fewer than 2^32 vectors (FastDivmod32): fewer registers, so
@@ -108,15 +108,14 @@ __global__ void __launch_bounds__(kBlockThreads) padToKernel(
     auto const chunks = static_cast<Index>(shape.chunks);
     auto const height = static_cast<Index>(shape.height);
     auto const width = static_cast<Index>(shape.width);
-    Index const stride = static_cast<Index>(gridDim.x) * kBlockThreads * UNROLL;
-    for (Index base = static_cast<Index>(blockIdx.x) * kBlockThreads * UNROLL + threadIdx.x; base < chunks;
-        base += stride)
+    Index const stride = static_cast<Index>(gridDim.x) * BLOCK * UNROLL;
+    for (Index base = static_cast<Index>(blockIdx.x) * BLOCK * UNROLL + threadIdx.x; base < chunks; base += stride)
     {
         V out[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u)
         {
-            Index const i = base + u * kBlockThreads;
+            Index const i = base + u * BLOCK;
             out[u] = fill;
             if (i >= chunks)
             {
@@ -153,7 +152,7 @@ __global__ void __launch_bounds__(kBlockThreads) padToKernel(
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u)
         {
-            Index const i = base + u * kBlockThreads;
+            Index const i = base + u * BLOCK;
             if (i < chunks)
             {
                 storeVec<STORE>(yv + i, out[u]);
@@ -163,13 +162,14 @@ __global__ void __launch_bounds__(kBlockThreads) padToKernel(
 }
 
 template <typename T, int VEC, bool X_VECTORS, typename Divider, int UNROLL = kUnroll,
-    int BLOCKS_PER_SM = kPersistentBlocksPerSm, CachePolicy LOAD = kLoadPolicy<T>, CachePolicy STORE = kStorePolicy<T>>
+    int BLOCKS_PER_SM = kPersistentBlocksPerSm, CachePolicy LOAD = kLoadPolicy<T>, CachePolicy STORE = kStorePolicy<T>,
+    int BLOCK = kBlockThreads>
 cudaError_t launch(T const* x, T* y, PadShape const& shape, Divider const& chunksPerRow, Divider const& rowsPerPlane,
     T value, cudaStream_t stream)
 {
     // One pass over the output, no cap below the hardware's: the block scheduler balances the tail better
     // than a grid-stride loop over a device-sized grid (as measured for rms_norm on H100).
-    int64_t const perBlock = int64_t{kBlockThreads} * UNROLL;
+    int64_t const perBlock = int64_t{BLOCK} * UNROLL;
     int64_t blocks = std::min<int64_t>((shape.chunks + perBlock - 1) / perBlock, int64_t{0x7fffffff});
     if constexpr (BLOCKS_PER_SM > 0)
     {
@@ -180,8 +180,8 @@ cudaError_t launch(T const* x, T* y, PadShape const& shape, Divider const& chunk
         }
         blocks = std::min<int64_t>(blocks, resident);
     }
-    padToKernel<T, VEC, X_VECTORS, Divider, UNROLL, LOAD, STORE>
-        <<<static_cast<unsigned>(blocks), kBlockThreads, 0, stream>>>(x, y, shape, chunksPerRow, rowsPerPlane, value);
+    padToKernel<T, VEC, X_VECTORS, Divider, UNROLL, LOAD, STORE, BLOCK>
+        <<<static_cast<unsigned>(blocks), BLOCK, 0, stream>>>(x, y, shape, chunksPerRow, rowsPerPlane, value);
     return cudaGetLastError();
 }
 

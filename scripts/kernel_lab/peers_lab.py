@@ -308,14 +308,15 @@ def granule_cases(lib: ctypes.CDLL) -> None:
 
 
 def pad16_cases(lib: ctypes.CDLL) -> None:
-    """2-byte pad_to candidates, each on the same buffers, on four placements, beside inductor's kernel on the same x
-    (which allocates its own y)."""
+    """pad_to candidates (block size, L2 priorities), each on the same buffers, on four placements, beside
+    inductor's kernel on the same x (which allocates its own y)."""
     import random
 
     from torchtrt_plugins.ops.pad_to import reference
 
     rng = random.Random(1)
-    names = ["production padTo()", "st=EF unroll=2", "st=EF unroll=4", "ld=D st=D", "st=EF persistent 8/SM"]
+    names16 = ["production padTo()", "ld=D st=D", "ld=D st=EF B=128", "ld=D st=D B=128", "ld=D st=EF B=512"]
+    names8 = ["production padTo()", "ld=EF st=D B=128", "ld=EF st=D B=512", "ld=D st=EF B=128"]
     index = {}
     v = 0
     while (name := lib.lab_pad_name(v)) is not None:
@@ -324,8 +325,10 @@ def pad16_cases(lib: ctypes.CDLL) -> None:
     for (h, w, oh, ow), dtype in (
         ((224, 224, 256, 256), torch.bfloat16),
         ((256, 256, 224, 224), torch.bfloat16),
-        ((224, 224, 256, 256), torch.float16),
+        ((224, 224, 256, 256), torch.int8),
+        ((256, 256, 224, 224), torch.int8),
     ):
+        names = names8 if dtype == torch.int8 else names16
         planes = 512
         case = f"pad16 {planes}x{h}x{w}->{oh}x{ow} {str(dtype)[6:]}"
         compiled = common.compile_inductor(reference)
@@ -333,7 +336,7 @@ def pad16_cases(lib: ctypes.CDLL) -> None:
         ratios: dict[tuple[str, str], list[float]] = {}
         for placement in range(4):
             keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
-            x = torch.randn(planes, h, w, device="cuda").to(dtype)
+            x = torch.randint(-100, 100, (planes, h, w), device="cuda").to(dtype)
             keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
             y = torch.empty(planes, oh, ow, dtype=dtype, device="cuda")
             keep += [x, y]
