@@ -17,15 +17,14 @@ constexpr int kBlockThreads = 256;
 constexpr int kUnroll = 1;
 // Blocks per SM of a persistent grid (0: one pass, a block per kBlockThreads * UNROLL vectors).
 constexpr int kPersistentBlocksPerSm = 0;
-// L2 priorities by element size (16-byte vectors), from the peer lab on H100, each candidate timed on six
-// placements of x and y in memory (placement moved a kernel's time by more than the candidates differ), median speed
-// ratio against reading x at default priority and writing y evict-first: int8 (x read evict-first, y default)
-// 512x256x256 -> 224x224 1.075 in the graph timer and 1.018 with L2 flushed, 224 -> 256 1.008 / 1.014; bf16 (the
-// other way round) is the faster: x evict-first lost 1.8% on the crop and 0.5% on the pad in the graph timer.
+// L2 priorities by element size (16-byte vectors), from the peer lab on H100, each candidate timed on the same buffers
+// at four to six placements in memory (placement moved a kernel's time by more than the candidates differ), median
+// speed ratios: int8 reads x evict-first (against default loads and y written evict-first: 512x256x256 -> 224x224
+// 1.075 in the graph timer and 1.018 with L2 flushed, 224 -> 256 1.008 / 1.014); wider types use the default
+// priorities (bf16, against y written evict-first: 224 -> 256 1.006 / 1.005, crop 1.000 / 1.000, 512 -> 480x544
+// 1.003 / 1.004; reading x evict-first instead lost 1.8% on the crop in the graph timer).
 template <typename T>
 constexpr CachePolicy kLoadPolicy = sizeof(T) == 1 ? CachePolicy::kEVICT_FIRST : CachePolicy::kDEFAULT;
-template <typename T>
-constexpr CachePolicy kStorePolicy = sizeof(T) == 1 ? CachePolicy::kDEFAULT : CachePolicy::kEVICT_FIRST;
 
 // n / d for a run-time invariant d as a multiply-high, an add and a shift (Granlund & Montgomery); n < 2^32.
 // An output vector's index becomes (row, column) and (plane, row in plane) without 64-bit divisions.
@@ -162,8 +161,8 @@ __global__ void __launch_bounds__(BLOCK) padToKernel(
 }
 
 template <typename T, int VEC, bool X_VECTORS, typename Divider, int UNROLL = kUnroll,
-    int BLOCKS_PER_SM = kPersistentBlocksPerSm, CachePolicy LOAD = kLoadPolicy<T>, CachePolicy STORE = kStorePolicy<T>,
-    int BLOCK = kBlockThreads>
+    int BLOCKS_PER_SM = kPersistentBlocksPerSm, CachePolicy LOAD = kLoadPolicy<T>,
+    CachePolicy STORE = CachePolicy::kDEFAULT, int BLOCK = kBlockThreads>
 cudaError_t launch(T const* x, T* y, PadShape const& shape, Divider const& chunksPerRow, Divider const& rowsPerPlane,
     T value, cudaStream_t stream)
 {

@@ -11,12 +11,12 @@ constexpr CachePolicy EF = CachePolicy::kEVICT_FIRST;
 char const* const kNames[] = {"production padTo()", "ld=EL st=D", "ld=D st=EF", "ld=EL st=EF", "ld=EF st=D",
     "ld=EF st=EF", "ld=D st=EL", "ld=EF st=EL", "st=EF unroll=2", "st=EF persistent 8/SM", "st=EF persistent 4/SM",
     "ld=EF st=EF unroll=2", "st=EF unroll=4", "ld=D st=D", "ld=D st=EF B=128", "ld=D st=D B=128", "ld=EF st=D B=128",
-    "ld=D st=EF B=512", "ld=EF st=D B=512"};
+    "ld=D st=EF B=512", "ld=EF st=D B=512", "8-byte vectors st=EF", "8-byte vectors ld=D st=D", "8-byte vectors B=128"};
 
-template <typename T, CachePolicy LD, CachePolicy ST, int UNROLL = 1, int PER_SM = 0, int BLOCK = 256>
+template <typename T, CachePolicy LD, CachePolicy ST, int UNROLL = 1, int PER_SM = 0, int BLOCK = 256, int VBYTES = 16>
 cudaError_t run(void const* x, void* y, ttp::PadArgs const& a, cudaStream_t s)
 {
-    constexpr int kVec = 16 / sizeof(T);
+    constexpr int kVec = VBYTES / sizeof(T);
     ttp::PadShape const shape{a.planes * a.outHeight * (a.outWidth / kVec), a.height, a.width};
     ttp::FastDivmod32 const cpr(static_cast<uint32_t>(a.outWidth / kVec));
     ttp::FastDivmod32 const rpp(static_cast<uint32_t>(a.outHeight));
@@ -47,6 +47,9 @@ cudaError_t typed(int v, void const* x, void* y, ttp::PadArgs const& a, cudaStre
     case 16: return run<T, EF, D, 1, 0, 128>(x, y, a, s);
     case 17: return run<T, D, EF, 1, 0, 512>(x, y, a, s);
     case 18: return run<T, EF, D, 1, 0, 512>(x, y, a, s);
+    case 19: return run<T, D, EF, 1, 0, 256, 8>(x, y, a, s);
+    case 20: return run<T, D, D, 1, 0, 256, 8>(x, y, a, s);
+    case 21: return run<T, D, D, 1, 0, 128, 8>(x, y, a, s);
     default: return cudaErrorInvalidValue;
     }
 }
