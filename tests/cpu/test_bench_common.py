@@ -629,3 +629,42 @@ def test_vision_benchmarks_that_cannot_run_declare_no_op(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert "torchvision" in out[0]
     assert out[-1] == "False"
+
+
+def _cuda_context():
+    ctx = common.RunContext.__new__(common.RunContext)
+    object.__setattr__(ctx, "device", torch.device("cuda"))
+    return ctx
+
+
+def test_declared_ops_need_their_launchers_not_the_torch_extension(monkeypatch):
+    # rms_norm and masked_rows run eagerly through their launcher library (prebuilt in a wheel); the torch extension
+    # (pad_to's C++ adapter) failing to build must not skip them, and a launcher library that does not load must.
+    from torchtrt_plugins import native
+
+    monkeypatch.setattr(native, "cuda_ops_loaded", lambda: False)
+    monkeypatch.setattr(native, "load_torch_ops", lambda: "skipped: nvcc not found")
+    ctx = _cuda_context()
+
+    def requirements(module: str, provider: str) -> list:
+        bench = importlib.import_module(f"torchtrt_plugins.benchmarks.{module}")
+        return list(next(p for p in bench.PROVIDERS if p.name == provider).requires)
+
+    library = torchtrt_plugins.get("rms_norm").spec.declaration.library
+    monkeypatch.setattr(library, "launchers", lambda: object())
+    for module, provider in (
+        ("bench_rms_norm", "torchtrt"),
+        ("bench_masked_rows", "torchtrt"),
+        ("bench_model", "eager+torchtrt"),
+    ):
+        assert [r(ctx) for r in requirements(module, provider) if r(ctx)] == [], (module, provider)
+
+    def missing():
+        raise OSError("libtorchtrt_plugins_launchers.so: cannot open shared object file")
+
+    monkeypatch.setattr(library, "launchers", missing)
+    reasons = [r(ctx) for r in requirements("bench_rms_norm", "torchtrt") if r(ctx)]
+    assert reasons and "torchtrt::rms_norm" in reasons[0] and "cannot open shared object" in reasons[0]
+    # pad_to's eager CUDA op is the torch extension.
+    reasons = [r(ctx) for r in requirements("bench_pad_to", "torchtrt") if r(ctx)]
+    assert reasons and "nvcc not found" in reasons[0]

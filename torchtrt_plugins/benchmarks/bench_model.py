@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-import torchtrt_plugins  # noqa: F401  (defines torch.ops.torchtrt.*)
+import torchtrt_plugins
 from torchtrt_plugins.benchmarks import common
 from torchtrt_plugins.benchmarks.common import (
     Case,
@@ -28,7 +28,7 @@ from torchtrt_plugins.benchmarks.common import (
     Provider,
     Skip,
     needs_cuda,
-    needs_cuda_ops,
+    needs_eager_kernel,
     needs_inductor,
     needs_tensorrt,
 )
@@ -36,6 +36,8 @@ from torchtrt_plugins.benchmarks.common import (
 OP = "decoder_block"
 HEAD_DIM = 64
 EPS = 1e-6
+#: The op the lowered block calls.
+RMS_NORM = torchtrt_plugins.get("rms_norm")
 
 
 class RMSNorm(nn.Module):
@@ -230,9 +232,9 @@ def tensorrt(ours: bool):
 
 PROVIDERS = [
     Provider("eager", eager),
-    Provider("eager+torchtrt", eager_ours, (needs_cuda_ops,)),
+    Provider("eager+torchtrt", eager_ours, (needs_eager_kernel(RMS_NORM),)),
     Provider("torch.compile", compiled(ours=False), (needs_inductor,)),
-    Provider("torch.compile+torchtrt", compiled(ours=True), (needs_inductor, needs_cuda_ops)),
+    Provider("torch.compile+torchtrt", compiled(ours=True), (needs_inductor, needs_eager_kernel(RMS_NORM))),
     Provider("tensorrt", tensorrt(ours=False), (needs_cuda, needs_tensorrt)),
     Provider("tensorrt+torchtrt", tensorrt(ours=True), (needs_cuda, needs_tensorrt)),
 ]

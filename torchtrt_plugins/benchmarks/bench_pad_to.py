@@ -26,7 +26,7 @@ from torchtrt_plugins.benchmarks.common import (
     Plan,
     Provider,
     needs_cuda,
-    needs_cuda_ops,
+    needs_eager_kernel,
     needs_inductor,
     needs_tensorrt,
 )
@@ -119,7 +119,7 @@ PROVIDERS = [
     Provider("eager_composite", eager_composite),
     Provider("F.pad", functional),
     Provider("torch.compile", inductor, (needs_inductor,)),
-    Provider("torchtrt", torchtrt_op, (needs_cuda_ops,)),
+    Provider("torchtrt", torchtrt_op, (needs_eager_kernel(ENTRY),)),
     *common.plugin_enqueue_providers(ENTRY),
     Provider("tensorrt[plugin]", tensorrt_engine(_plugin_fn, lowering=True), (needs_cuda, needs_tensorrt)),
     Provider("tensorrt[composite]", tensorrt_engine(ENTRY.reference, lowering=False), (needs_cuda, needs_tensorrt)),

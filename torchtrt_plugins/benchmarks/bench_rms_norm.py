@@ -21,7 +21,7 @@ from torchtrt_plugins.benchmarks.common import (
     Plan,
     Provider,
     needs_cuda,
-    needs_cuda_ops,
+    needs_eager_kernel,
     needs_inductor,
     needs_tensorrt,
     tensorrt_engine,
@@ -108,9 +108,9 @@ PROVIDERS = [
     Provider("F.rms_norm", functional),
     Provider("torch.compile", inductor, (needs_inductor,)),
     Provider("liger", liger, (needs_liger, needs_inductor)),
-    Provider("torchtrt", torchtrt_op, (needs_cuda_ops,)),
+    Provider("torchtrt", torchtrt_op, (needs_eager_kernel(ENTRY),)),
     *(
-        Provider(f"torchtrt[{t.name}]", torchtrt_tactic(t.value), (needs_cuda, needs_cuda_ops))
+        Provider(f"torchtrt[{t.name}]", torchtrt_tactic(t.value), (needs_cuda, needs_eager_kernel(ENTRY)))
         for t in ENTRY.spec.tactics
     ),
     *common.plugin_enqueue_providers(ENTRY),

@@ -405,6 +405,27 @@ def needs_cuda_ops(ctx: RunContext) -> str | None:
     return f"torchtrt CUDA ops not loaded ({native.load_torch_ops()}); run `torchtrt-plugins build`"
 
 
+def needs_eager_kernel(entry: Any) -> Requirement:
+    """The op's eager CUDA kernel on this device: a declared op runs through its launcher library (prebuilt in a
+    wheel, else built here), a hand-written one through the torch extension; on CPU the reference kernel runs."""
+
+    def check(ctx: RunContext) -> str | None:
+        if ctx.device.type != "cuda":
+            return None
+        declaration = entry.spec.declaration
+        if declaration is None:
+            return needs_cuda_ops(ctx)
+        if declaration.library is None:
+            return f"{entry.spec.qualname} is declared without a launcher library: it has no eager CUDA kernel"
+        try:
+            declaration.library.launchers()
+        except Exception as err:  # noqa: BLE001 - whatever keeps the library from loading is the reason
+            return f"{entry.spec.qualname}: its launcher library is not available ({_first_line(err)})"
+        return None
+
+    return check
+
+
 def needs_inductor(ctx: RunContext) -> str | None:
     if ctx.device.type == "cuda":
         reason = triton_reason()
