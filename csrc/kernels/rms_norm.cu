@@ -359,10 +359,11 @@ cudaError_t launchBlock(T const* x, T const* w, T* y, int64_t rows, int64_t hidd
         // dependent launch: its launch overlaps the previous kernel's tail. Few rows: the launch is one memory round
         // trip long and its launch latency is as long again (peer lab, H100, graph timer, bf16: 1x4096 1.31 us vs
         // 1.93 without the dependent launch and 2.03 for the block kernel below; Liger 1.91; 128x4096 1.74 vs 2.37;
-        // 1024x2048 2.53 vs 3.22; fp32 1x4096 1.39 vs 2.01). Many rows of more than 256 vectors: the tail of one
-        // kernel and the start of the next overlap (peer lab, rounds in rotated order, graph timer: 4096x4096 bf16
-        // 23.5 us vs 24.3 for the block kernel; fp32 45.8 vs 47.0; 4096x12288 bf16 68.1 vs 68.6; 65536x4096 level).
-        bool const rowKernel = rows <= kMaxGridBlocks && (rows <= kFewRows || nvec > 256);
+        // 1024x2048 2.53 vs 3.22; fp32 1x4096 1.39 vs 2.01). Many rows of 257-1536 vectors (the widths measured):
+        // the tail of one kernel and the start of the next overlap (peer lab, rounds in rotated order, graph timer:
+        // 4096x4096 bf16 23.5 us vs 24.3 for the block kernel; fp32 45.8 vs 47.0; 4096x12288 bf16 68.1 vs 68.6;
+        // 65536x4096 level; on the same buffers at six placements, 2.7% faster at fp32 4096x4096, 3.2% at bf16).
+        bool const rowKernel = rows <= kMaxGridBlocks && (rows <= kFewRows || (nvec > 256 && nvec <= 1536));
         if (rowKernel)
         {
             if (nvec <= 128)
@@ -378,8 +379,8 @@ cudaError_t launchBlock(T const* x, T const* w, T* y, int64_t rows, int64_t hidd
             if (nvec <= 2048)
                 return launchRowConfig<T, VEC, 8, 256, true>(x, w, y, rows, hidden, eps, stream);
         }
-        // Many rows of up to 256 vectors: the weight's registers cost nothing that matters and it always comes
-        // early (measured on H100, kernel lab, rows of 4096 bf16: 99.5% of copy with, 93% without).
+        // Many rows of up to 256 or more than 1536 vectors: the block kernels, as measured before (weight loaded first:
+        // kernel lab, H100, rows of 4096 bf16, 99.5% of copy with, 93% without).
         if (nvec <= 128)
         {
             return launchBlockConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, stream);
