@@ -119,6 +119,21 @@ def cached_plugin_library() -> tuple[Path | None, str]:
     return None, "not built for the current sources"
 
 
+def _launcher_check(section: str, library: Path | None) -> Check:
+    """The launcher library the declared ops' eager CUDA kernels call (rms_norm, masked_rows); it is built (or
+    shipped) beside the plugin library."""
+    name = "op launcher library"
+    if os.environ.get("TORCHTRT_PLUGINS_LIBRARY"):
+        return Check(section, name, INFO, "not checked: TORCHTRT_PLUGINS_LIBRARY names the plugin library only")
+    if library is None:
+        return Check(section, name, MISSING, "built with the plugin library (missing)", "torchtrt-plugins build")
+    launchers = library.parent / _build.LAUNCHER_LIBRARY_NAME
+    if launchers.is_file():
+        return Check(section, name, OK, f"{launchers} (the declared ops' eager CUDA kernels)")
+    fix = "reinstall torchtrt-plugins" if _build.prebuilt_libraries() is not None else "torchtrt-plugins build"
+    return Check(section, name, MISSING, f"{launchers} does not exist", fix)
+
+
 def _environment_checks() -> list[Check]:
     section = "Python and torch"
     import torchtrt_plugins
@@ -253,12 +268,14 @@ def _native_checks() -> list[Check]:
     ]
     if library is not None and library.parent.joinpath(_build.HARNESS_LIBRARY_NAME).is_file():
         checks.append(Check(section, "conformance harness", OK, str(library.parent / _build.HARNESS_LIBRARY_NAME)))
+    checks.append(_launcher_check(section, library))
+    label = "CUDA torch ops (pad_to)"
     if native.cuda_ops_loaded():
-        checks.append(Check(section, "CUDA torch ops", OK, "loaded"))
+        checks.append(Check(section, label, OK, "loaded"))
     elif not torch.cuda.is_available():
-        checks.append(Check(section, "CUDA torch ops", INFO, "not built: no CUDA GPU (the CPU reference kernels run)"))
+        checks.append(Check(section, label, INFO, "not built: no CUDA GPU (the CPU reference kernels run)"))
     else:
-        checks.append(Check(section, "CUDA torch ops", MISSING, native.load_torch_ops(), "torchtrt-plugins build"))
+        checks.append(Check(section, label, MISSING, native.load_torch_ops(), "torchtrt-plugins build"))
     testing_version, why = _module_version("torchtrt_plugins.testing")
     hook = testing_version is not None and hasattr(importlib.import_module("torchtrt_plugins.testing"), "bench_enqueue")
     checks.append(
@@ -422,11 +439,12 @@ def cmd_build(args: argparse.Namespace) -> int:
             built = _build.build_plugin_library(force=args.force)
             _say(f"  {'built' if built.built_now else 'up to date (cached)'}: {built.library}")
             _say(f"  harness: {built.harness if built.harness else 'none (csrc/harness/ not in the sources)'}")
+            _say(f"  launchers (the declared ops' eager CUDA kernels): {built.launchers or 'missing'}")
         except _build.BuildError as err:
             failed = True
             _say("  FAILED: the plugin library did not build:")
             _say(_indent(str(err)))
-    _say("CUDA torch ops (torch.ops.torchtrt.* on CUDA tensors)")
+    _say("CUDA torch ops of pad_to (the torch extension; the declared ops run from the launchers above)")
     reason = torch_ops_prerequisites()
     if reason:
         skipped = True

@@ -249,3 +249,17 @@ def test_sdk_generate_names_the_library_it_did_not_find(tmp_path, capsys):
         cli.main(["sdk", "generate", "--module", "torchtrt_plugins", "--library", "nope", "--out", str(tmp_path)]) == 2
     )
     assert "declares ops on no library named 'nope'" in capsys.readouterr().err
+
+
+def test_doctor_reports_the_launcher_library_beside_the_plugin_library(tmp_path, monkeypatch):
+    # The declared ops (rms_norm, masked_rows) run eagerly from libtorchtrt_plugins_launchers.so: doctor says where it
+    # is, or that it is missing and how to get it.
+    monkeypatch.delenv("TORCHTRT_PLUGINS_LIBRARY", raising=False)
+    library = tmp_path / "libtorchtrt_plugins_v3.so"
+    library.write_bytes(b"")
+    missing = cli._launcher_check("Native pieces", library)
+    assert missing.state == cli.MISSING and "libtorchtrt_plugins_launchers.so" in missing.detail and missing.fix
+    (tmp_path / "libtorchtrt_plugins_launchers.so").write_bytes(b"")
+    found = cli._launcher_check("Native pieces", library)
+    assert found.state == cli.OK and str(tmp_path) in found.detail
+    assert cli._launcher_check("Native pieces", None).state == cli.MISSING
