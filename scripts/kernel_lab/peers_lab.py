@@ -253,8 +253,8 @@ def masked_cases(lib: ctypes.CDLL, patterns: bool) -> None:
                     for v in variants:
                         name = f"{build_name + ': ' if build_name else ''}{library.lab_masked_name(v).decode()}"
 
-                        def call(v=v, mask=mask, library=library):
-                            err = library.lab_masked(
+                        def launch(v, mask=mask, library=library):
+                            return library.lab_masked(
                                 v,
                                 ptr(x),
                                 ptr(mask),
@@ -266,22 +266,13 @@ def masked_cases(lib: ctypes.CDLL, patterns: bool) -> None:
                                 ptr(y),
                                 stream(),
                             )
-                            if err:
+
+                        def call(v=v, launch=launch, name=name):
+                            if err := launch(v):
                                 raise RuntimeError(f"masked variant {name}: CUDA error {err}")
 
                         y.zero_()
-                        library.lab_masked(
-                            0,
-                            ptr(x),
-                            ptr(mask),
-                            DTYPES[mask.dtype],
-                            rows,
-                            row_bytes,
-                            ptr(ws),
-                            ptr(count),
-                            ptr(y),
-                            stream(),
-                        )
+                        launch(0)
                         call()
                         torch.cuda.synchronize()
                         ok = int(count.item()) == kept and torch.equal(y[:kept], expected)
@@ -307,6 +298,16 @@ def granule_cases(lib: ctypes.CDLL) -> None:
             race(case, {"production padTo()": call}, ("graph", "do_bench"), common.copy_fn(nbytes, x.device))
 
 
+def pad_variant_index(lib: ctypes.CDLL) -> dict[str, int]:
+    """The pad_to lab variants by name."""
+    index = {}
+    v = 0
+    while (name := lib.lab_pad_name(v)) is not None:
+        index[name.decode()] = v
+        v += 1
+    return index
+
+
 def pad16_cases(lib: ctypes.CDLL) -> None:
     """pad_to candidates (block size, L2 priorities), each on the same buffers, on four placements, beside
     inductor's kernel on the same x (which allocates its own y)."""
@@ -323,11 +324,7 @@ def pad16_cases(lib: ctypes.CDLL) -> None:
         "8-byte vectors B=128",
     ]
     names8 = ["production padTo()", "ld=EF st=D B=128", "ld=EF st=D B=512", "ld=D st=EF B=128"]
-    index = {}
-    v = 0
-    while (name := lib.lab_pad_name(v)) is not None:
-        index[name.decode()] = v
-        v += 1
+    index = pad_variant_index(lib)
     for (h, w, oh, ow), dtype in (
         ((224, 224, 256, 256), torch.bfloat16),
         ((256, 256, 224, 224), torch.bfloat16),
@@ -412,11 +409,7 @@ def placement_cases(lib: ctypes.CDLL) -> None:
         else:
             planes, h, w, oh, ow = shape
             case = f"placed pad_to {planes}x{h}x{w}->{oh}x{ow} {str(dtype)[6:]}"
-            index = {}
-            v = 0
-            while (name := lib.lab_pad_name(v)) is not None:
-                index[name.decode()] = v
-                v += 1
+            index = pad_variant_index(lib)
         keep = []
         per_name: dict[tuple[str, str], list[float]] = {}
         for placement in range(6):
