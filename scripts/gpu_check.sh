@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check (README "Verification tiers"), in steps so each device call stays under its time limit:
-#   bash scripts/gpu_check.sh [tests] [sanitizer] [bench] [bench-quick] [bench-graph] [lab] [multi-gpu]
+#   bash scripts/gpu_check.sh [tests] [sanitizer] [bench] [bench-quick] [bench-graph] [lab] [peer-lab] [multi-gpu] [results]
 #                                                                          (default: tests sanitizer bench)
 # Installs the checkout, builds the native pieces, runs the cpu+gpu(+trt when present) tiers,
 # compute-sanitizer memcheck over the harness gpu tests, and the benchmarks. Logs and results go to
@@ -14,6 +14,8 @@
 #   bench-graph every benchmark, CUDA-graph timer (GPU time per call without host overhead)
 #   lab         scripts/kernel_lab: the kernels' configurations vs a copy of the same bytes (and the base
 #               commit's kernels when $LAB_BASE_DIR holds them)
+#   peer-lab    scripts/kernel_lab/peers_lab.py $PEER_LAB_ARGS (default pad16): candidates beside the peers on the same
+#               buffers at several placements, and the load/store instructions of inductor's pad_to kernels
 #   multi-gpu   tests/gpu/test_multi_gpu.py alone (device 1, two GPUs at once; skips below 2 GPUs)
 #   results     the README's "Results (H100)" commands, each into its own folder under $OUT
 set -uo pipefail
@@ -51,6 +53,17 @@ $PY -m torchtrt_plugins build 2>&1 | tee "$OUT/build.log" | tail -8
 if has lab; then
   step "kernel lab"
   BASE_DIR=${LAB_BASE_DIR:-none} bash scripts/kernel_lab/run.sh 2>&1 | tee "$OUT/lab.log" | tail -120
+fi
+if has peer-lab; then
+  step "peer lab ${PEER_LAB_ARGS:-pad16}"
+  # shellcheck disable=SC2086
+  $PY scripts/kernel_lab/peers_lab.py ${PEER_LAB_ARGS:-pad16} > "$OUT/peer_lab.log" 2>&1
+  echo "peer lab exit: $?"
+  grep SUMMARY "$OUT/peer_lab.log" | tail -100
+  for ptx in $(grep -rl triton_poi_fused_copy_new_full_slice /tmp/torchinductor_* --include='*.ptx' 2>/dev/null); do
+    echo "== $ptx"
+    grep -E 'ld\.global|st\.global|\.reqntid' "$ptx"
+  done > "$OUT/inductor_pad_ptx.log"
 fi
 if has tests; then
   step "pytest $PYTEST_ARGS"

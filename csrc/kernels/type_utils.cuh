@@ -99,6 +99,9 @@ enum class CachePolicy
     kDEFAULT,
     kEVICT_LAST,
     kEVICT_FIRST,
+    // Loads only: the coherent path (ld.global) instead of the read-only one the compiler picks for a const
+    // __restrict__ pointer (ld.global.nc), normal priority; stores take the default.
+    kCOHERENT,
 };
 
 template <CachePolicy P, typename V>
@@ -108,7 +111,13 @@ __device__ __forceinline__ V loadVec(V const* p)
     if constexpr (P != CachePolicy::kDEFAULT && sizeof(V) == 16)
     {
         uint4 r;
-        if constexpr (P == CachePolicy::kEVICT_LAST)
+        if constexpr (P == CachePolicy::kCOHERENT)
+        {
+            asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                : "l"(p));
+        }
+        else if constexpr (P == CachePolicy::kEVICT_LAST)
         {
             uint64_t policy = 0;
             asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
@@ -132,7 +141,7 @@ template <CachePolicy P, typename V>
 __device__ __forceinline__ void storeVec(V* p, V const& v)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if constexpr (P != CachePolicy::kDEFAULT && sizeof(V) == 16)
+    if constexpr (P != CachePolicy::kDEFAULT && P != CachePolicy::kCOHERENT && sizeof(V) == 16)
     {
         uint4 r;
         std::memcpy(&r, &v, sizeof(r));

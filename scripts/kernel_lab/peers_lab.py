@@ -308,157 +308,148 @@ def pad_variant_index(lib: ctypes.CDLL) -> dict[str, int]:
     return index
 
 
-def pad16_cases(lib: ctypes.CDLL) -> None:
-    """pad_to candidates (block size, L2 priorities), each on the same buffers, on four placements, beside
-    inductor's kernel on the same x (which allocates its own y)."""
+def race_on_placements(case: str, make_calls, baseline: str, placements: int, seed: int) -> None:
+    """The same kernels on several placements of their buffers in memory: `make_calls(spacer)` allocates one set of
+    buffers, calling `spacer()` between them (a free block of a random size), and returns {name: call}. The timers saw
+    one kernel's time shift by up to 8% with where its buffers lie, more than the differences between candidates, so
+    candidates are compared placement by placement (two rounds per timer in rotated order, the faster kept), as
+    speed ratios against `baseline`, then summarised over the placements."""
     import random
 
+    rng = random.Random(seed)
+    keep: list = []
+
+    def spacer() -> None:
+        keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
+
+    ratios: dict[tuple[str, str], list[float]] = {}
+    for placement in range(placements):
+        spacer()
+        calls = make_calls(spacer)
+        keep.append(calls)
+        names = list(calls)
+        for fn in calls.values():
+            fn()
+        for timer in ("graph", "do_bench"):
+            times: dict[str, list[float]] = {}
+            for r in range(2):
+                for n in names[r % len(names) :] + names[: r % len(names)]:
+                    _, t = next(timers(calls[n], (timer,)))
+                    times.setdefault(n, []).append(t.median_ms)
+            base = min(times[baseline])
+            cells = "  ".join(f"{n}: {min(ts) * 1e3:8.3f} us ({base / min(ts):5.3f})" for n, ts in times.items())
+            print(f"{case:34s} placement {placement} {timer:8s} {cells}", flush=True)
+            for n, ts in times.items():
+                ratios.setdefault((timer, n), []).append(base / min(ts))
+    for (timer, n), rs in ratios.items():
+        rs.sort()
+        print(
+            f"{case:34s} SUMMARY {timer:8s} {n:36s} speed vs {baseline}: median {rs[len(rs) // 2]:.3f} "
+            f"min {rs[0]:.3f} max {rs[-1]:.3f} over {len(rs)} placements",
+            flush=True,
+        )
+
+
+def pad_calls(lib: ctypes.CDLL, names, planes: int, h: int, w: int, oh: int, ow: int, dtype: torch.dtype, peers=None):
+    """make_calls for race_on_placements: the named pad_to lab variants writing one y, each checked against the
+    reference once (a wrong candidate stops the lab), after `peers(x)`'s calls on the same x."""
     from torchtrt_plugins.ops.pad_to import reference
 
-    rng = random.Random(1)
-    names16 = [
-        "production padTo()",
-        "ld=D st=D",
-        "8-byte vectors st=EF",
-        "8-byte vectors ld=D st=D",
-        "8-byte vectors B=128",
-    ]
-    names8 = ["production padTo()", "ld=EF st=D B=128", "ld=EF st=D B=512", "ld=D st=EF B=128"]
     index = pad_variant_index(lib)
+
+    def make_calls(spacer):
+        x = torch.randint(-100, 100, (planes, h, w), device="cuda").to(dtype)
+        spacer()
+        y = torch.empty(planes, oh, ow, dtype=dtype, device="cuda")
+        expected = reference(x.view(8, planes // 8, h, w), oh, ow, 0.0).view(planes, oh, ow)
+        calls = peers(x) if peers else {}
+        for n in names:
+
+            def call(v=index[n], x=x, y=y):
+                if err := lib.lab_pad(v, ptr(x), ptr(y), planes, h, w, oh, ow, DTYPES[dtype], stream()):
+                    raise RuntimeError(f"pad variant {n}: CUDA error {err}")
+
+            y.fill_(7)
+            call()
+            if not torch.equal(y, expected):
+                sys.exit(f"pad variant {n}: WRONG output for {planes}x{h}x{w}->{oh}x{ow} {dtype}")
+            calls[n] = call
+        return calls
+
+    return make_calls
+
+
+def pad16_cases(lib: ctypes.CDLL) -> None:
+    """pad_to candidates (structure, block size, load path), each on the same buffers, on four placements, beside
+    inductor's kernel on the same x (which allocates its own y)."""
+    from torchtrt_plugins.ops.pad_to import reference
+
+    names = [
+        "production padTo()",
+        "ld=D st=D B=512",
+        "ld=D st=D B=1024",
+        "rows B=512",
+        "rows B=1024",
+        "rows B=512 ld=EF",
+        "ld=EF st=D B=1024",
+    ]
     for (h, w, oh, ow), dtype in (
         ((224, 224, 256, 256), torch.bfloat16),
         ((256, 256, 224, 224), torch.bfloat16),
         ((512, 512, 480, 544), torch.bfloat16),
+        ((224, 224, 256, 256), torch.int8),
+        ((256, 256, 224, 224), torch.int8),
+        ((224, 224, 256, 256), torch.float32),
     ):
-        names = names8 if dtype == torch.int8 else names16
         planes = 512
-        case = f"pad16 {planes}x{h}x{w}->{oh}x{ow} {str(dtype)[6:]}"
         compiled = common.compile_inductor(reference)
-        keep = []
-        ratios: dict[tuple[str, str], list[float]] = {}
-        for placement in range(4):
-            keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
-            x = torch.randint(-100, 100, (planes, h, w), device="cuda").to(dtype)
-            keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
-            y = torch.empty(planes, oh, ow, dtype=dtype, device="cuda")
-            keep += [x, y]
-            x4 = x.view(8, 64, h, w)
-            calls = {"inductor": lambda x4=x4: compiled(x4, oh, ow, 0.0)}
-            for n in names:
-                calls[n] = lambda v=index[n], x=x, y=y: lib.lab_pad(
-                    v, ptr(x), ptr(y), planes, h, w, oh, ow, DTYPES[dtype], stream()
-                )
-            for fn in calls.values():
-                fn()
-            order0 = list(calls)
-            for timer in ("graph", "do_bench"):
-                times: dict[str, list[float]] = {}
-                for r in range(2):
-                    for n in order0[r % len(order0) :] + order0[: r % len(order0)]:
-                        _, t = next(timers(calls[n], (timer,)))
-                        times.setdefault(n, []).append(t.median_ms)
-                base = min(times[names[0]])
-                print(
-                    f"{case} placement {placement} {timer:8s} "
-                    + "  ".join(f"{n}: {min(ts) * 1e3:.3f} us ({base / min(ts):.3f})" for n, ts in times.items()),
-                    flush=True,
-                )
-                for n, ts in times.items():
-                    ratios.setdefault((timer, n), []).append(base / min(ts))
-        for (timer, n), rs in ratios.items():
-            rs.sort()
-            print(
-                f"{case} SUMMARY {timer:8s} {n:24s} speed vs production: median {rs[len(rs) // 2]:.3f} "
-                f"min {rs[0]:.3f} max {rs[-1]:.3f}",
-                flush=True,
-            )
+
+        def inductor(x, compiled=compiled, h=h, w=w, oh=oh, ow=ow):
+            x4 = x.view(8, planes // 8, h, w)
+            return {"inductor": lambda: compiled(x4, oh, ow, 0.0)}
+
+        case = f"pad16 {planes}x{h}x{w}->{oh}x{ow} {str(dtype)[6:]}"
+        make_calls = pad_calls(lib, names, planes, h, w, oh, ow, dtype, peers=inductor)
+        race_on_placements(case, make_calls, "production padTo()", placements=4, seed=1)
 
 
 def placement_cases(lib: ctypes.CDLL) -> None:
-    """The same kernels on several placements of x and y in memory (each pair allocated apart, with a spacer of a
-    random size between): the timers above saw one kernel's time shift by up to 8% with where its buffers lie, more
-    than the differences between candidates, so candidates are compared placement by placement."""
-    import random
-
-    rng = random.Random(0)
+    """rms_norm's row kernel against the block kernel, and pad_to's L2 priorities, each on six placements."""
     rms = [
-        ("rms", 4096, 4096, dt, names)
+        (4096, 4096, dt, names)
         for dt, names in (
             (torch.float32, ("block C=8 B=128 pf=true ld=D st=D", "row C=4 B=256 pdl=true")),
             (torch.bfloat16, ("block C=4 B=128 pf=true ld=D st=D", "row C=2 B=256 pdl=true")),
         )
     ]
-    pads = [
-        ("pad", (512, h, w, oh, ow), None, dt, ("ld=D st=EF", "ld=EF st=D", "ld=EF st=EF"))
-        for (h, w, oh, ow), dt in (
-            ((256, 256, 224, 224), torch.int8),
-            ((256, 256, 224, 224), torch.bfloat16),
-            ((224, 224, 256, 256), torch.int8),
-            ((224, 224, 256, 256), torch.bfloat16),
-        )
-    ]
-    for kind, shape, hidden, dtype, names in rms + pads:
-        if kind == "rms":
-            rows = shape
-            case = f"placed rms_norm {rows}x{hidden} {str(dtype)[6:]}"
-            index = {}
-            v = 0
-            while (name := lib.lab_rms_name(v, DTYPES[dtype], hidden)) is not None:
-                index[name.decode()] = v
-                v += 1
-        else:
-            planes, h, w, oh, ow = shape
-            case = f"placed pad_to {planes}x{h}x{w}->{oh}x{ow} {str(dtype)[6:]}"
-            index = pad_variant_index(lib)
-        keep = []
-        per_name: dict[tuple[str, str], list[float]] = {}
-        for placement in range(6):
-            keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
-            if kind == "rms":
-                x = torch.randn(rows, hidden, device="cuda").to(dtype)
-                keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
-                w_ = torch.rand(hidden, device="cuda").to(dtype) + 0.5
-                y = torch.empty_like(x)
-                calls = {
-                    n: (
-                        lambda v=index[n], x=x, w_=w_, y=y: lib.lab_rms(
-                            v, ptr(x), ptr(w_), ptr(y), rows, hidden, DTYPES[dtype], stream()
-                        )
-                    )
-                    for n in names
-                }
-            else:
-                x = torch.randint(-100, 100, (planes, h, w), device="cuda").to(dtype)
-                keep.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device="cuda"))
-                y = torch.empty(planes, oh, ow, dtype=dtype, device="cuda")
-                calls = {
-                    n: (
-                        lambda v=index[n], x=x, y=y: lib.lab_pad(
-                            v, ptr(x), ptr(y), planes, h, w, oh, ow, DTYPES[dtype], stream()
-                        )
-                    )
-                    for n in names
-                }
-            keep += [x, y]
-            for timer in ("graph", "do_bench"):
-                times = {}
-                for r in range(2):
-                    order = list(names[r % len(names) :]) + list(names[: r % len(names)])
-                    for n in order:
-                        _, t = next(timers(calls[n], (timer,)))
-                        times.setdefault(n, []).append(t.median_ms)
-                base = min(times[names[0]])
-                cells = "  ".join(f"{n}: {min(ts) * 1e3:8.3f} us ({base / min(ts):5.3f})" for n, ts in times.items())
-                print(f"{case:34s} placement {placement} {timer:8s} {cells}", flush=True)
-                for n, ts in times.items():
-                    per_name.setdefault((timer, n), []).append(base / min(ts))
-        for (timer, n), ratios in per_name.items():
-            ratios.sort()
-            print(
-                f"{case:34s} SUMMARY {timer:8s} {n:36s} speed vs {names[0]}: median {ratios[len(ratios) // 2]:.3f} "
-                f"min {ratios[0]:.3f} max {ratios[-1]:.3f} over {len(ratios)} placements",
-                flush=True,
-            )
+    for rows, hidden, dtype, names in rms:
+        index = {}
+        v = 0
+        while (name := lib.lab_rms_name(v, DTYPES[dtype], hidden)) is not None:
+            index[name.decode()] = v
+            v += 1
+
+        def make_calls(spacer, rows=rows, hidden=hidden, dtype=dtype, names=names, index=index):
+            x = torch.randn(rows, hidden, device="cuda").to(dtype)
+            spacer()
+            w_ = torch.rand(hidden, device="cuda").to(dtype) + 0.5
+            y = torch.empty_like(x)
+            return {
+                n: lambda v=index[n]: lib.lab_rms(v, ptr(x), ptr(w_), ptr(y), rows, hidden, DTYPES[dtype], stream())
+                for n in names
+            }
+
+        case = f"placed rms_norm {rows}x{hidden} {str(dtype)[6:]}"
+        race_on_placements(case, make_calls, names[0], placements=6, seed=0)
+    for (h, w, oh, ow), dtype in (
+        ((256, 256, 224, 224), torch.int8),
+        ((256, 256, 224, 224), torch.bfloat16),
+        ((224, 224, 256, 256), torch.int8),
+        ((224, 224, 256, 256), torch.bfloat16),
+    ):
+        names = ("production padTo()", "ld=D st=EF", "ld=EF st=D", "ld=EF st=EF")
+        case = f"placed pad_to 512x{h}x{w}->{oh}x{ow} {str(dtype)[6:]}"
+        race_on_placements(case, pad_calls(lib, names, 512, h, w, oh, ow, dtype), names[0], placements=6, seed=0)
 
 
 def dump_inductor() -> None:

@@ -5,13 +5,67 @@ namespace
 {
 using ttp::CachePolicy;
 constexpr CachePolicy D = CachePolicy::kDEFAULT;
+constexpr CachePolicy CO = CachePolicy::kCOHERENT;
 constexpr CachePolicy EL = CachePolicy::kEVICT_LAST;
 constexpr CachePolicy EF = CachePolicy::kEVICT_FIRST;
 
 char const* const kNames[] = {"production padTo()", "ld=EL st=D", "ld=D st=EF", "ld=EL st=EF", "ld=EF st=D",
     "ld=EF st=EF", "ld=D st=EL", "ld=EF st=EL", "st=EF unroll=2", "st=EF persistent 8/SM", "st=EF persistent 4/SM",
     "ld=EF st=EF unroll=2", "st=EF unroll=4", "ld=D st=D", "ld=D st=EF B=128", "ld=D st=D B=128", "ld=EF st=D B=128",
-    "ld=D st=EF B=512", "ld=EF st=D B=512", "8-byte vectors st=EF", "8-byte vectors ld=D st=D", "8-byte vectors B=128"};
+    "ld=D st=EF B=512", "ld=EF st=D B=512", "8-byte vectors st=EF", "8-byte vectors ld=D st=D", "8-byte vectors B=128",
+    "ld=coherent", "ld=coherent B=128", "rows B=256", "rows B=256 ld=coherent", "rows B=128", "rows B=128 ld=coherent",
+    "rows B=512", "ld=D st=D B=512", "ld=D st=D B=1024", "rows B=1024", "rows B=512 ld=EF", "ld=EF st=D B=1024"};
+
+// A block per group of whole output rows: blockIdx.x a group of rows of one plane, blockIdx.y/z the plane,
+// threadIdx.y the row in the group, threadIdx.x the vector in the row. No index division at all (the flat
+// kernel divides twice by invariants); x's rows are whole vectors (width % VEC == 0, x aligned).
+template <typename T, int VEC, CachePolicy LD, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+    padRowsKernel(T const* __restrict__ x, T* __restrict__ y, ttp::PadArgs a, T value)
+{
+    using V = ttp::Vec<T, VEC>;
+    int64_t const plane = blockIdx.y + int64_t{gridDim.y} * blockIdx.z;
+    uint32_t const h = blockIdx.x * blockDim.y + threadIdx.y;
+    if (plane >= a.planes || h >= a.outHeight)
+    {
+        return;
+    }
+    V fill;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+    {
+        fill.v[k] = value;
+    }
+    auto* yRow = reinterpret_cast<V*>(y + (plane * a.outHeight + h) * a.outWidth);
+    auto const* xRow = reinterpret_cast<V const*>(x + (plane * a.height + h) * a.width);
+    auto const chunks = static_cast<uint32_t>(a.outWidth / VEC);
+    auto const inChunks
+        = h < a.height ? static_cast<uint32_t>((a.width < a.outWidth ? a.width : a.outWidth) / VEC) : 0U;
+    for (uint32_t c = threadIdx.x; c < chunks; c += blockDim.x)
+    {
+        V out = fill;
+        if (c < inChunks)
+        {
+            out = ttp::loadVec<LD>(xRow + c);
+        }
+        ttp::storeVec<D>(yRow + c, out);
+    }
+}
+
+template <typename T, CachePolicy LD, int BLOCK>
+cudaError_t runRows(void const* x, void* y, ttp::PadArgs const& a, cudaStream_t s)
+{
+    constexpr int kVec = 16 / sizeof(T);
+    int64_t const chunks = a.outWidth / kVec;
+    auto const bx = static_cast<unsigned>(std::min<int64_t>(chunks, BLOCK));
+    unsigned const by = BLOCK / bx;
+    auto const gy = static_cast<unsigned>(std::min<int64_t>(a.planes, 65535));
+    dim3 const grid(
+        static_cast<unsigned>((a.outHeight + by - 1) / by), gy, static_cast<unsigned>((a.planes + gy - 1) / gy));
+    padRowsKernel<T, kVec, LD, BLOCK>
+        <<<grid, dim3(bx, by), 0, s>>>(static_cast<T const*>(x), static_cast<T*>(y), a, T{});
+    return cudaGetLastError();
+}
 
 template <typename T, CachePolicy LD, CachePolicy ST, int UNROLL = 1, int PER_SM = 0, int BLOCK = 256, int VBYTES = 16>
 cudaError_t run(void const* x, void* y, ttp::PadArgs const& a, cudaStream_t s)
@@ -50,6 +104,18 @@ cudaError_t typed(int v, void const* x, void* y, ttp::PadArgs const& a, cudaStre
     case 19: return run<T, D, EF, 1, 0, 256, 8>(x, y, a, s);
     case 20: return run<T, D, D, 1, 0, 256, 8>(x, y, a, s);
     case 21: return run<T, D, D, 1, 0, 128, 8>(x, y, a, s);
+    case 22: return run<T, CO, D>(x, y, a, s);
+    case 23: return run<T, CO, D, 1, 0, 128>(x, y, a, s);
+    case 24: return runRows<T, D, 256>(x, y, a, s);
+    case 25: return runRows<T, CO, 256>(x, y, a, s);
+    case 26: return runRows<T, D, 128>(x, y, a, s);
+    case 27: return runRows<T, CO, 128>(x, y, a, s);
+    case 28: return runRows<T, D, 512>(x, y, a, s);
+    case 29: return run<T, D, D, 1, 0, 512>(x, y, a, s);
+    case 30: return run<T, D, D, 1, 0, 1024>(x, y, a, s);
+    case 31: return runRows<T, D, 1024>(x, y, a, s);
+    case 32: return runRows<T, EF, 512>(x, y, a, s);
+    case 33: return run<T, EF, D, 1, 0, 1024>(x, y, a, s);
     default: return cudaErrorInvalidValue;
     }
 }
