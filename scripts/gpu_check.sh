@@ -17,7 +17,8 @@
 #   peer-lab    scripts/kernel_lab/peers_lab.py $PEER_LAB_ARGS (default pad16): candidates beside the peers on the same
 #               buffers at several placements, and the load/store instructions of inductor's pad_to kernels
 #   multi-gpu   tests/gpu/test_multi_gpu.py alone (device 1, two GPUs at once; skips below 2 GPUs)
-#   results     the README's "Results (H100)" commands, each into its own folder under $OUT
+#   results     the README's "Results (H100)" commands, each into its own folder under $OUT ($RESULTS names a subset:
+#               rms_bf16 rms_fp32 pad masked vision decoder)
 set -uo pipefail
 STEPS=${*:-tests sanitizer bench}
 OUT=${OUT:-/tmp/gpu_check}
@@ -92,18 +93,20 @@ bench() {  # bench <name> <args...>
 has bench && bench bench
 has bench-quick && bench bench --quick
 has bench-graph && bench bench_graph --timer graph
+RESULTS=${RESULTS:-rms_bf16 rms_fp32 pad masked vision decoder}
+result() { [[ " $RESULTS " == *" $1 "* ]] && bench "$@"; }
 if has results; then
   R="--repeats 3 --timer do_bench,graph"
   RMS="eager_composite,F.rms_norm,torch.compile,liger,torchtrt,plugin_enqueue"
-  bench rms_bf16 $R --ops rms_norm --dtypes bf16 --providers $RMS \
+  result rms_bf16 $R --ops rms_norm --dtypes bf16 --providers $RMS \
     --sizes 1x4096,8x4096,128x4096,1024x2048,4096x4096,4096x12288,100000x128
-  bench rms_fp32 $R --ops rms_norm --dtypes fp32 --sizes 1x4096,4096x4096 --providers $RMS
-  bench pad $R --ops pad_to --dtypes int8,bf16,fp16 --providers eager_composite,F.pad,torch.compile,torchtrt,plugin_enqueue \
+  result rms_fp32 $R --ops rms_norm --dtypes fp32 --sizes 1x4096,4096x4096 --providers $RMS
+  result pad $R --ops pad_to --dtypes int8,bf16,fp16 --providers eager_composite,F.pad,torch.compile,torchtrt,plugin_enqueue \
     --sizes 8x64x224x224x256x256,8x64x256x256x224x224,16x32x512x512x480x544
-  bench masked --repeats 3 --timer do_bench --ops masked_rows --dtypes bf16,fp32 \
+  result masked --repeats 3 --timer do_bench --ops masked_rows --dtypes bf16,fp32 \
     --sizes 4000000x16x50,10000000x8x50,1000000x64x50,10000000x1x50 \
     --providers 'eager_composite,x?mask?,torch.compile,torchtrt,plugin_enqueue'
-  bench vision $R --ops nms,roi_align
-  bench decoder $R --ops decoder_block
+  result vision $R --ops nms,roi_align
+  result decoder $R --ops decoder_block
 fi
 step "done"
