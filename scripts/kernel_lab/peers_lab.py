@@ -146,25 +146,20 @@ def rms_cases(lib: ctypes.CDLL) -> None:
         }
         expected = reference(x, w, eps)
         notes = {}
-        v = 0
-        while (name := lib.lab_rms_name(v, DTYPES[dtype], hidden)) is not None:
-            if name:
-                label = name.decode()
+        for label, v in variant_index(lib.lab_rms_name, DTYPES[dtype], hidden).items():
+            # A new output each call, as the op and the peers allocate theirs (in a CUDA graph: one per call).
+            def call(v=v, label=label):
+                y = torch.empty_like(x)
+                err = lib.lab_rms(v, ptr(x), ptr(w), ptr(y), rows, hidden, DTYPES[dtype], stream())
+                if err:
+                    raise RuntimeError(f"{label}: CUDA error {err}")
+                return y
 
-                # A new output each call, as the op and the peers allocate theirs (in a CUDA graph: one per call).
-                def call(v=v, label=label):
-                    y = torch.empty_like(x)
-                    err = lib.lab_rms(v, ptr(x), ptr(w), ptr(y), rows, hidden, DTYPES[dtype], stream())
-                    if err:
-                        raise RuntimeError(f"{label}: CUDA error {err}")
-                    return y
-
-                y = call()
-                torch.cuda.synchronize()
-                if not torch.allclose(y.float(), expected.float(), atol=2e-2, rtol=2e-2):
-                    notes[label] = f"WRONG max err {(y.float() - expected.float()).abs().max().item():.3g}"
-                entries[label] = call
-            v += 1
+            y = call()
+            torch.cuda.synchronize()
+            if not torch.allclose(y.float(), expected.float(), atol=2e-2, rtol=2e-2):
+                notes[label] = f"WRONG max err {(y.float() - expected.float()).abs().max().item():.3g}"
+            entries[label] = call
         for fn in entries.values():
             fn()
         race(case, entries, timer_names, copy_fn, notes)
@@ -184,8 +179,7 @@ def pad_cases(lib: ctypes.CDLL) -> None:
         copy_fn = common.copy_fn(nbytes, x.device)
         entries, notes = {}, {}
         expected = None
-        v = 0
-        while (name := lib.lab_pad_name(v)) is not None:
+        for name, v in variant_index(lib.lab_pad_name).items():
 
             def call(v=v):
                 y = torch.empty(planes, oh, ow, dtype=dtype, device="cuda")
@@ -197,9 +191,8 @@ def pad_cases(lib: ctypes.CDLL) -> None:
             y = call()
             expected = y if expected is None else expected
             if not torch.equal(y, expected):
-                notes[name.decode()] = "WRONG"
-            entries[name.decode()] = call
-            v += 1
+                notes[name] = "WRONG"
+            entries[name] = call
         race(case, entries, ("graph", "do_bench"), copy_fn, notes)
 
 
@@ -298,12 +291,14 @@ def granule_cases(lib: ctypes.CDLL) -> None:
             race(case, {"production padTo()": call}, ("graph", "do_bench"), common.copy_fn(nbytes, x.device))
 
 
-def pad_variant_index(lib: ctypes.CDLL) -> dict[str, int]:
-    """The pad_to lab variants by name."""
+def variant_index(name_fn, *args) -> dict[str, int]:
+    """A lab library's variants by name: `name_fn(v, *args)` for v = 0, 1, ... until None; an empty name is a variant
+    that does not apply to these arguments."""
     index = {}
     v = 0
-    while (name := lib.lab_pad_name(v)) is not None:
-        index[name.decode()] = v
+    while (name := name_fn(v, *args)) is not None:
+        if name:
+            index[name.decode()] = v
         v += 1
     return index
 
@@ -355,7 +350,7 @@ def pad_calls(lib: ctypes.CDLL, names, planes: int, h: int, w: int, oh: int, ow:
     reference once (a wrong candidate stops the lab), after `peers(x)`'s calls on the same x."""
     from torchtrt_plugins.ops.pad_to import reference
 
-    index = pad_variant_index(lib)
+    index = variant_index(lib.lab_pad_name)
 
     def make_calls(spacer):
         x = torch.randint(-100, 100, (planes, h, w), device="cuda").to(dtype)
@@ -423,11 +418,7 @@ def placement_cases(lib: ctypes.CDLL) -> None:
         )
     ]
     for rows, hidden, dtype, names in rms:
-        index = {}
-        v = 0
-        while (name := lib.lab_rms_name(v, DTYPES[dtype], hidden)) is not None:
-            index[name.decode()] = v
-            v += 1
+        index = variant_index(lib.lab_rms_name, DTYPES[dtype], hidden)
 
         def make_calls(spacer, rows=rows, hidden=hidden, dtype=dtype, names=names, index=index):
             x = torch.randn(rows, hidden, device="cuda").to(dtype)

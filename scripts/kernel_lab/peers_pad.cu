@@ -1,5 +1,8 @@
-// Peer lab, pad_to part: the production launcher and cache-policy variants (16-byte vectors only).
+// Peer lab, pad_to part: the production launcher and candidate configurations (L2 priorities, block sizes, vector
+// widths, a kernel per group of whole rows) behind one C entry point.
 #include "../../csrc/kernels/pad_to.cu"
+
+#include <vector>
 
 namespace
 {
@@ -8,13 +11,6 @@ constexpr CachePolicy D = CachePolicy::kDEFAULT;
 constexpr CachePolicy CO = CachePolicy::kCOHERENT;
 constexpr CachePolicy EL = CachePolicy::kEVICT_LAST;
 constexpr CachePolicy EF = CachePolicy::kEVICT_FIRST;
-
-char const* const kNames[] = {"production padTo()", "ld=EL st=D", "ld=D st=EF", "ld=EL st=EF", "ld=EF st=D",
-    "ld=EF st=EF", "ld=D st=EL", "ld=EF st=EL", "st=EF unroll=2", "st=EF persistent 8/SM", "st=EF persistent 4/SM",
-    "ld=EF st=EF unroll=2", "st=EF unroll=4", "ld=D st=D", "ld=D st=EF B=128", "ld=D st=D B=128", "ld=EF st=D B=128",
-    "ld=D st=EF B=512", "ld=EF st=D B=512", "8-byte vectors st=EF", "8-byte vectors ld=D st=D", "8-byte vectors B=128",
-    "ld=coherent", "ld=coherent B=128", "rows B=256", "rows B=256 ld=coherent", "rows B=128", "rows B=128 ld=coherent",
-    "rows B=512", "ld=D st=D B=512", "ld=D st=D B=1024", "rows B=1024", "rows B=512 ld=EF", "ld=EF st=D B=1024"};
 
 // A block per group of whole output rows: blockIdx.x a group of rows of one plane, blockIdx.y/z the plane,
 // threadIdx.y the row in the group, threadIdx.x the vector in the row. No index division at all (the flat
@@ -53,7 +49,7 @@ __global__ void __launch_bounds__(BLOCK)
 }
 
 template <typename T, CachePolicy LD, int BLOCK>
-cudaError_t runRows(void const* x, void* y, ttp::PadArgs const& a, cudaStream_t s)
+cudaError_t runRows(void const* x, void* y, ttp::PadArgs const& a, ttp::DType, cudaStream_t s)
 {
     constexpr int kVec = 16 / sizeof(T);
     int64_t const chunks = a.outWidth / kVec;
@@ -68,7 +64,7 @@ cudaError_t runRows(void const* x, void* y, ttp::PadArgs const& a, cudaStream_t 
 }
 
 template <typename T, CachePolicy LD, CachePolicy ST, int UNROLL = 1, int PER_SM = 0, int BLOCK = 256, int VBYTES = 16>
-cudaError_t run(void const* x, void* y, ttp::PadArgs const& a, cudaStream_t s)
+cudaError_t run(void const* x, void* y, ttp::PadArgs const& a, ttp::DType, cudaStream_t s)
 {
     constexpr int kVec = VBYTES / sizeof(T);
     ttp::PadShape const shape{a.planes * a.outHeight * (a.outWidth / kVec), a.height, a.width};
@@ -79,45 +75,47 @@ cudaError_t run(void const* x, void* y, ttp::PadArgs const& a, cudaStream_t s)
 }
 
 template <typename T>
-cudaError_t typed(int v, void const* x, void* y, ttp::PadArgs const& a, cudaStream_t s)
+cudaError_t production(void const* x, void* y, ttp::PadArgs const& a, ttp::DType dt, cudaStream_t s)
 {
-    switch (v)
-    {
-    case 1: return run<T, EL, D>(x, y, a, s);
-    case 2: return run<T, D, EF>(x, y, a, s);
-    case 3: return run<T, EL, EF>(x, y, a, s);
-    case 4: return run<T, EF, D>(x, y, a, s);
-    case 5: return run<T, EF, EF>(x, y, a, s);
-    case 6: return run<T, D, EL>(x, y, a, s);
-    case 7: return run<T, EF, EL>(x, y, a, s);
-    case 8: return run<T, D, EF, 2>(x, y, a, s);
-    case 9: return run<T, D, EF, 1, 8>(x, y, a, s);
-    case 10: return run<T, D, EF, 1, 4>(x, y, a, s);
-    case 11: return run<T, EF, EF, 2>(x, y, a, s);
-    case 12: return run<T, D, EF, 4>(x, y, a, s);
-    case 13: return run<T, D, D>(x, y, a, s);
-    case 14: return run<T, D, EF, 1, 0, 128>(x, y, a, s);
-    case 15: return run<T, D, D, 1, 0, 128>(x, y, a, s);
-    case 16: return run<T, EF, D, 1, 0, 128>(x, y, a, s);
-    case 17: return run<T, D, EF, 1, 0, 512>(x, y, a, s);
-    case 18: return run<T, EF, D, 1, 0, 512>(x, y, a, s);
-    case 19: return run<T, D, EF, 1, 0, 256, 8>(x, y, a, s);
-    case 20: return run<T, D, D, 1, 0, 256, 8>(x, y, a, s);
-    case 21: return run<T, D, D, 1, 0, 128, 8>(x, y, a, s);
-    case 22: return run<T, CO, D>(x, y, a, s);
-    case 23: return run<T, CO, D, 1, 0, 128>(x, y, a, s);
-    case 24: return runRows<T, D, 256>(x, y, a, s);
-    case 25: return runRows<T, CO, 256>(x, y, a, s);
-    case 26: return runRows<T, D, 128>(x, y, a, s);
-    case 27: return runRows<T, CO, 128>(x, y, a, s);
-    case 28: return runRows<T, D, 512>(x, y, a, s);
-    case 29: return run<T, D, D, 1, 0, 512>(x, y, a, s);
-    case 30: return run<T, D, D, 1, 0, 1024>(x, y, a, s);
-    case 31: return runRows<T, D, 1024>(x, y, a, s);
-    case 32: return runRows<T, EF, 512>(x, y, a, s);
-    case 33: return run<T, EF, D, 1, 0, 1024>(x, y, a, s);
-    default: return cudaErrorInvalidValue;
-    }
+    return ttp::padTo(x, y, a.planes, a.height, a.width, a.outHeight, a.outWidth, 0.F, dt, s);
+}
+
+// The candidates beside their launch configuration in one table, so a name cannot drift from what it runs.
+using Launch = cudaError_t (*)(void const*, void*, ttp::PadArgs const&, ttp::DType, cudaStream_t);
+
+struct Variant
+{
+    char const* name;
+    Launch launch;
+};
+
+template <typename T>
+std::vector<Variant> const& variants()
+{
+    static std::vector<Variant> const v{{"production padTo()", production<T>}, {"ld=EL st=D", run<T, EL, D>},
+        {"ld=D st=EF", run<T, D, EF>}, {"ld=EL st=EF", run<T, EL, EF>}, {"ld=EF st=D", run<T, EF, D>},
+        {"ld=EF st=EF", run<T, EF, EF>}, {"ld=D st=EL", run<T, D, EL>}, {"ld=EF st=EL", run<T, EF, EL>},
+        {"st=EF unroll=2", run<T, D, EF, 2>}, {"st=EF persistent 8/SM", run<T, D, EF, 1, 8>},
+        {"st=EF persistent 4/SM", run<T, D, EF, 1, 4>}, {"ld=EF st=EF unroll=2", run<T, EF, EF, 2>},
+        {"st=EF unroll=4", run<T, D, EF, 4>}, {"ld=D st=D", run<T, D, D>},
+        {"ld=D st=EF B=128", run<T, D, EF, 1, 0, 128>}, {"ld=D st=D B=128", run<T, D, D, 1, 0, 128>},
+        {"ld=EF st=D B=128", run<T, EF, D, 1, 0, 128>}, {"ld=D st=EF B=512", run<T, D, EF, 1, 0, 512>},
+        {"ld=EF st=D B=512", run<T, EF, D, 1, 0, 512>}, {"8-byte vectors st=EF", run<T, D, EF, 1, 0, 256, 8>},
+        {"8-byte vectors ld=D st=D", run<T, D, D, 1, 0, 256, 8>}, {"8-byte vectors B=128", run<T, D, D, 1, 0, 128, 8>},
+        {"ld=coherent", run<T, CO, D>}, {"ld=coherent B=128", run<T, CO, D, 1, 0, 128>},
+        {"rows B=256", runRows<T, D, 256>}, {"rows B=256 ld=coherent", runRows<T, CO, 256>},
+        {"rows B=128", runRows<T, D, 128>}, {"rows B=128 ld=coherent", runRows<T, CO, 128>},
+        {"rows B=512", runRows<T, D, 512>}, {"ld=D st=D B=512", run<T, D, D, 1, 0, 512>},
+        {"ld=D st=D B=1024", run<T, D, D, 1, 0, 1024>}, {"rows B=1024", runRows<T, D, 1024>},
+        {"rows B=512 ld=EF", runRows<T, EF, 512>}, {"ld=EF st=D B=1024", run<T, EF, D, 1, 0, 1024>}};
+    return v;
+}
+
+template <typename T>
+cudaError_t typed(int v, void const* x, void* y, ttp::PadArgs const& a, ttp::DType dt, cudaStream_t s)
+{
+    auto const& all = variants<T>();
+    return v >= 0 && v < static_cast<int>(all.size()) ? all[v].launch(x, y, a, dt, s) : cudaErrorInvalidValue;
 }
 } // namespace
 
@@ -125,7 +123,8 @@ extern "C"
 {
     char const* lab_pad_name(int v)
     {
-        return v >= 0 && v < static_cast<int>(sizeof(kNames) / sizeof(kNames[0])) ? kNames[v] : nullptr;
+        auto const& all = variants<uint8_t>();
+        return v >= 0 && v < static_cast<int>(all.size()) ? all[v].name : nullptr;
     }
 
     // dtype: ttp::DType (0 fp32, 2 bf16, 3 int8); variants > 0 need widths that are multiples of 16 bytes.
@@ -134,14 +133,12 @@ extern "C"
     {
         auto const s = static_cast<cudaStream_t>(stream);
         auto const dt = static_cast<ttp::DType>(dtype);
-        if (v == 0)
-            return static_cast<int>(ttp::padTo(x, y, planes, h, w, oh, ow, 0.F, dt, s));
         ttp::PadArgs const a{planes, h, w, oh, ow};
         switch (ttp::dtypeSize(dt))
         {
-        case 1: return static_cast<int>(typed<uint8_t>(v, x, y, a, s));
-        case 2: return static_cast<int>(typed<uint16_t>(v, x, y, a, s));
-        default: return static_cast<int>(typed<uint32_t>(v, x, y, a, s));
+        case 1: return static_cast<int>(typed<uint8_t>(v, x, y, a, dt, s));
+        case 2: return static_cast<int>(typed<uint16_t>(v, x, y, a, dt, s));
+        default: return static_cast<int>(typed<uint32_t>(v, x, y, a, dt, s));
         }
     }
 }
