@@ -179,11 +179,13 @@ def generate_op_tables(declarations: Sequence[Any]) -> str:
             out.append(f"::ttp::plugin::FieldDesc const kFields{i}[] = {{{', '.join(fields)}}};")
         tactics = ", ".join(f'{{{v}, "{s}", &{s}}}' for v, s in d.launchers.items())
         out.append(f"::ttp::sdk::TacticDecl const kTactics{i}[] = {{{tactics}}};")
+        programs = [token for program in d.compiled_programs for token in (len(program), *program)]
+        out.append(f"int64_t const kPrograms{i}[] = {{{', '.join(map(str, programs))}}};")
         out.append(
             f'::ttp::sdk::OpDecl const kOp{i}{{"{d.qualname}", "{spec.plugin_name}", "{spec.plugin_version}", '
             f'"{spec.plugin_namespace}", kInputs{i}, {len(spec.inputs)}, kOutputs{i}, {len(spec.outputs)}, '
             f"{f'kFields{i}' if fields else 'nullptr'}, {len(fields)}, kTactics{i}, {len(d.launchers)}, "
-            f"{'&' + d.workspace if d.workspace else 'nullptr'}}};"
+            f"{'&' + d.workspace if d.workspace else 'nullptr'}, kPrograms{i}, {len(programs)}}};"
         )
         out.append(f"::ttp::sdk::DeclaredOpRegistration const kRegistration{i}{{kOp{i}}};")
     out += ["} // namespace", ""]
