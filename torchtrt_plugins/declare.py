@@ -48,8 +48,10 @@ DEFAULT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torc
 #: Schema scalar type -> PluginFieldType of its field.
 SCALAR_FIELD_TYPES = {"float": "FLOAT64", "int": "INT64", "SymInt": "INT64", "bool": "INT32"}
 
-#: The field value of a SymInt argument that reaches the plugin as a shape input.
-SHAPE_INPUT_SENTINEL = -(2**63)
+#: The field value of a SymInt argument that reaches the plugin as a shape input: INT32_MIN, so that it survives
+#: TensorRT's ONNX parser, which hands every integer attribute to createPlugin as kINT32 (a hand-written node marks a
+#: shape input with it too).
+SHAPE_INPUT_SENTINEL = -(2**31)
 
 #: The largest rank a TensorRT tensor has (nvinfer1::Dims::MAX_DIMS): the compiled shape rules cover ranks 0 to this.
 MAX_RANK = 8

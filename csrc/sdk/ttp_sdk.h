@@ -47,7 +47,8 @@ struct LaunchArgs
     Tensor const* outputs;
     int32_t nbOutputs;
     // The op's scalar arguments in schema order (bools as 0/1). A SymInt argument that reaches the plugin as a
-    // shape input holds INT64_MIN here: read the size from the output dims instead.
+    // shape input holds INT32_MIN here (-2147483648, the shape-input marker): read the size from the output dims
+    // instead.
     double const* scalars;
     int32_t nbScalars;
     void* workspace;

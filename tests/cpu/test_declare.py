@@ -108,7 +108,7 @@ def test_shape_program_matches_the_fake_kernel(k):
     program = sdk_ops.SHAPES.derive_for_values(
         torch.zeros(6, 5), torch.zeros(5), _Marked(9), k, is_symbolic=lambda v: isinstance(v, _Marked)
     ).program
-    assert call.shape_inputs == [9] and call.field_value("n") == -(2**63)
+    assert call.shape_inputs == [9] and call.field_value("n") == -(2**31)
     parsed = _derive.Program.parse(program)
     assert parsed.input_ranks == (2, 1) and parsed.num_shape_inputs == 1
     operators = set(itertools.chain.from_iterable(_operators(e) for _, dims in parsed.outputs for e in dims))
@@ -130,7 +130,7 @@ def test_symbolic_symint_becomes_a_shape_input():
     assert _factory.entry_for_target(node.target) is sdk_ops.SHAPES.entry
     assert _factory.validate_node(node)
     call = _factory.plan_node(node)
-    assert len(call.shape_inputs) == 1 and call.field_value("n") == -(2**63)
+    assert len(call.shape_inputs) == 1 and call.field_value("n") == -(2**31)
     program = sdk_ops.SHAPES.derive_for_values(*node.args, **node.kwargs).program
     assert _derive.Program.parse(program).num_shape_inputs == 1
     shapes, _ = _derive.evaluate(program, [(6, 5), (5,)], [[9]])
