@@ -235,11 +235,16 @@ def _upper_bound(env: Any, symbol: sympy.Symbol) -> Any:
     return None
 
 
+def fake_kernel(overload: Any) -> Callable[..., Any] | None:
+    """The Python fake kernel registered for the op (torch.library.register_fake), or None."""
+    return torch._library.simple_registry.singleton.find(overload.name()).fake_impl.kernel
+
+
 def _run_fake(overload: Any, mode: Any, args: list[Any], direct: bool) -> Any:
     """The op's fake kernel on ``args``. ``direct``: the registered Python fake kernel itself, as FakeTensorMode runs
     it, where there is one, so that an ``int`` argument (which the dispatcher takes as a Python int only) can be a
     symbol."""
-    kernel = torch._library.simple_registry.singleton.find(overload.name()).fake_impl.kernel if direct else None
+    kernel = fake_kernel(overload) if direct else None
     if kernel is None:
         return overload(*args)
     ctx = torch._library.fake_impl.FakeImplCtx(mode, overload)

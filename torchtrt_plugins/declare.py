@@ -34,6 +34,7 @@ import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -423,6 +424,29 @@ class Declaration:
         return self.derive(metas, values, symbolic)
 
     # ------------------------------------------------------------------------------------------ compiled rules
+
+    def rules_fingerprint(self) -> str:
+        """What the compiled shape rules depend on, cheaply: torch's version, the schema, the declared dtypes and
+        ranges, and the source files of the fake kernel (and of ``outputs``/``size_upper``). A library build is
+        keyed on it, so that a process loading a built library derives nothing; a change to a helper the fake kernel
+        imports from another file is not seen (touch the fake kernel's file, or build with force=True)."""
+        import hashlib
+        import inspect
+
+        digest = hashlib.sha256(f"{torch.__version__}|{self.qualname}|{self.schema}|{self.size_opt}".encode())
+        for spec in self.spec.inputs:
+            digest.update(f"{spec.name}:{spec.dtypes}:{spec.same_dtype_as}".encode())
+        for spec in self.spec.fields:
+            digest.update(repr(spec).encode())
+        for function in (_derive.fake_kernel(self.overload), self.fake_override, self.size_upper):
+            try:
+                path = inspect.getsourcefile(inspect.unwrap(function)) if function is not None else None
+            except TypeError:  # a builtin
+                path = None
+            digest.update(f"{function!r}".split(" at ")[0].encode())
+            if path:
+                digest.update(Path(path).read_bytes())
+        return digest.hexdigest()[:16]
 
     @functools.cached_property
     def compiled_programs(self) -> tuple[tuple[int, ...], ...]:
