@@ -6,6 +6,7 @@
 #include <limits>
 
 namespace ttp::launchers { cudaError_t maskedRows(::ttp::sdk::LaunchArgs const& args); }
+namespace ttp::launchers { cudaError_t padTo(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t rmsNorm(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t rmsNormBlockPerRow(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t rmsNormWarpPerRow(::ttp::sdk::LaunchArgs const& args); }
@@ -21,10 +22,16 @@ char const* const kOutputs0[] = {"out0"};
 ::ttp::sdk::TacticDecl const kTactics0[] = {{0, "ttp::launchers::maskedRows", &ttp::launchers::maskedRows}};
 ::ttp::sdk::OpDecl const kOp0{"torchtrt::masked_rows", "MaskedRows", "2", "torchtrt", kInputs0, 2, kOutputs0, 1, nullptr, 0, kTactics0, 1, &ttp::launchers::maskedRowsWorkspace};
 ::ttp::sdk::DeclaredOpRegistration const kRegistration0{kOp0};
-::ttp::sdk::InputDecl const kInputs1[] = {{"x", 131u, -1}, {"weight", 131u, 0}};
+::ttp::sdk::InputDecl const kInputs1[] = {{"x", 135u, -1}};
 char const* const kOutputs1[] = {"out0"};
-::ttp::plugin::FieldDesc const kFields1[] = {{"eps", FT::kFLOAT64, false, 1e-06, 0.0, kInf, false, kNaN}};
-::ttp::sdk::TacticDecl const kTactics1[] = {{0, "ttp::launchers::rmsNorm", &ttp::launchers::rmsNorm}, {1, "ttp::launchers::rmsNormWarpPerRow", &ttp::launchers::rmsNormWarpPerRow}, {2, "ttp::launchers::rmsNormBlockPerRow", &ttp::launchers::rmsNormBlockPerRow}};
-::ttp::sdk::OpDecl const kOp1{"torchtrt::rms_norm", "RMSNorm", "2", "torchtrt", kInputs1, 2, kOutputs1, 1, kFields1, 1, kTactics1, 3, nullptr};
+::ttp::plugin::FieldDesc const kFields1[] = {{"height", FT::kINT64, true, 0.0, 0.0, kInf, true, -9.223372036854776e+18}, {"width", FT::kINT64, true, 0.0, 0.0, kInf, true, -9.223372036854776e+18}, {"value", FT::kFLOAT64, false, 0.0, -kInf, kInf, true, kNaN}};
+::ttp::sdk::TacticDecl const kTactics1[] = {{0, "ttp::launchers::padTo", &ttp::launchers::padTo}};
+::ttp::sdk::OpDecl const kOp1{"torchtrt::pad_to", "PadTo", "2", "torchtrt", kInputs1, 1, kOutputs1, 1, kFields1, 3, kTactics1, 1, nullptr};
 ::ttp::sdk::DeclaredOpRegistration const kRegistration1{kOp1};
+::ttp::sdk::InputDecl const kInputs2[] = {{"x", 131u, -1}, {"weight", 131u, 0}};
+char const* const kOutputs2[] = {"out0"};
+::ttp::plugin::FieldDesc const kFields2[] = {{"eps", FT::kFLOAT64, false, 1e-06, 0.0, kInf, false, kNaN}};
+::ttp::sdk::TacticDecl const kTactics2[] = {{0, "ttp::launchers::rmsNorm", &ttp::launchers::rmsNorm}, {1, "ttp::launchers::rmsNormWarpPerRow", &ttp::launchers::rmsNormWarpPerRow}, {2, "ttp::launchers::rmsNormBlockPerRow", &ttp::launchers::rmsNormBlockPerRow}};
+::ttp::sdk::OpDecl const kOp2{"torchtrt::rms_norm", "RMSNorm", "2", "torchtrt", kInputs2, 2, kOutputs2, 1, kFields2, 1, kTactics2, 3, nullptr};
+::ttp::sdk::DeclaredOpRegistration const kRegistration2{kOp2};
 } // namespace
