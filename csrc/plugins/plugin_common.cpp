@@ -204,9 +204,13 @@ double FieldReader::number(FieldDesc const& desc) const
     {
         throw PluginError(concat("field '", desc.name, "' must be ", desc.expectation(), ", got a float field"));
     }
-    if (desc.isShapeInputSentinel(value))
+    // TensorRT's ONNX parser delivers INT attributes as kINT32: an exported marker below INT32_MIN arrives as that.
+    bool const narrowSentinel = found->type == nvinfer1::PluginFieldType::kINT32
+                                && desc.shapeInputSentinel < std::numeric_limits<int32_t>::min()
+                                && value == std::numeric_limits<int32_t>::min();
+    if (desc.isShapeInputSentinel(value) || narrowSentinel)
     {
-        return value;
+        return desc.shapeInputSentinel;
     }
     bool const lowOk = desc.minInclusive ? value >= desc.min : value > desc.min;
     if (!std::isfinite(value) || !lowOk || value > desc.max)

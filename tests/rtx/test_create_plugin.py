@@ -22,8 +22,8 @@ def test_field_collection_carries_the_planned_fields(trt, valid_case):
     collection = field_collection(call, trt)
     assert isinstance(collection, trt.PluginFieldCollection)
     got = [(collection[i].name, collection[i].type) for i in range(len(collection))]
-    # A declared op's generic plugin also takes its shape program (an INT64 array) after the scalar fields.
-    program = [(converters._factory.PROGRAM_FIELD, trt.PluginFieldType.INT64)] if spec.declaration else []
+    # The generic plugin also takes the op's shape program (an INT64 array) after the scalar fields.
+    program = [(converters._factory.PROGRAM_FIELD, trt.PluginFieldType.INT64)]
     assert got == [(f.name, getattr(trt.PluginFieldType, f.type)) for f in spec.fields] + program
     for i, value in enumerate(call.fields):
         expected = np.asarray(value.value, dtype=spec_mod.FIELD_NUMPY_DTYPES[value.type]).reshape(-1)
@@ -47,8 +47,7 @@ def test_create_plugin_reports_spec_identity(trt, registry, trt_log, valid_case,
     assert (core.plugin_name, core.plugin_version, core.plugin_namespace) == spec.creator_key
     build = plugin.get_capability_interface(trt.PluginCapabilityType.BUILD)
     assert build.num_outputs == spec.num_plugin_outputs == call.num_outputs
-    identity = spec.qualname if spec.declaration else spec.plugin_name
-    assert build.timing_cache_id.startswith(f"{identity}_v{spec.plugin_version}")
+    assert build.timing_cache_id.startswith(f"{spec.qualname}_v{spec.plugin_version}")
     runtime = plugin.get_capability_interface(trt.PluginCapabilityType.RUNTIME)
     # The v_1_0 interfaces, which TensorRT 10 and 11 both understand.
     kinds = [(cap.interface_info.kind, cap.interface_info.major) for cap in (core, build, runtime)]
@@ -66,8 +65,8 @@ def test_invalid_field_is_rejected_and_logged(trt, registry, trt_log, invalid_fi
     assert len(logged) == 1, records
     message = logged[0].message
     plugin = f"{spec.plugin_namespace}::{spec.plugin_name}"
-    # The generic plugin of a declared op names the op first: "torchtrt::rms_norm (plugin torchtrt::RMSNorm) ...".
-    prefix = f"{spec.qualname} (plugin {plugin}) createPlugin:" if spec.declaration else f"{plugin} createPlugin:"
+    # The generic plugin names the op first: "torchtrt::rms_norm (plugin torchtrt::RMSNorm) ...".
+    prefix = f"{spec.qualname} (plugin {plugin}) createPlugin:"
     assert message.startswith(prefix), message
     assert f"'{invalid_field.field}'" in message, message
     # The message went through TensorRT's logger, not our stderr fallback.
