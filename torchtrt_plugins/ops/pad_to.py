@@ -42,15 +42,15 @@ _LIB = define("pad_to(Tensor x, SymInt height, SymInt width, float value=0.0) ->
 PAD_TO = declare(
     "torchtrt::pad_to",
     library=LIBRARY,
-    plugin_name="PadTo",
-    # v1 was the hand-written plugin (FLOAT32 value, -1 for a shape input); v2 takes the declared fields.
-    plugin_version="2",
     launcher="ttp::launchers::padTo",
+    dtypes={"x": DTYPES},
     ranges={
         "height": Range(min=0, doc="output height; a shape input of the plugin when symbolic (e.g. other.shape[-2])"),
         "width": Range(min=0, doc="output width; a shape input of the plugin when symbolic"),
     },
-    dtypes={"x": DTYPES},
+    plugin_name="PadTo",
+    # v1 was a hand-written plugin (FLOAT32 value, -1 for a shape input); v2 is the generic one, on the declared fields.
+    plugin_version="2",
     reference=reference,
     # A copy: every dtype is exact.
     tolerances={dtype: Tolerance(0.0, 0.0) for dtype in DTYPES},
