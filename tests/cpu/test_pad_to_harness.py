@@ -2,12 +2,14 @@
 output shapes from fields and from shape inputs (min/opt/max/concrete), format table, serialization (the shape-input
 marker included), invalid fields."""
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
 from torchtrt_plugins import SpecError, converters
+from torchtrt_plugins.converters._factory import FieldValue
 from torchtrt_plugins.declare import SHAPE_INPUT_SENTINEL
 from torchtrt_plugins.ops import pad_to
 from torchtrt_plugins.testing import harness as H
@@ -84,6 +86,22 @@ def test_one_constant_one_shape_input(build):
     assert result.output_shapes["concrete"] == [[2, 3, 12, 5]]
 
 
+def test_the_marker_as_the_onnx_parser_delivers_it(build):
+    """An exported shape-input marker arrives as a kINT32 INT32_MIN (the parser makes no kINT64 field): the plugin
+    reads it as the marker, and serializes the INT64 one."""
+    call, x = plan(H.ShapeArg((9,), min=(1,), opt=(9,), max=(64,)), 17)
+    fields = [FieldValue("height", "INT32", -(2**31)) if f.name == "height" else f for f in call.fields]
+    result = H.run_call(
+        dataclasses.replace(call, fields=fields), x, library=build.library, enqueue=False, profile=PROFILE
+    )
+    result.assert_conformant()
+    assert result.output_shapes["symbolic"] == [["in0.d0", "3", "shape0[0]", "17"]]
+    assert (result.serialized_fields[0]["type"], result.serialized_fields[0]["data"]) == (
+        "INT64",
+        [SHAPE_INPUT_SENTINEL],
+    )
+
+
 def test_shape_input_count_must_match_the_plan(build):
     result = run(build, 12, H.ShapeArg((5,)), shape_inputs=[])
     assert result.stopped and "getOutputShapes" in result.stopped
@@ -132,6 +150,8 @@ INVALID = [
     pytest.param([("height", "INT64", -5), ("width", "INT64", 3)], "height", "must be an integer >= 0", id="negative"),
     # v1's shape-input marker is no v2 field value.
     pytest.param([("height", "INT64", -1), ("width", "INT64", 3)], "height", "got -1", id="v1-sentinel"),
+    # INT32_MIN is the marker only as the kINT32 the ONNX parser delivers.
+    pytest.param([("height", "INT64", -(2**31)), ("width", "INT64", 3)], "height", ">= 0", id="int64-int32-min"),
     pytest.param([("height", "INT64", 3)], "width", "missing field 'width'", id="missing"),
     pytest.param([("height", "FLOAT32", 3.0), ("width", "INT64", 3)], "height", "got a float field", id="float"),
     pytest.param(
