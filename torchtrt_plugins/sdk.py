@@ -11,9 +11,8 @@ compiles, with nvcc, two products into the cache:
 - ``lib<name>_launchers.so``: the same launchers behind C entry points, which the op's eager CUDA kernel
   (registered by ``declare``) calls, so eager and engine run the same kernel.
 
-:meth:`PluginLibrary.prebuilt` takes both libraries ready-made instead (our own ``rms_norm`` and ``masked_rows``:
-CMake builds them from tables generated ahead of time, and the wheel carries them), so nothing is compiled at run
-time.
+:meth:`PluginLibrary.prebuilt` takes both libraries ready-made instead (our own ops: CMake builds them from tables
+generated ahead of time, and the wheel carries them), so nothing is compiled at run time.
 
 The build recipe (SDK sources, flags, exports) is data, ``csrc/sdk/sdk_build.json`` (:func:`build_recipe`), which the
 CMake package of the SDK (``csrc/sdk/cmake``, ``torchtrt_plugins_add_library``) and our own ``CMakeLists.txt`` read too.

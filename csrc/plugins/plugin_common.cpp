@@ -282,21 +282,6 @@ DType toKernelDType(nvinfer1::DataType type)
     }
 }
 
-bool acceptsType(uint32_t mask, nvinfer1::DataType type) noexcept
-{
-    switch (type)
-    {
-    case nvinfer1::DataType::kFLOAT:
-    case nvinfer1::DataType::kHALF:
-    case nvinfer1::DataType::kBF16:
-    case nvinfer1::DataType::kINT8:
-    case nvinfer1::DataType::kINT32:
-    case nvinfer1::DataType::kINT64:
-    case nvinfer1::DataType::kBOOL: return contract::accepts(mask, toKernelDType(type));
-    default: return false;
-    }
-}
-
 char const* dataTypeName(nvinfer1::DataType type) noexcept
 {
     switch (type)

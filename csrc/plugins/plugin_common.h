@@ -19,7 +19,6 @@
 #include <utility>
 #include <vector>
 
-#include "contracts/contract.h"
 #include "kernels/common.h"
 
 namespace ttp::plugin
@@ -95,26 +94,6 @@ struct FieldDesc
     std::string expectation() const;
 };
 
-// The field descriptions of a declared contract (contracts/ops.h), in its order.
-template <size_t N>
-std::vector<FieldDesc> fieldDescsOf(std::array<contract::Field, N> const& fields)
-{
-    std::vector<FieldDesc> descs;
-    for (contract::Field const& f : fields)
-    {
-        nvinfer1::PluginFieldType type = nvinfer1::PluginFieldType::kINT64;
-        switch (f.type)
-        {
-        case contract::FieldType::kFLOAT32: type = nvinfer1::PluginFieldType::kFLOAT32; break;
-        case contract::FieldType::kFLOAT64: type = nvinfer1::PluginFieldType::kFLOAT64; break;
-        case contract::FieldType::kINT32: type = nvinfer1::PluginFieldType::kINT32; break;
-        case contract::FieldType::kINT64: break;
-        }
-        descs.push_back({f.name, type, f.required, f.defaultValue, f.min, f.max, f.minInclusive, f.shapeInputSentinel});
-    }
-    return descs;
-}
-
 // Reads and validates fields from a PluginFieldCollection. Throws PluginError naming plugin and field.
 class FieldReader
 {
@@ -154,13 +133,6 @@ private:
 
 // Maps a TensorRT data type onto the kernel layer's; throws PluginError for types we never accept.
 DType toKernelDType(nvinfer1::DataType type);
-// Whether `type` is one of the kernel dtypes in `mask` (a contract's Input::pluginMask); false for any other type.
-bool acceptsType(uint32_t mask, nvinfer1::DataType type) noexcept;
-template <uint32_t Mask>
-bool acceptsTypeIn(nvinfer1::DataType type) noexcept
-{
-    return acceptsType(Mask, type);
-}
 char const* dataTypeName(nvinfer1::DataType type) noexcept;
 int64_t volume(nvinfer1::Dims const& dims) noexcept;
 std::string dimsString(nvinfer1::Dims const& dims);
@@ -443,18 +415,6 @@ protected:
     [[noreturn]] static void fail(Args const&... args)
     {
         throw PluginError(concat(args...));
-    }
-
-    // Every position kLINEAR; position 0 (the first input) any type `accepts` allows, every other its type.
-    static bool linearOfFirstType(
-        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, bool (*accepts)(nvinfer1::DataType))
-    {
-        auto const& desc = inOut[pos].desc;
-        if (desc.format != nvinfer1::TensorFormat::kLINEAR)
-        {
-            return false;
-        }
-        return pos == 0 ? accepts(desc.type) : desc.type == inOut[0].desc.type;
     }
 
 private:
