@@ -1,22 +1,19 @@
 // torchtrt::pad_to behind the SDK launcher ABI (sdk/ttp_sdk.h; declared in torchtrt_plugins/ops/pad_to.py): the eager
 // op and the generic plugin both call it. The scalars are height, width and value; a height or width that reached the
-// plugin as a shape input holds INT64_MIN, and the output's dims are the sizes either way.
+// plugin as a shape input holds kSHAPE_INPUT_MARKER, and the output's dims are the sizes either way.
 #include "kernels/pad_to.h"
 #include "sdk/ttp_sdk.h"
 
 #include <cmath>
-#include <limits>
 
 namespace ttp::launchers
 {
 namespace
 {
 
-constexpr double kSHAPE_INPUT = static_cast<double>(std::numeric_limits<int64_t>::min());
-
 bool sizeMatches(double field, int64_t dim)
 {
-    return field == kSHAPE_INPUT || field == static_cast<double>(dim);
+    return field == sdk::kSHAPE_INPUT_MARKER || field == static_cast<double>(dim);
 }
 
 // An int8 output holds the fill as it is: an integer in [-128, 127] (what the fake kernel checks eagerly).

@@ -425,3 +425,14 @@ def test_a_fake_kernel_that_accepts_no_rank_cannot_be_compiled():
     never = _define("never", "(Tensor x) -> Tensor", lambda x: (torch._check(x.dim() == 9), torch.empty_like(x))[1])
     with pytest.raises(ttp.DeclarationError, match=r"decl_test.never: its fake kernel accepts no combination"):
         _ = ttp.Declaration(never).compiled_programs
+
+
+def test_the_shape_input_marker_is_one_value_in_python_and_in_the_sdk_header():
+    import re
+
+    from torchtrt_plugins import sdk
+    from torchtrt_plugins.declare import SHAPE_INPUT_SENTINEL
+
+    header = (sdk.include_dir() / "sdk" / "ttp_sdk.h").read_text()
+    (value,) = re.findall(r"kSHAPE_INPUT_MARKER = (-?[0-9.]+);", header)
+    assert float(value) == SHAPE_INPUT_SENTINEL == -(2**31)
