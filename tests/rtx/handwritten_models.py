@@ -48,6 +48,41 @@ def models() -> list[Handwritten]:
         shapes = [[1] * (rank - 1) + [64], [4] * (rank - 1) + [64], [16] * (rank - 1) + [64]]
         cases.append(Handwritten(f"rms_norm-rank{rank}", model, {"x": shapes}, [[-1] * (rank - 1) + [64]]))
 
+    node = _plugin("PadTo", ["x"], ["y"], "2", "torchtrt", height=8, width=12, value=0.0)
+    model = _model("pad_to", node, [_value("x", f16, ["b", 3, "h", "w"])], [_value("y", f16, None)])
+    profile = {"x": [[1, 3, 4, 4], [2, 3, 16, 16], [4, 3, 32, 32]]}
+    cases.append(Handwritten("pad_to", model, profile, [[-1, 3, 8, 12]]))
+
+    # The height from another tensor's shape: a shape input, its field holding the marker.
+    height = [
+        helper.make_node("Shape", ["like"], ["like_shape"]),
+        helper.make_node("Slice", ["like_shape", "two", "three"], ["rows"]),
+    ]
+    node = _plugin(
+        "PadTo",
+        ["x", "rows"],
+        ["y"],
+        "2",
+        "torchtrt",
+        height=SHAPE_INPUT_MARKER,
+        width=12,
+        value=1.0,
+        tensorrt_plugin_shape_input_indices=[1],
+    )
+    graph = helper.make_graph(
+        [*height, node],
+        "pad_to_like",
+        [_value("x", f16, [1, 3, 5, 5]), _value("like", f16, [1, 1, "n", 7])],
+        [_value("y", f16, None)],
+        initializer=[helper.make_tensor("two", i64, [1], [2]), helper.make_tensor("three", i64, [1], [3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    cases.append(
+        Handwritten(
+            "pad_to-shape-input", model, {"like": [[1, 1, 1, 7], [1, 1, 9, 7], [1, 1, 40, 7]]}, [[1, 3, -1, 12]]
+        )
+    )
+
     node = _plugin("MaskedRows", ["x", "mask"], ["y", "kept"], "3", "torchtrt")
     model = _model(
         "masked_rows",
