@@ -23,8 +23,8 @@ char const* const kOutputs0[] = {"out0"};
 ::ttp::sdk::DeclaredOpRegistration const kRegistration0{kOp0};
 ::ttp::sdk::InputDecl const kInputs1[] = {{"x", 131u, -1}, {"weight", 131u, 0}};
 char const* const kOutputs1[] = {"out0"};
-::ttp::plugin::FieldDesc const kFields1[] = {{"eps", FT::kFLOAT64, false, 1e-06, 0.0, kInf, false, kNaN}};
+::ttp::plugin::FieldDesc const kFields1[] = {{"eps", FT::kFLOAT64, false, 1e-06, 0.0, kInf, false, kNaN}, {"weight_offset", FT::kFLOAT64, false, 0.0, -kInf, kInf, true, kNaN}};
 ::ttp::sdk::TacticDecl const kTactics1[] = {{0, "ttp::launchers::rmsNorm", &ttp::launchers::rmsNorm}, {1, "ttp::launchers::rmsNormWarpPerRow", &ttp::launchers::rmsNormWarpPerRow}, {2, "ttp::launchers::rmsNormBlockPerRow", &ttp::launchers::rmsNormBlockPerRow}};
-::ttp::sdk::OpDecl const kOp1{"torchtrt::rms_norm", "RMSNorm", "2", "torchtrt", kInputs1, 2, kOutputs1, 1, kFields1, 1, kTactics1, 3, nullptr};
+::ttp::sdk::OpDecl const kOp1{"torchtrt::rms_norm", "RMSNorm", "3", "torchtrt", kInputs1, 2, kOutputs1, 1, kFields1, 2, kTactics1, 3, nullptr};
 ::ttp::sdk::DeclaredOpRegistration const kRegistration1{kOp1};
 } // namespace
