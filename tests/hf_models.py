@@ -9,6 +9,7 @@ head dim of 4-D tensors too), ``diffllama`` (``nn.RMSNorm(elementwise_affine=Fal
 from __future__ import annotations
 
 import collections
+import functools
 
 import pytest
 import torch
@@ -79,13 +80,23 @@ def norm_kinds(model: torch.nn.Module) -> collections.Counter:
     return kinds
 
 
+def _is_ones(weight: torch.fx.Node) -> bool:
+    """The ones the lowering adds (``aten.full``), or what Torch-TensorRT's constant folding made of them."""
+    if weight.target == torch.ops.aten.full.default:
+        return weight.args[1] == 1.0
+    if weight.op != "get_attr":
+        return False
+    value = functools.reduce(getattr, weight.target.split("."), weight.graph.owning_module)
+    return bool((value == 1).all())
+
+
 def op_kinds(nodes: list[torch.fx.Node]) -> collections.Counter:
     """The same classification, read from ``torchtrt.rms_norm`` nodes."""
     kinds = collections.Counter()
     for node in nodes:
         if len(node.args) > 3 and node.args[3] == 1.0:
             kinds["offset"] += 1
-        elif node.args[1].target == torch.ops.aten.full.default:
+        elif _is_ones(node.args[1]):
             kinds["ones"] += 1
         else:
             kinds["weight"] += 1
