@@ -116,6 +116,16 @@ def export(model: Logits, dynamic: bool) -> torch.export.ExportedProgram:
     return torch.export.export(model, (input_ids(EXPORT_SHAPE),), dynamic_shapes=dynamic_shapes() if dynamic else None)
 
 
+def torch_tensorrt_inputs(dynamic: bool) -> list:
+    """The inputs to give ``torch_tensorrt.dynamo.compile`` for ``export(model, dynamic)`` (tt tier only)."""
+    if not dynamic:
+        return [input_ids(EXPORT_SHAPE)]
+    import torch_tensorrt
+
+    low, high = (BATCH[0], SEQ[0]), (BATCH[1], SEQ[1])
+    return [torch_tensorrt.Input(min_shape=low, opt_shape=EXPORT_SHAPE, max_shape=high, dtype=torch.int64)]
+
+
 def tolerance(dtype: str) -> dict:
     """Logits against eager: the op rounds once where the models' norms may round twice (Llama's cast back before
     the weight), and those differences travel through the layers: four times the op's own tolerance."""

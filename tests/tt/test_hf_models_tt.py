@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+import tt_helpers as tt
 from hf_models import (
-    BATCH,
     DTYPES,
     EXPORT_SHAPE,
     MODELS,
     RUN_SHAPE,
-    SEQ,
     build,
     export,
     input_ids,
@@ -22,26 +21,11 @@ from hf_models import (
     norm_modules,
     op_kinds,
     tolerance,
-)
-from tt_helpers import (
-    converter_calls,
-    dryrun,
-    placement,
-    require_plugin_library,
-    serialized_engine,
-    torch_compile_dryrun,
-    torch_tensorrt,
+    torch_tensorrt_inputs,
 )
 
 RMS_NORM = "torchtrt.rms_norm.default"
 NORM_OPS = ("aten.rsqrt", "aten.sqrt", "aten.mean", "aten.reciprocal", "aten.rms_norm", "aten._fused_rms_norm")
-
-
-def _inputs(dynamic: bool) -> list:
-    if not dynamic:
-        return [input_ids(EXPORT_SHAPE)]
-    low, high = (BATCH[0], SEQ[0]), (BATCH[1], SEQ[1])
-    return [torch_tensorrt().Input(min_shape=low, opt_shape=EXPORT_SHAPE, max_shape=high, dtype=torch.int64)]
 
 
 def _nodes(partitioned: torch.fx.GraphModule) -> list[torch.fx.Node]:
@@ -53,9 +37,9 @@ def _nodes(partitioned: torch.fx.GraphModule) -> list[torch.fx.Node]:
 @pytest.mark.parametrize("name", MODELS)
 def test_every_norm_lowered_into_the_tensorrt_partition(name, dtype, dynamic):
     model = build(name, dtype)
-    partitioned = dryrun(export(model, dynamic), _inputs(dynamic))
+    partitioned = tt.dryrun(export(model, dynamic), torch_tensorrt_inputs(dynamic))
     expected = norm_kinds(model.model)
-    assert placement(partitioned) == {"trt": [RMS_NORM] * sum(expected.values()), "torch": []}
+    assert tt.placement(partitioned) == {"trt": [RMS_NORM] * sum(expected.values()), "torch": []}
     nodes = _nodes(partitioned)
     assert op_kinds([n for n in nodes if str(n.target) == RMS_NORM]) == expected
     assert not [n for n in nodes if str(n.target).startswith(NORM_OPS)]
@@ -67,7 +51,7 @@ def test_every_norm_lowered_into_the_tensorrt_partition(name, dtype, dynamic):
 def test_torch_compile_backend_lowers_every_norm(name):
     model = build(name, "bfloat16")
     ids = input_ids(EXPORT_SHAPE)
-    logits, placements = torch_compile_dryrun(model, ids)
+    logits, placements = tt.torch_compile_dryrun(model, ids)
     assert placements == [{"trt": [RMS_NORM] * sum(norm_kinds(model.model).values()), "torch": []}]
     torch.testing.assert_close(logits, model(ids), **tolerance("bfloat16"))
 
@@ -76,12 +60,12 @@ def test_torch_compile_backend_lowers_every_norm(name):
 def test_plan_builds_for_each_norm_class_of_the_model(name):
     """RTX's builder builds a plan holding our plugin from each norm class the model's code has (a whole decoder has
     ops RTX converts no engine for, ``cumsum`` in its mask, so the classes go alone); Gemma's carries its offset."""
-    require_plugin_library()
+    tt.require_plugin_library()
     model = build(name, "float16", layers=1)
     for module in {type(norm): norm for norm in norm_modules(model.model)}.values():
         hidden = module.weight.shape[0] if module.weight is not None else module.normalized_shape[0]
         x = torch.randn(2, 5, hidden).to(torch.float16)
-        with converter_calls() as calls:
-            plan = serialized_engine(torch.export.export(module, (x,)), [x])
+        with tt.converter_calls() as calls:
+            plan = tt.serialized_engine(torch.export.export(module, (x,)), [x])
         offset = 1.0 if type(module).__name__.startswith("Gemma") else 0.0
         assert [call.field_value("weight_offset") for call in calls] == [offset] and b"RMSNorm" in plan

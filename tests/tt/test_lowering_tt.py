@@ -9,15 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tt_helpers import (
-    converter_calls,
-    dryrun,
-    placement,
-    require_plugin_library,
-    serialized_engine,
-    torch_compile_dryrun,
-    torch_tensorrt,
-)
+from tt_helpers import dryrun, placement, torch_compile_dryrun, torch_tensorrt
 
 from torchtrt_plugins.testing.models import RMS_NORMS, make_rms_norm
 
@@ -50,24 +42,6 @@ def test_lowered_with_dynamic_batch(style):
         min_shape=(1, 5, HIDDEN), opt_shape=(4, 5, HIDDEN), max_shape=(16, 5, HIDDEN), dtype=torch.float16
     )
     assert placement(dryrun(program, [spec])) == {"trt": [RMS_NORM], "torch": []}
-
-
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_gemma_norm_reaches_the_plugin_with_its_weight_offset(dtype):
-    """Gemma's ``x * (1 + w)``: Torch-TensorRT folds constants only after our pass, so the op still sees ``w`` and
-    takes ``weight_offset=1`` (issue 25); the output is eager's bit for bit, and the plugin gets the field."""
-    require_plugin_library()
-    dtype = getattr(torch, dtype)
-    model = make_rms_norm("gemma", HIDDEN).to(dtype).eval()
-    x = torch.randn(2, 5, HIDDEN).to(dtype)
-    program = torch.export.export(model, (x,))
-    partitioned = dryrun(program, [x])
-    (node,) = [n for sub in partitioned.children() for n in sub.graph.nodes if str(n.target) == RMS_NORM]
-    assert node.args[3] == 1.0 and node.args[1].meta["val"].dtype == dtype
-    torch.testing.assert_close(partitioned(x), model(x), atol=0, rtol=0)
-    with converter_calls() as calls:
-        serialized_engine(program, [x])
-    assert [(c.plugin_version, c.field_value("weight_offset")) for c in calls] == [("3", 1.0)]
 
 
 def test_opt_out_leaves_the_norm_to_torch_tensorrt():

@@ -12,7 +12,7 @@ import logging
 
 import pytest
 import torch
-from hf_models import BATCH, EXPORT_SHAPE, MODELS, RUN_SHAPE, SEQ, build, export, input_ids, tolerance
+from hf_models import EXPORT_SHAPE, MODELS, RUN_SHAPE, build, export, input_ids, tolerance, torch_tensorrt_inputs
 from tt_helpers import dryrun, placement, plans_built, targets_by_submodule, torch_compile_dryrun, torch_tensorrt
 
 from torchtrt_plugins.testing.models import make_rms_norm
@@ -90,45 +90,39 @@ def test_every_norm_of_a_hugging_face_decoder_left_to_tensorrt(name, dynamic):
     engines with 5 PyTorch segments, Qwen3 and DiffLlama in 8 with 7); left alone, it stays whole (with dynamic
     shapes, the mask's ``cumsum`` is the one PyTorch segment, with or without us)."""
     model = build(name, "float16")
-    if dynamic:
-        low, high = (BATCH[0], SEQ[0]), (BATCH[1], SEQ[1])
-        inputs = [torch_tensorrt().Input(min_shape=low, opt_shape=EXPORT_SHAPE, max_shape=high, dtype=torch.int64)]
-    else:
-        inputs = [input_ids(EXPORT_SHAPE)]
-    partitioned = dryrun(export(model, dynamic), inputs)
+    partitioned = dryrun(export(model, dynamic), torch_tensorrt_inputs(dynamic))
     assert placement(partitioned) == {"trt": [], "torch": []}
     assert segments(partitioned) == ((2, 1) if dynamic else (1, 0))
     ids = input_ids(RUN_SHAPE if dynamic else EXPORT_SHAPE, seed=1)
     torch.testing.assert_close(partitioned(ids), model(ids), **tolerance("float16"))
 
 
-@pytest.mark.parametrize("name", ["llama", "diffllama"])
-def test_torch_compile_of_a_hugging_face_decoder_builds_its_plan(name):
-    """The issue's call: ``torch.compile(model, backend="tensorrt")`` on a Hugging Face decoder failed with
-    ``AttributeError: ... no attribute 'add_plugin_v3'``; now RTX's builder builds the plan, without our plugin."""
-    model, ids = build(name, "float16"), input_ids(EXPORT_SHAPE)
+def _torch_compile_plans(model: torch.nn.Module, *args: torch.Tensor) -> list[bytes]:
+    """``torch.compile(model, backend="tensorrt")`` called once, as far as a machine without CUDA goes: the plans RTX's
+    builder built. ``pass_through_build_failures``: a failure the backend would otherwise answer by returning the graph
+    to PyTorch whole must fail the test (``plans_built`` lets through only the deserialization no CUDA refuses)."""
     options = {"min_block_size": 1, "pass_through_build_failures": True}
     try:
         with plans_built() as plans:
-            torch.compile(model, backend="tensorrt", dynamic=False, options=options)(ids)
+            torch.compile(model, backend="tensorrt", dynamic=False, options=options)(*args)
     finally:
         torch._dynamo.reset()
-    assert plans and not any(b"RMSNorm" in plan for plan in plans)
+    return plans
 
 
 def test_torch_compile_builds_a_plan_where_the_norm_was_lowered():
     """The call that failed (``add_plugin_v3`` missing) goes on to RTX's builder, which builds a plan without our
-    plugin; only running it is left, which needs a GPU. ``pass_through_build_failures``: a failure the backend would
-    otherwise answer by returning the graph to PyTorch whole must fail the test (``plans_built`` lets through only
-    the deserialization a machine without CUDA refuses)."""
-    model, x = make_rms_norm("llama", HIDDEN).eval(), torch.randn(3, 7, HIDDEN)
-    options = {"min_block_size": 1, "pass_through_build_failures": True}
-    try:
-        with plans_built() as plans:
-            torch.compile(model, backend="tensorrt", dynamic=False, options=options)(x)
-    finally:
-        torch._dynamo.reset()
+    plugin; only running it is left, which needs a GPU."""
+    plans = _torch_compile_plans(make_rms_norm("llama", HIDDEN).eval(), torch.randn(3, 7, HIDDEN))
     assert len(plans) == 1 and b"RMSNorm" not in plans[0]
+
+
+@pytest.mark.parametrize("name", ["llama", "diffllama"])
+def test_torch_compile_of_a_hugging_face_decoder_builds_its_plan(name):
+    """The issue's call: ``torch.compile(model, backend="tensorrt")`` on a Hugging Face decoder failed with
+    ``AttributeError: ... no attribute 'add_plugin_v3'``; now RTX's builder builds the plan, without our plugin."""
+    plans = _torch_compile_plans(build(name, "float16"), input_ids(EXPORT_SHAPE))
+    assert plans and not any(b"RMSNorm" in plan for plan in plans)
 
 
 def test_one_warning_per_process_says_why_and_what_to_do():
