@@ -115,6 +115,7 @@ def test_opcheck(dtype):
     x, w = rms_norm_inputs((4, 33), dtype)
     torch.library.opcheck(torch.ops.torchtrt.rms_norm.default, (x, w, 1e-5))
     torch.library.opcheck(torch.ops.torchtrt.rms_norm_tactic.default, (x, w, 1e-5), {"tactic": 2})
+    torch.library.opcheck(torch.ops.torchtrt.rms_norm.default, (x, w, 1e-5, 1.0))
 
 
 def test_errors_name_op_and_argument():
