@@ -27,14 +27,16 @@ __device__ __forceinline__ float sumSquares(Vec<T, VEC> const& v)
     return s[0] + s[1];
 }
 
+// The weight offset is added in fp32: (1 + w) formed in a half dtype would round twice (Gemma's norm does not).
 template <typename T, int VEC>
-__device__ __forceinline__ Vec<T, VEC> scaleVec(Vec<T, VEC> const& x, Vec<T, VEC> const& w, float scale)
+__device__ __forceinline__ Vec<T, VEC> scaleVec(
+    Vec<T, VEC> const& x, Vec<T, VEC> const& w, float scale, float weightOffset)
 {
     Vec<T, VEC> out;
 #pragma unroll
     for (int k = 0; k < VEC; ++k)
     {
-        out.v[k] = fromFloat<T>(toFloat(x.v[k]) * scale * toFloat(w.v[k]));
+        out.v[k] = fromFloat<T>(toFloat(x.v[k]) * scale * (toFloat(w.v[k]) + weightOffset));
     }
     return out;
 }
@@ -45,8 +47,8 @@ __device__ __forceinline__ Vec<T, VEC> scaleVec(Vec<T, VEC> const& x, Vec<T, VEC
 // the group shuffles stay converged even on the last, partial set of rows.
 template <typename T, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
     CachePolicy STORE = CachePolicy::kDEFAULT>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(
-    T const* __restrict__ x, T const* __restrict__ w, T* __restrict__ y, int64_t rows, int64_t hidden, float eps)
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(T const* __restrict__ x,
+    T const* __restrict__ w, T* __restrict__ y, int64_t rows, int64_t hidden, float eps, float weightOffset)
 {
     using V = Vec<T, VEC>;
     constexpr int kGroupsPerWarp = kWarpSize / LANES;
@@ -72,7 +74,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(
             float const scale = rsqrtf(groupSum<LANES>(s) / static_cast<float>(hidden) + eps);
             for (int64_t i = lane; valid && i < nvec; i += LANES)
             {
-                yv[i] = scaleVec(xv[i], wv[i], scale);
+                yv[i] = scaleVec(xv[i], wv[i], scale, weightOffset);
             }
         }
         return;
@@ -125,8 +127,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(
                 int const i = lane + c * LANES;
                 if (row < rows && i < nvec)
                 {
-                    storeVec<STORE>(
-                        reinterpret_cast<V*>(y + row * hidden) + i, scaleVec(cache[u][c], weight[c], scale));
+                    storeVec<STORE>(reinterpret_cast<V*>(y + row * hidden) + i,
+                        scaleVec(cache[u][c], weight[c], scale, weightOffset));
                 }
             }
         }
@@ -137,8 +139,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(
 // loads the row's weight before the reduction, so that a short launch waits for one memory round trip, not two.
 template <typename T, int VEC, int CACHED, int BLOCK, bool PREFETCH_W, CachePolicy LOAD = CachePolicy::kDEFAULT,
     CachePolicy STORE = CachePolicy::kDEFAULT>
-__global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
-    T const* __restrict__ x, T const* __restrict__ w, T* __restrict__ y, int64_t rows, int64_t hidden, float eps)
+__global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(T const* __restrict__ x, T const* __restrict__ w,
+    T* __restrict__ y, int64_t rows, int64_t hidden, float eps, float weightOffset)
 {
     using V = Vec<T, VEC>;
     __shared__ float partial[BLOCK / kWarpSize];
@@ -184,11 +186,11 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
                 {
                     if constexpr (PREFETCH_W)
                     {
-                        storeVec<STORE>(yv + i, scaleVec(cache[k], weight[k], scale));
+                        storeVec<STORE>(yv + i, scaleVec(cache[k], weight[k], scale, weightOffset));
                     }
                     else
                     {
-                        storeVec<STORE>(yv + i, scaleVec(cache[k], wv[i], scale));
+                        storeVec<STORE>(yv + i, scaleVec(cache[k], wv[i], scale, weightOffset));
                     }
                 }
             }
@@ -202,7 +204,7 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
             float const scale = rsqrtf(blockSum<BLOCK>(s, partial) * invHidden + eps);
             for (int64_t i = threadIdx.x; i < nvec; i += BLOCK)
             {
-                yv[i] = scaleVec(xv[i], wv[i], scale);
+                yv[i] = scaleVec(xv[i], wv[i], scale, weightOffset);
             }
         }
     }
@@ -213,8 +215,8 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(
 // programmatic dependent launch (waits for the previous kernel's memory before touching any; lets the next one
 // launch at once).
 template <typename T, int VEC, int C, int BLOCK, bool PDL>
-__global__ void __launch_bounds__(BLOCK)
-    rmsNormRowKernel(T const* __restrict__ x, T const* __restrict__ w, T* __restrict__ y, int hidden, float eps)
+__global__ void __launch_bounds__(BLOCK) rmsNormRowKernel(
+    T const* __restrict__ x, T const* __restrict__ w, T* __restrict__ y, int hidden, float eps, float weightOffset)
 {
     using V = Vec<T, VEC>;
     constexpr int kWarps = BLOCK / kWarpSize;
@@ -272,24 +274,25 @@ __global__ void __launch_bounds__(BLOCK)
         int const i = static_cast<int>(threadIdx.x) + k * BLOCK;
         if (i < nvec)
         {
-            yv[i] = scaleVec(cache[k], weight[k], scale);
+            yv[i] = scaleVec(cache[k], weight[k], scale, weightOffset);
         }
     }
 }
 
 template <typename T, int VEC, int C, int BLOCK, bool PDL>
-cudaError_t launchRowConfig(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
+cudaError_t launchRowConfig(
+    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, float weightOffset, cudaStream_t stream)
 {
     return launchKernel(rmsNormRowKernel<T, VEC, C, BLOCK, PDL>, dim3(static_cast<unsigned>(rows)), dim3(BLOCK), stream,
-        PDL && pdlSupported(), x, w, y, static_cast<int>(hidden), eps);
+        PDL && pdlSupported(), x, w, y, static_cast<int>(hidden), eps, weightOffset);
 }
 
 // residentPerSm > 0 caps the grid at that many blocks per SM (a persistent grid walks the rest); 0: a block for
 // every kRowsPerBlock rows.
 template <typename T, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
     CachePolicy STORE = CachePolicy::kDEFAULT>
-cudaError_t launchWarpConfig(
-    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream, int residentPerSm = 0)
+cudaError_t launchWarpConfig(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, float weightOffset,
+    cudaStream_t stream, int residentPerSm = 0)
 {
     constexpr int64_t kRowsPerBlock = int64_t{kWarpsPerBlock} * (kWarpSize / LANES) * U;
     int64_t blocks = std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxGridBlocks);
@@ -303,12 +306,14 @@ cudaError_t launchWarpConfig(
         blocks = std::min<int64_t>(blocks, resident);
     }
     rmsNormWarpKernel<T, VEC, LANES, C, U, LOAD, STORE>
-        <<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarpSize, 0, stream>>>(x, w, y, rows, hidden, eps);
+        <<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarpSize, 0, stream>>>(
+            x, w, y, rows, hidden, eps, weightOffset);
     return cudaGetLastError();
 }
 
 template <typename T, int VEC>
-cudaError_t launchWarp(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
+cudaError_t launchWarp(
+    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, float weightOffset, cudaStream_t stream)
 {
     // Fewest lanes per row that still give each lane at most one vector (never fewer than 4); longer rows take a
     // whole warp with up to 8 vectors a lane in registers, and beyond that stride over the row twice.
@@ -320,37 +325,38 @@ cudaError_t launchWarp(T const* x, T const* w, T* y, int64_t rows, int64_t hidde
     constexpr CachePolicy kX = CachePolicy::kEVICT_FIRST;
     constexpr CachePolicy kY = CachePolicy::kDEFAULT;
     if (nvec <= 4)
-        return launchWarpConfig<T, VEC, 4, 1, 2, kX, kY>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, 4, 1, 2, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
     if (nvec <= 8)
-        return launchWarpConfig<T, VEC, 8, 1, 2, kX, kY>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, 8, 1, 2, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
     if (nvec <= 16)
-        return launchWarpConfig<T, VEC, 16, 1, 1, kX, kY>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, 16, 1, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
     if (nvec <= kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 1, 1, kX, kY>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, kWarpSize, 1, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
     if (nvec <= 2 * kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 2, 1, kX, kY>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, kWarpSize, 2, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
     if (nvec <= 4 * kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 4, 1, kX, kY>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, kWarpSize, 4, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
     if (nvec <= 8 * kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 8, 1, kX, kY>(x, w, y, rows, hidden, eps, stream);
-    return launchWarpConfig<T, VEC, kWarpSize, 0, 1>(x, w, y, rows, hidden, eps, stream);
+        return launchWarpConfig<T, VEC, kWarpSize, 8, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
+    return launchWarpConfig<T, VEC, kWarpSize, 0, 1>(x, w, y, rows, hidden, eps, weightOffset, stream);
 }
 
 template <typename T, int VEC, int CACHED, int BLOCK, bool PREFETCH_W, CachePolicy LOAD = CachePolicy::kDEFAULT,
     CachePolicy STORE = CachePolicy::kDEFAULT>
 cudaError_t launchBlockConfig(
-    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
+    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, float weightOffset, cudaStream_t stream)
 {
     // One block per row and no cap below the hardware's: the block scheduler balances the tail better
     // than a grid-stride loop over a device-sized grid (measured: +3% of copy rate at 65536x4096).
     int64_t const blocks = std::min<int64_t>(rows, kMaxGridBlocks);
     rmsNormBlockKernel<T, VEC, CACHED, BLOCK, PREFETCH_W, LOAD, STORE>
-        <<<static_cast<unsigned>(blocks), BLOCK, 0, stream>>>(x, w, y, rows, hidden, eps);
+        <<<static_cast<unsigned>(blocks), BLOCK, 0, stream>>>(x, w, y, rows, hidden, eps, weightOffset);
     return cudaGetLastError();
 }
 
 template <typename T, int VEC>
-cudaError_t launchBlock(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
+cudaError_t launchBlock(
+    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, float weightOffset, cudaStream_t stream)
 {
     int64_t const nvec = hidden / VEC;
     if constexpr (VEC > 1)
@@ -367,42 +373,42 @@ cudaError_t launchBlock(T const* x, T const* w, T* y, int64_t rows, int64_t hidd
         if (rowKernel)
         {
             if (nvec <= 128)
-                return launchRowConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, stream);
+                return launchRowConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
             if (nvec <= 256)
-                return launchRowConfig<T, VEC, 2, 128, true>(x, w, y, rows, hidden, eps, stream);
+                return launchRowConfig<T, VEC, 2, 128, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
             if (nvec <= 512)
-                return launchRowConfig<T, VEC, 2, 256, true>(x, w, y, rows, hidden, eps, stream);
+                return launchRowConfig<T, VEC, 2, 256, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
             if (nvec <= 1024)
-                return launchRowConfig<T, VEC, 4, 256, true>(x, w, y, rows, hidden, eps, stream);
+                return launchRowConfig<T, VEC, 4, 256, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
             if (nvec <= 1536)
-                return launchRowConfig<T, VEC, 6, 256, true>(x, w, y, rows, hidden, eps, stream);
+                return launchRowConfig<T, VEC, 6, 256, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
             if (nvec <= 2048)
-                return launchRowConfig<T, VEC, 8, 256, true>(x, w, y, rows, hidden, eps, stream);
+                return launchRowConfig<T, VEC, 8, 256, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
         }
         // Many rows of up to 256 or more than 1536 vectors: the block kernels, as measured before (weight loaded first:
         // kernel lab, H100, rows of 4096 bf16, 99.5% of copy with, 93% without).
         if (nvec <= 128)
         {
-            return launchBlockConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, stream);
+            return launchBlockConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
         }
         if (nvec <= 256)
         {
-            return launchBlockConfig<T, VEC, 1, 256, true>(x, w, y, rows, hidden, eps, stream);
+            return launchBlockConfig<T, VEC, 1, 256, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
         }
         if (nvec <= 512 * 4)
         {
-            return launchBlockConfig<T, VEC, 4, 512, false>(x, w, y, rows, hidden, eps, stream);
+            return launchBlockConfig<T, VEC, 4, 512, false>(x, w, y, rows, hidden, eps, weightOffset, stream);
         }
         if (nvec <= 1024 * 4)
         {
-            return launchBlockConfig<T, VEC, 4, 1024, false>(x, w, y, rows, hidden, eps, stream);
+            return launchBlockConfig<T, VEC, 4, 1024, false>(x, w, y, rows, hidden, eps, weightOffset, stream);
         }
     }
-    return launchBlockConfig<T, VEC, 0, kMaxBlockThreads, false>(x, w, y, rows, hidden, eps, stream);
+    return launchBlockConfig<T, VEC, 0, kMaxBlockThreads, false>(x, w, y, rows, hidden, eps, weightOffset, stream);
 }
 
 template <typename T>
-cudaError_t dispatch(void const* x, void const* w, void* y, int64_t rows, int64_t hidden, float eps,
+cudaError_t dispatch(void const* x, void const* w, void* y, int64_t rows, int64_t hidden, float eps, float weightOffset,
     RmsNormTactic tactic, cudaStream_t stream)
 {
     constexpr int kVec = 16 / sizeof(T);
@@ -412,11 +418,11 @@ cudaError_t dispatch(void const* x, void const* w, void* y, int64_t rows, int64_
     bool const vectorized = hidden % kVec == 0 && isAligned(x, 16) && isAligned(w, 16) && isAligned(y, 16);
     if (tactic == RmsNormTactic::kWARP_PER_ROW)
     {
-        return vectorized ? launchWarp<T, kVec>(xt, wt, yt, rows, hidden, eps, stream)
-                          : launchWarp<T, 1>(xt, wt, yt, rows, hidden, eps, stream);
+        return vectorized ? launchWarp<T, kVec>(xt, wt, yt, rows, hidden, eps, weightOffset, stream)
+                          : launchWarp<T, 1>(xt, wt, yt, rows, hidden, eps, weightOffset, stream);
     }
-    return vectorized ? launchBlock<T, kVec>(xt, wt, yt, rows, hidden, eps, stream)
-                      : launchBlock<T, 1>(xt, wt, yt, rows, hidden, eps, stream);
+    return vectorized ? launchBlock<T, kVec>(xt, wt, yt, rows, hidden, eps, weightOffset, stream)
+                      : launchBlock<T, 1>(xt, wt, yt, rows, hidden, eps, weightOffset, stream);
 }
 
 } // namespace
@@ -428,8 +434,8 @@ RmsNormTactic rmsNormHeuristic(int64_t /*rows*/, int64_t hidden, DType dtype)
     return hidden * dtypeSize(dtype) < 1024 ? RmsNormTactic::kWARP_PER_ROW : RmsNormTactic::kBLOCK_PER_ROW;
 }
 
-cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, int64_t hidden, float eps, DType dtype,
-    RmsNormTactic tactic, cudaStream_t stream)
+cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, DType dtype, RmsNormTactic tactic, cudaStream_t stream)
 {
     if (rows == 0 || hidden == 0)
     {
@@ -449,9 +455,10 @@ cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, in
     }
     switch (dtype)
     {
-    case DType::kFLOAT32: return dispatch<float>(x, weight, y, rows, hidden, eps, tactic, stream);
-    case DType::kFLOAT16: return dispatch<__half>(x, weight, y, rows, hidden, eps, tactic, stream);
-    case DType::kBFLOAT16: return dispatch<__nv_bfloat16>(x, weight, y, rows, hidden, eps, tactic, stream);
+    case DType::kFLOAT32: return dispatch<float>(x, weight, y, rows, hidden, eps, weightOffset, tactic, stream);
+    case DType::kFLOAT16: return dispatch<__half>(x, weight, y, rows, hidden, eps, weightOffset, tactic, stream);
+    case DType::kBFLOAT16:
+        return dispatch<__nv_bfloat16>(x, weight, y, rows, hidden, eps, weightOffset, tactic, stream);
     default: return cudaErrorInvalidValue;
     }
 }

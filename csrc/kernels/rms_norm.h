@@ -1,4 +1,4 @@
-// rms_norm: y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * weight, fp32 accumulation.
+// rms_norm: y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * (weight + weightOffset), all in fp32, rounded once.
 #pragma once
 
 #include "common.h"
@@ -16,8 +16,8 @@ enum class RmsNormTactic : int32_t
 };
 
 // x, y: rows x hidden, contiguous; weight: hidden. All three of dtype `dtype` (fp32/fp16/bf16).
-cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, int64_t hidden, float eps, DType dtype,
-    RmsNormTactic tactic, cudaStream_t stream);
+cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, DType dtype, RmsNormTactic tactic, cudaStream_t stream);
 
 // The tactic kAUTO resolves to for this problem.
 RmsNormTactic rmsNormHeuristic(int64_t rows, int64_t hidden, DType dtype);

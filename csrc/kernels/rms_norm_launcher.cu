@@ -10,7 +10,7 @@ namespace
 
 cudaError_t launchRmsNorm(sdk::LaunchArgs const& a, RmsNormTactic tactic)
 {
-    if (a.nbInputs != 2 || a.nbOutputs != 1 || a.nbScalars != 1 || a.inputs[0].rank < 1)
+    if (a.nbInputs != 2 || a.nbOutputs != 1 || a.nbScalars != 2 || a.inputs[0].rank < 1)
     {
         return cudaErrorInvalidValue;
     }
@@ -23,8 +23,9 @@ cudaError_t launchRmsNorm(sdk::LaunchArgs const& a, RmsNormTactic tactic)
         return cudaErrorInvalidValue;
     }
     int64_t const rows = hidden == 0 ? 0 : x.numel() / hidden;
-    return rmsNorm(x.data, weight.data, a.outputs[0].data, rows, hidden, static_cast<float>(a.scalars[0]), x.dtype,
-        tactic, a.stream);
+    // Scalars in schema order: eps, weight_offset.
+    return rmsNorm(x.data, weight.data, a.outputs[0].data, rows, hidden, static_cast<float>(a.scalars[0]),
+        static_cast<float>(a.scalars[1]), x.dtype, tactic, a.stream);
 }
 
 } // namespace

@@ -177,7 +177,7 @@ void rmsNormCases()
             row("rms_norm", shape, name, us, copy, moved);
         };
         time("rmsNorm() auto", [&](void const* x, void const* ww, void* y, int64_t r, int64_t h, cudaStream_t st)
-            { return ttp::rmsNorm(x, ww, y, r, h, 1e-6F, sh.dtype, ttp::RmsNormTactic::kAUTO, st); });
+            { return ttp::rmsNorm(x, ww, y, r, h, 1e-6F, 0.F, sh.dtype, ttp::RmsNormTactic::kAUTO, st); });
 #ifdef TTP_LAB_BASE
         time("BASE rmsNorm() auto",
             [&](void const* x, void const* ww, void* y, int64_t r, int64_t h, cudaStream_t st)
@@ -199,7 +199,7 @@ void rmsNormCases()
             [&](void const* x, void const* ww, void* y, int64_t r, int64_t h, cudaStream_t st)                         \
             {                                                                                                          \
                 return ttp::launchBlockConfig<T, 8, C, B, P>(                                                          \
-                    static_cast<T const*>(x), static_cast<T const*>(ww), static_cast<T*>(y), r, h, 1e-6F, st);         \
+                    static_cast<T const*>(x), static_cast<T const*>(ww), static_cast<T*>(y), r, h, 1e-6F, 0.F, st);    \
             });
         TTP_BLOCK(1, 128, true)
         TTP_BLOCK(2, 128, true)
@@ -240,8 +240,8 @@ void rmsNormCases()
         time("warp L=" #L " C=" #C " U=" #U " cap=" #CAP,                                                              \
             [&](void const* x, void const* ww, void* y, int64_t r, int64_t h, cudaStream_t st)                         \
             {                                                                                                          \
-                return ttp::launchWarpConfig<T, 8, L, C, U>(                                                           \
-                    static_cast<T const*>(x), static_cast<T const*>(ww), static_cast<T*>(y), r, h, 1e-6F, st, CAP);    \
+                return ttp::launchWarpConfig<T, 8, L, C, U>(static_cast<T const*>(x), static_cast<T const*>(ww),       \
+                    static_cast<T*>(y), r, h, 1e-6F, 0.F, st, CAP);                                                    \
             });
         TTP_WARP(16, 1, 1, 0)
         TTP_WARP(16, 1, 2, 0)
@@ -261,7 +261,7 @@ void rmsNormCases()
         if (nvec <= 64)
         {
             time("warp tactic", [&](void const* x, void const* ww, void* y, int64_t r, int64_t h, cudaStream_t st)
-                { return ttp::rmsNorm(x, ww, y, r, h, 1e-6F, sh.dtype, ttp::RmsNormTactic::kWARP_PER_ROW, st); });
+                { return ttp::rmsNorm(x, ww, y, r, h, 1e-6F, 0.F, sh.dtype, ttp::RmsNormTactic::kWARP_PER_ROW, st); });
         }
         cudaFree(w);
     }

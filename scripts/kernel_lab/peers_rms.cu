@@ -22,28 +22,28 @@ template <typename T, int C, int B, bool PDL>
 cudaError_t rowV(void const* x, void const* w, void* y, int64_t r, int64_t h, cudaStream_t s)
 {
     return ttp::launchRowConfig<T, 16 / sizeof(T), C, B, PDL>(
-        static_cast<T const*>(x), static_cast<T const*>(w), static_cast<T*>(y), r, h, 1e-6F, s);
+        static_cast<T const*>(x), static_cast<T const*>(w), static_cast<T*>(y), r, h, 1e-6F, 0.F, s);
 }
 
 template <typename T, int L, int C, int U, CachePolicy LD, CachePolicy ST>
 cudaError_t warpV(void const* x, void const* w, void* y, int64_t r, int64_t h, cudaStream_t s)
 {
     return ttp::launchWarpConfig<T, 16 / sizeof(T), L, C, U, LD, ST>(
-        static_cast<T const*>(x), static_cast<T const*>(w), static_cast<T*>(y), r, h, 1e-6F, s);
+        static_cast<T const*>(x), static_cast<T const*>(w), static_cast<T*>(y), r, h, 1e-6F, 0.F, s);
 }
 
 template <typename T, int C, int B, bool PF, CachePolicy LD, CachePolicy ST>
 cudaError_t blockV(void const* x, void const* w, void* y, int64_t r, int64_t h, cudaStream_t s)
 {
     return ttp::launchBlockConfig<T, 16 / sizeof(T), C, B, PF, LD, ST>(
-        static_cast<T const*>(x), static_cast<T const*>(w), static_cast<T*>(y), r, h, 1e-6F, s);
+        static_cast<T const*>(x), static_cast<T const*>(w), static_cast<T*>(y), r, h, 1e-6F, 0.F, s);
 }
 
 template <typename T>
 cudaError_t prodV(void const* x, void const* w, void* y, int64_t r, int64_t h, cudaStream_t s)
 {
     ttp::DType const dt = sizeof(T) == 4 ? ttp::DType::kFLOAT32 : ttp::DType::kBFLOAT16;
-    return ttp::rmsNorm(x, w, y, r, h, 1e-6F, dt, ttp::RmsNormTactic::kAUTO, s);
+    return ttp::rmsNorm(x, w, y, r, h, 1e-6F, 0.F, dt, ttp::RmsNormTactic::kAUTO, s);
 }
 
 constexpr CachePolicy D = CachePolicy::kDEFAULT;

@@ -262,14 +262,14 @@ def test_harness_provider_calls_the_hook_with_op_inputs_fields_tactic(monkeypatc
         assert common.needs_harness(common.RunContext(torch.device("cpu"))) is None
         assert provider.measure(case).median_ms == 3.0
     assert [c[0] for c in calls] == ["rms_norm"] * len(providers)
-    assert all(c[1][0] is x and c[1][1] is weight and c[2] == {"eps": 1e-5} for c in calls)
+    assert all(c[1][0] is x and c[1][1] is weight and c[2] == {"eps": 1e-5, "weight_offset": 0.0} for c in calls)
     assert [c[3] for c in calls] == [0] + [t.value for t in entry.spec.tactics]
 
 
 def test_plugin_fields_default_from_the_spec():
     spec = torchtrt_plugins.get("rms_norm").spec
     case = common.Case("rms_norm", (1, 1), torch.float32, torch.device("cpu"), ())
-    assert common.plugin_fields(spec, case) == {"eps": 1e-6}
+    assert common.plugin_fields(spec, case) == {"eps": 1e-6, "weight_offset": 0.0}
 
 
 @pytest.mark.parametrize("op", ["pad_to", "masked_rows"])

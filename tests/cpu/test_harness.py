@@ -55,7 +55,7 @@ def test_rms_norm_has_no_violations_and_reports_the_skipped_enqueue(build):
     assert result.output_types == ["FLOAT"]
     assert result.tactics == [t.value for t in SPEC.tactics]
     assert result.workspace_size == 0
-    assert result.timing_cache_id and result.timing_cache_id.startswith("torchtrt::rms_norm_v2")
+    assert result.timing_cache_id and result.timing_cache_id.startswith(f"torchtrt::rms_norm_v{SPEC.plugin_version}")
 
 
 def test_without_enqueue_request_the_reason_is_the_request(build):
@@ -114,6 +114,7 @@ def test_serialization_round_trip(build):
     program = plan(SPEC, (H.TensorArg((2, 3, 16)), H.TensorArg((16,)), 1e-5)).field_value("shape_program")
     assert [(f["name"], f["type"], f["length"]) for f in result.serialized_fields] == [
         ("eps", "FLOAT64", 1),
+        ("weight_offset", "FLOAT64", 1),
         ("shape_program", "INT64", len(program)),
     ]
     assert result.serialized_fields[0]["data"][0] == pytest.approx(1e-5, rel=1e-7)

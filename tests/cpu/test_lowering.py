@@ -67,9 +67,8 @@ def lower_copy(gm: torch.fx.GraphModule, example_inputs=None):
 
 def assert_lowered_close(original, lowered, inputs, tolerance_dtype: torch.dtype) -> None:
     expected, actual = original(*inputs), lowered(*inputs)
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
     tolerance = rms_norm_op.SPEC.tolerance(tolerance_dtype)
-    torch.testing.assert_close(actual, expected, atol=tolerance.atol, rtol=tolerance.rtol)
+    torch.testing.assert_close(actual, expected, atol=tolerance.atol, rtol=tolerance.rtol)  # dtypes, shapes too
 
 
 def assert_replaced(gm: torch.fx.GraphModule, inputs, count: int, tolerance_dtype=None):
@@ -316,6 +315,75 @@ def test_new_nodes_carry_fake_values_and_provenance():
     assert node.args[1].op == "get_attr" and node.args[1].meta["val"].dtype == torch.bfloat16
 
 
+def _weightless(x, w, e):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+WEIGHTLESS = {
+    "composite": (_weightless, 1),
+    # what follows the norm is no ``* weight``: the norm alone becomes the op, the rest stays
+    "weight added": (lambda x, w, e: w + _weightless(x, w, e), 1),
+    "normalized also used": (lambda x, w, e: (lambda n: (w * n, n.sum()))(_weightless(x, w, e)), 1),
+    "times a scalar": (lambda x, w, e: _weightless(x, w, e) * 2.0, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WEIGHTLESS))
+@pytest.mark.parametrize("decompose", [True, False], ids=["decomposed", "exported"])
+def test_norm_without_weight_gets_ones(name, decompose):
+    fn, count = WEIGHTLESS[name]
+    inputs = inputs_for(torch.float32, HIDDEN, HIDDEN)
+    (node,) = op_nodes(assert_replaced(export(Norm(fn), *inputs, decompose=decompose), inputs, count))
+    ones = node.args[1]
+    assert ones.target == ATEN.full.default and ones.args == ([HIDDEN], 1.0)
+    assert ones.meta["val"].dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("style", ["nn_no_weight", "functional_no_weight"])
+@pytest.mark.parametrize("decompose", [True, False], ids=["decomposed", "exported"])
+def test_rms_norm_ops_without_weight_replaced(style, dtype, decompose):
+    """``nn.RMSNorm(elementwise_affine=False)`` and ``F.rms_norm(x, shape, None, eps)`` (issue 25)."""
+    module, inputs = make_rms_norm(style, HIDDEN, eps=1e-5).to(dtype), inputs_for(dtype)
+    (node,) = op_nodes(assert_replaced(export(module, *inputs, decompose=decompose), inputs, 1))
+    assert node.args[2] == pytest.approx(1e-5) and node.args[1].meta["val"].dtype == dtype
+
+
+def test_rms_norm_module_without_weight_replaced_after_symbolic_trace():
+    inputs = inputs_for(torch.bfloat16)
+    original, lowered, report = lower_copy(trace(nn.RMSNorm(HIDDEN, elementwise_affine=False)), inputs)
+    assert report == {"rms_norm": 1} and not NORM_LEFTOVERS & set(targets(lowered))
+    assert_lowered_close(original, lowered, inputs, torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("decompose", [True, False], ids=["decomposed", "exported"])
+def test_gemma_weight_offset_rounds_once(dtype, decompose):
+    """Gemma's ``x * (1 + w)`` in fp32, cast once: the op takes ``w`` and ``weight_offset=1``, so its output is the
+    original's bit for bit, where ``1 + w`` rounded to fp16/bf16 first would differ (issue 25)."""
+    module = make_rms_norm("gemma", 256).to(dtype)
+    with torch.no_grad():
+        module.weight.copy_(0.3 * torch.randn(256, generator=torch.Generator().manual_seed(1)))
+    inputs = (torch.randn(64, 256, generator=torch.Generator().manual_seed(0)).to(dtype),)
+    original, lowered, report = lower_copy(export(module, *inputs, decompose=decompose))
+    assert report == {"rms_norm": 1}
+    (node,) = op_nodes(lowered)
+    assert node.args[1].op == "get_attr" and node.args[1].meta["val"].dtype == dtype and node.args[3] == 1.0
+    torch.testing.assert_close(lowered(*inputs), original(*inputs), atol=0, rtol=0)
+
+
+def test_weight_offset_shared_with_another_use_stays_the_weight():
+    """``1 + w`` also used elsewhere is not the op's to take apart: it is the weight, as before."""
+
+    def shared(x, w, e):
+        plus_one = 1.0 + w
+        return _weightless(x, w, e) * plus_one, plus_one.sum()
+
+    inputs = inputs_for(torch.float32, HIDDEN, HIDDEN)
+    (node,) = op_nodes(assert_replaced(export(Norm(shared), *inputs, decompose=False), inputs, 1))
+    assert len(node.args) == 3 and node.args[1].target == ATEN.add.Tensor
+
+
 # ------------------------------------------------------------------------------------ negatives
 
 
@@ -359,11 +427,6 @@ NEGATIVES = {
     "other numerator": lambda x, w, e: _llama_like(
         x, w, normed=x.flip(0) * torch.rsqrt(x.pow(2).mean(-1, True) + 1e-6)
     ),
-    "no weight": lambda x, w, e: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6),
-    "weight added": lambda x, w, e: w + x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6),
-    "normalized also used": lambda x, w, e: (lambda n: (w * n, n.sum()))(
-        x * torch.rsqrt(x.pow(2).mean(-1, True) + 1e-6)
-    ),
     "eps zero (op refuses)": lambda x, w, e: w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 0.0)),
     "variance also returned": _variance_also_returned,
     "square also used": _square_also_used,
@@ -393,8 +456,8 @@ def test_float64_stays_since_op_refuses_it():
 
 @pytest.mark.parametrize(
     "module",
-    [nn.RMSNorm(HIDDEN, elementwise_affine=False), nn.RMSNorm((5, HIDDEN)), FusedRMSNorm(use_rstd=True)],
-    ids=["no weight", "two normalized dims", "fused with rstd used"],
+    [nn.RMSNorm((5, HIDDEN)), FusedRMSNorm(use_rstd=True)],
+    ids=["two normalized dims", "fused with rstd used"],
 )
 def test_rms_norm_ops_we_cannot_take_stay(module):
     assert_untouched(export(module, *inputs_for(torch.float32), decompose=False))

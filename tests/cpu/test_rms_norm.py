@@ -15,9 +15,9 @@ SPEC = rms_norm.SPEC
 
 def test_spec_names_are_ours():
     assert SPEC.qualname == "torchtrt::rms_norm"
-    assert SPEC.creator_key == ("RMSNorm", "2", "torchtrt")
+    assert SPEC.creator_key == ("RMSNorm", "3", "torchtrt")
     assert SPEC.plugin_namespace not in ("tensorrt", "torch_tensorrt", "")
-    assert [f.name for f in SPEC.fields] == ["eps"]
+    assert [f.name for f in SPEC.fields] == ["eps", "weight_offset"]
     assert SPEC.field_by_name("eps").type == "FLOAT64"
     assert [t.value for t in SPEC.tactics] == [1, 2]
 
@@ -54,6 +54,25 @@ def test_reference_rounds_once():
     exact = (x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()).to(torch.bfloat16)
     tol = SPEC.tolerance(torch.bfloat16)
     torch.testing.assert_close(rms_norm.reference(x, w), exact, atol=tol.atol, rtol=tol.rtol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_weight_offset_is_added_in_fp32(dtype):
+    """Gemma's ``x * (1 + w)``: the sum formed in fp32, one rounding; ``1 + w`` formed in fp16/bf16 first rounds
+    twice and lands elsewhere for some elements."""
+    x = torch.randn(64, 256, generator=torch.Generator().manual_seed(0)).to(dtype)
+    w = (0.3 * torch.randn(256, generator=torch.Generator().manual_seed(1))).to(dtype)
+    normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+    gemma = (normed * (1.0 + w.float())).to(dtype)
+    y = torch.ops.torchtrt.rms_norm(x, w, 1e-6, 1.0)
+    torch.testing.assert_close(y, gemma, atol=0, rtol=0)
+    assert not torch.equal(torch.ops.torchtrt.rms_norm(x, (1.0 + w.float()).to(dtype), 1e-6), gemma)
+
+
+@pytest.mark.parametrize("offset", [float("nan"), float("inf"), "1"])
+def test_invalid_weight_offset_is_rejected_with_a_clear_message(offset):
+    with pytest.raises(SpecError, match=r"torchtrt.rms_norm: argument 'weight_offset' must be a float, got"):
+        rms_norm.check_args(torch.randn(2, 4), torch.randn(4), 1e-6, offset)
 
 
 def test_fake_kernel_shapes_and_checks():
@@ -117,6 +136,15 @@ def test_plan_defaults_and_numpy_field():
     assert call.field_value("eps") == pytest.approx(1e-6)
     array = call.fields[0].numpy()
     assert array.dtype.name == "float64" and array.shape == (1,)
+
+
+def test_plan_carries_the_weight_offset_field():
+    call = plan(SPEC, (torch.randn(2, 4), torch.randn(4), 1e-6), {"weight_offset": 1.0})
+    assert [(f.name, f.type, f.value) for f in call.fields[:2]] == [
+        ("eps", "FLOAT64", 1e-6),
+        ("weight_offset", "FLOAT64", 1.0),
+    ]
+    assert plan(SPEC, (torch.randn(2, 4), torch.randn(4)), {}).field_value("weight_offset") == 0.0
 
 
 def test_plan_rejects_invalid_eps():

@@ -178,10 +178,11 @@ def test_eager_path_fills_dropped_defaults_and_keys_calls_by_signature():
     declaration = rms_norm.RMS_NORM
     x, w = torch.randn(4, 8), torch.randn(8)
     assert sdk._arguments(declaration, (x, w), {})[2] == 1e-6
-    assert sdk._arguments(declaration, (x,), {"weight": w, "eps": 1e-5})[1:] == (w, 1e-5)
-    key = sdk._signature(declaration, (x, w, 1e-6), 2)
-    assert key[1:] == (2, x.shape, x.dtype, -1, w.shape, w.dtype, -1, 1e-6)
-    assert sdk._signature(declaration, (x, w, 1e-5), 2) != key
+    assert sdk._arguments(declaration, (x,), {"weight": w, "eps": 1e-5})[1:] == (w, 1e-5, 0.0)
+    key = sdk._signature(declaration, (x, w, 1e-6, 0.0), 2)
+    assert key[1:] == (2, x.shape, x.dtype, -1, w.shape, w.dtype, -1, 1e-6, 0.0)
+    assert sdk._signature(declaration, (x, w, 1e-5, 0.0), 2) != key
+    assert sdk._signature(declaration, (x, w, 1e-6, 1.0), 2) != key
 
 
 def test_data_dependent_eager_output_keeps_no_large_upper_bound_buffer():

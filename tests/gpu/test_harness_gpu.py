@@ -19,14 +19,16 @@ SHAPES = [(1, 1), (3, 7), (5, 123, 123), (8, 4096), (2, 16384)]
 TACTICS = [0] + [t.value for t in SPEC.tactics]
 
 
-def _check_against_eager(result, x, w, eps):
+def _check_against_eager(result, x, w, eps, weight_offset=0.0):
     tol = SPEC.tolerance(x.dtype)
     for phase in ("build", "runtime"):
         for tactic in TACTICS:
             (y,) = result.outputs(tactic, phase)
             assert y.shape == x.shape and y.dtype == x.dtype and y.is_cuda
-            torch.testing.assert_close(y, rms_norm_eager(x, w, eps, tactic), atol=tol.atol, rtol=tol.rtol)
-            torch.testing.assert_close(y, rms_norm.reference(x, w, eps), atol=tol.atol, rtol=tol.rtol)
+            eager = rms_norm_eager(x, w, eps, tactic, weight_offset)
+            torch.testing.assert_close(y, eager, atol=tol.atol, rtol=tol.rtol)
+            reference = rms_norm.reference(x, w, eps, weight_offset)
+            torch.testing.assert_close(y, reference, atol=tol.atol, rtol=tol.rtol)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -40,6 +42,16 @@ def test_rms_norm_every_tactic_matches_eager(build, shape, dtype):
         (p, t) for p in ("build", "runtime") for t in TACTICS
     )
     _check_against_eager(result, x, w, 1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rms_norm_weight_offset_field_reaches_every_tactic(build, dtype):
+    """The plugin's ``weight_offset`` field (Gemma's ``1 + w``, issue 25): the same outputs as eager."""
+    x, w = rms_norm_inputs((9, 2048), dtype, seed=3)
+    w = w - 1
+    result = H.run_call(plan(SPEC, (x, w, 1e-6, 1.0)), x, w, library=build.library)
+    result.assert_conformant()
+    _check_against_eager(result, x, w, 1e-6, weight_offset=1.0)
 
 
 def test_rms_norm_dynamic_dims(build):

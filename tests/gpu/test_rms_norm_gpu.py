@@ -40,6 +40,22 @@ def test_matches_reference(shape, dtype, tactic):
     torch.testing.assert_close(y, rms_norm.reference(x, w, 1e-6), atol=tol.atol, rtol=tol.rtol)
 
 
+#: One shape for each kernel the tactics reach (warp groups, few-rows row kernel, many rows, wide rows, unaligned).
+OFFSET_SHAPES = [(3, 7), (5, 123, 123), (8, 4096), (1025, 512), (4096, 4096), (2, 16384)]
+
+
+@pytest.mark.parametrize("tactic", TACTICS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", OFFSET_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_weight_offset_matches_reference(shape, dtype, tactic):
+    """Gemma's ``x * (1 + w)``: every kernel adds the offset in fp32 (issue 25)."""
+    x, w = rms_norm_inputs(shape, dtype)
+    w = w - 1  # Gemma's weights sit near 0
+    y = rms_norm_eager(x, w, 1e-6, tactic, weight_offset=1.0)
+    tol = SPEC.tolerance(dtype)
+    torch.testing.assert_close(y, rms_norm.reference(x, w, 1e-6, 1.0), atol=tol.atol, rtol=tol.rtol)
+
+
 @pytest.mark.parametrize("tactic", TACTICS)
 def test_non_contiguous_and_unaligned_inputs(tactic):
     base, w = rms_norm_inputs((64, 130), torch.float16)
@@ -99,6 +115,7 @@ def test_opcheck(dtype):
     x, w = rms_norm_inputs((4, 33), dtype)
     torch.library.opcheck(torch.ops.torchtrt.rms_norm.default, (x, w, 1e-5))
     torch.library.opcheck(torch.ops.torchtrt.rms_norm_tactic.default, (x, w, 1e-5), {"tactic": 2})
+    torch.library.opcheck(torch.ops.torchtrt.rms_norm.default, (x, w, 1e-5, 1.0))
 
 
 def test_errors_name_op_and_argument():

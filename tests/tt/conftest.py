@@ -1,11 +1,12 @@
 """The tt tier: Torch-TensorRT's own pipeline (torch-tensorrt-rtx 2.13 + tensorrt_rtx 1.5) on CPU.
 
 Test functions here are ordinary pytest functions, but they run in a worker process (``worker.py``):
-the tier's own environment (``tt_environment.py``) first on ``sys.path``, the four documented shims, and
+the tier's own environment (``tt_environment.py``) first on ``sys.path``, the five documented shims, and
 ``torchtrt_plugins`` imported as users import it. One worker per test module (Torch-TensorRT takes ~10 s
-to import); a test's parametrize values and ``tmp_path`` are sent to it, its outcome comes back (a
-failure with the worker's traceback). Test modules import ``torch_tensorrt`` inside their functions,
-since the main test process has none.
+to import), with the test-only addPluginV3 adapter unless the module sets ``ADD_PLUGIN_V3 = False`` (what
+TensorRT-RTX users have: a network without plugin layers); a test's parametrize values and ``tmp_path`` are
+sent to it, its outcome comes back (a failure with the worker's traceback). Test modules import
+``torch_tensorrt`` inside their functions, since the main test process has none.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ TEST_TIMEOUT_S = 300
 
 
 class Worker:
-    def __init__(self, site: Path) -> None:
+    def __init__(self, site: Path, add_plugin_v3: bool = True) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="tt-worker-", suffix=".log", delete=False)
         self.process = subprocess.Popen(
-            [sys.executable, str(WORKER), str(site)],
+            [sys.executable, str(WORKER), str(site), *([] if add_plugin_v3 else ["--no-add-plugin-v3"])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -65,12 +66,12 @@ class Worker:
 _workers: dict[str, Worker] = {}
 
 
-def _worker(module_path: str) -> Worker:
+def _worker(module_path: str, add_plugin_v3: bool) -> Worker:
     worker = _workers.get(module_path)
     if worker is None or worker.process.poll() is not None:
         from tt_environment import site_dir  # tests/tt is on sys.path (pytest prepends it)
 
-        worker = _workers[module_path] = Worker(site_dir())
+        worker = _workers[module_path] = Worker(site_dir(), add_plugin_v3)
     return worker
 
 
@@ -81,7 +82,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     names = pyfuncitem._fixtureinfo.argnames
     kwargs = {name: pyfuncitem.funcargs[name] for name in names}
     path = str(pyfuncitem.path)
-    worker = _worker(path)
+    worker = _worker(path, getattr(pyfuncitem.module, "ADD_PLUGIN_V3", True))
     outcome, detail = worker.run(path, pyfuncitem.originalname, kwargs)
     if outcome == "skipped":
         pytest.skip(detail)

@@ -20,6 +20,8 @@ from tt_helpers import (
     torch_tensorrt,
 )
 
+from torchtrt_plugins.testing.models import make_rms_norm
+
 RMS_NORM, PAD_TO, MASKED_ROWS = "torchtrt.rms_norm.default", "torchtrt.pad_to.default", "torchtrt.masked_rows.default"
 
 
@@ -78,6 +80,24 @@ def test_rms_norm_plan_builds(dynamic):
         plan = serialized_engine(program, inputs)
     assert [(c.plugin_name, c.field_value("eps")) for c in calls] == [("RMSNorm", pytest.approx(1e-6))]
     assert b"RMSNorm" in plan and b"torchtrt" in plan
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gemma_norm_reaches_the_plugin_with_its_weight_offset(dtype):
+    """Gemma's ``x * (1 + w)``: Torch-TensorRT folds constants only after our pass, so the op still sees ``w`` and
+    takes ``weight_offset=1`` (issue 25); the output is eager's bit for bit, and the plugin gets the field."""
+    require_plugin_library()
+    dtype = getattr(torch, dtype)
+    model = make_rms_norm("gemma", 64).to(dtype).eval()
+    x = torch.randn(2, 5, 64).to(dtype)
+    program = torch.export.export(model, (x,))
+    partitioned = dryrun(program, [x])
+    (node,) = [n for sub in partitioned.children() for n in sub.graph.nodes if str(n.target) == RMS_NORM]
+    assert node.args[3] == 1.0 and node.args[1].meta["val"].dtype == dtype
+    torch.testing.assert_close(partitioned(x), model(x), atol=0, rtol=0)
+    with converter_calls() as calls:
+        serialized_engine(program, [x])
+    assert [(c.plugin_version, c.field_value("weight_offset")) for c in calls] == [("3", 1.0)]
 
 
 def test_pad_to_with_fields():
@@ -144,7 +164,6 @@ def test_masked_rows_with_output_allocator():
 def test_what_our_validator_rejects_falls_back_to_pytorch():
     """A pad_to node our validator refuses (its input recorded as float64, which the plugin cannot take) goes
     to a PyTorch partition in Torch-TensorRT's own partitioning; the rms_norm next to it stays in TensorRT."""
-    import torch_tensorrt.dynamo._compiler as compiler
     from torch_tensorrt.dynamo import CompilationSettings
     from torch_tensorrt.dynamo._compiler import compile_module
 
@@ -161,13 +180,7 @@ def test_what_our_validator_rejects_falls_back_to_pytorch():
     (pad,) = [n for n in gm.graph.nodes if str(n.target) == PAD_TO]
     pad.args[0].meta["val"] = pad.args[0].meta["val"].to(torch.float64)
     settings = CompilationSettings(min_block_size=1, dryrun=True, offload_module_to_cpu=True)
-    # compile_module moves the PyTorch partitions to the compilation device (CUDA): on a CPU-only torch they stay.
-    device = compiler.to_torch_device
-    compiler.to_torch_device = lambda _: torch.device("cpu")
-    try:
-        partitioned = compile_module(gm, [x], {}, settings)
-    finally:
-        compiler.to_torch_device = device
+    partitioned = compile_module(gm, [x], {}, settings)  # PyTorch partitions stay on the CPU (worker.py, shim 5)
     assert placement(partitioned) == {"trt": [RMS_NORM], "torch": [PAD_TO]}
 
 

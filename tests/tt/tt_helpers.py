@@ -91,36 +91,57 @@ def converter_calls() -> Iterator[list]:
         _factory.emit = original
 
 
-def serialized_engine(program: torch.export.ExportedProgram, inputs: list, **settings) -> bytes:
-    """The plan ``convert_exported_program_to_serialized_trt_engine`` builds (conversion, then RTX's builder).
+@contextlib.contextmanager
+def plans_built() -> Iterator[list[bytes]]:
+    """The plans RTX's builder builds while the block runs (``Builder.build_serialized_network``).
 
-    Torch-TensorRT for RTX deserializes the plan right after building it (``_TRTInterpreter.run``), which needs
-    a CUDA device: without one that step fails, so the plan is taken from ``Builder.build_serialized_network``
-    as it returns, and the failure is accepted only when it comes after a plan was built on a machine without CUDA.
+    Torch-TensorRT for RTX deserializes each plan right after building it (``_TRTInterpreter.run``), which needs a
+    CUDA device: without one the deserialization returns None and Torch-TensorRT fails there. That failure ends the
+    block quietly, and only that one: on a machine without CUDA, after every plan asked for was built and one of them
+    was refused by the runtime; any other error propagates.
     """
+    import tensorrt_rtx
+
+    plans, refused = [], []
+    build, deserialize = tensorrt_rtx.Builder.build_serialized_network, tensorrt_rtx.Runtime.deserialize_cuda_engine
+
+    def recording_build(builder, network, config):
+        plan = build(builder, network, config)
+        plans.append(None if plan is None else bytes(plan))
+        return plan
+
+    def recording_deserialize(runtime, *args, **kwargs):
+        engine = deserialize(runtime, *args, **kwargs)
+        refused.append(engine is None)
+        return engine
+
+    tensorrt_rtx.Builder.build_serialized_network = recording_build
+    tensorrt_rtx.Runtime.deserialize_cuda_engine = recording_deserialize
+    try:
+        yield plans
+    except Exception:
+        if torch.cuda.is_available() or not plans or not all(plans) or refused[-1:] != [True]:
+            raise
+    finally:
+        tensorrt_rtx.Builder.build_serialized_network = build
+        tensorrt_rtx.Runtime.deserialize_cuda_engine = deserialize
+
+
+def serialized_engine(program: torch.export.ExportedProgram, inputs: list, **settings) -> bytes:
+    """The plan ``convert_exported_program_to_serialized_trt_engine`` builds (conversion, then RTX's builder);
+    on a machine without CUDA, the plan as the builder returned it (``plans_built``)."""
     import tensorrt_rtx
     from _nvidia import add_plugin_v3
 
     if not hasattr(tensorrt_rtx.INetworkDefinition, "add_plugin_v3"):
         pytest.skip(f"tt tier: {add_plugin_v3.unavailable_reason(tensorrt_rtx)}")
-    plans, original = [], tensorrt_rtx.Builder.build_serialized_network
-
-    def recording(builder, network, config):
-        plan = original(builder, network, config)
-        plans.append(None if plan is None else bytes(plan))
-        return plan
-
     options = {"min_block_size": 1, "offload_module_to_cpu": True, **settings}
-    tensorrt_rtx.Builder.build_serialized_network = recording
-    try:
-        return bytes(
-            torch_tensorrt().dynamo.convert_exported_program_to_serialized_trt_engine(
-                program, arg_inputs=inputs, **options
-            )
+    engine = None
+    with plans_built() as plans:
+        engine = torch_tensorrt().dynamo.convert_exported_program_to_serialized_trt_engine(
+            program, arg_inputs=inputs, **options
         )
-    except RuntimeError:
-        if torch.cuda.is_available() or len(plans) != 1 or not plans[0]:
-            raise
-        return plans[0]
-    finally:
-        tensorrt_rtx.Builder.build_serialized_network = original
+    if engine is not None:
+        return bytes(engine)
+    assert len(plans) == 1, f"expected one plan, the builder built {len(plans)}"
+    return plans[0]

@@ -1,13 +1,14 @@
 """A tt-tier worker process: Torch-TensorRT for TensorRT-RTX on a CPU-only torch, running tests on request.
 
-Usage: ``python worker.py SITE_DIR``. ``SITE_DIR`` (the tier's own install, see ``tt_environment.py``) goes
-first on ``sys.path``, then the test-only shims below make ``torch_tensorrt`` import on a CPU-only
-torch, then ``torchtrt_plugins`` registers its converters and lowering pass as it does for users, and
-the addPluginV3 adapter (``tests/_nvidia/add_plugin_v3.py``) stands in for the ``add_plugin_v3`` that
-RTX's Python ``INetworkDefinition`` lacks. Requests come on stdin, replies go out on the original
+Usage: ``python worker.py SITE_DIR [--no-add-plugin-v3]``. ``SITE_DIR`` (the tier's own install, see
+``tt_environment.py``) goes first on ``sys.path``, then the test-only shims below make ``torch_tensorrt``
+import and partition on a CPU-only torch, then the addPluginV3 adapter (``tests/_nvidia/add_plugin_v3.py``)
+stands in for the ``add_plugin_v3`` that RTX's Python ``INetworkDefinition`` lacks (not with
+``--no-add-plugin-v3``: the network TensorRT-RTX users have), then ``torchtrt_plugins`` registers its
+converters and lowering pass as it does for users. Requests come on stdin, replies go out on the original
 stdout (pickled, length-prefixed); everything printed goes to stderr (the conftest sends it to a log).
 
-The four shims (for torch-tensorrt-rtx 2.13.0 on torch 2.13.0 CPU; test-only, never in the package):
+The five shims (for torch-tensorrt-rtx 2.13.0 on torch 2.13.0 CPU; test-only, never in the package):
 
 1. ``torch.cuda.get_device_capability`` -> ``(0, 0)``: ``torch_tensorrt._utils.is_thor()`` and friends
    ask for it at import; a CPU-only torch raises.
@@ -17,6 +18,9 @@ The four shims (for torch-tensorrt-rtx 2.13.0 on torch 2.13.0 CPU; test-only, ne
 4. ``torch_tensorrt/lib/libtorchtrt.so`` and ``libtorchtrt_runtime.so`` look absent while
    ``torch_tensorrt`` imports (they need ``libtorch_cuda``): it then runs as a Python-only install
    (no TorchScript frontend, Python runtime), which is all the dynamo path needs up to a serialized plan.
+5. ``torch_tensorrt.dynamo._compiler.to_torch_device`` -> the CPU (it is asked for the GPU): ``compile_module``
+   moves each PyTorch partition to the compilation device (``submodule.to(...)``), which a CPU-only torch
+   refuses ("Cannot access accelerator device when none is available").
 """
 
 from __future__ import annotations
@@ -40,6 +44,13 @@ def install_shims() -> None:
     torch.cuda.current_device = lambda: 0
     if not hasattr(torch._C, "_CudaDeviceProperties"):
         torch._C._CudaDeviceProperties = type("_CudaDeviceProperties", (), {})
+
+
+def install_device_shim() -> None:
+    import torch
+    import torch_tensorrt.dynamo._compiler as compiler
+
+    compiler.to_torch_device = lambda device: torch.device("cpu")  # the only device a CPU-only torch has
 
 
 def import_torch_tensorrt():
@@ -104,10 +115,12 @@ def main() -> None:
     sys.path[:0] = [site, str(TESTS_DIR), str(TESTS_DIR / "tt")]
     install_shims()
     torch_tensorrt = import_torch_tensorrt()
+    install_device_shim()
     import tensorrt_rtx
     from _nvidia import add_plugin_v3
 
-    if add_plugin_v3.unavailable_reason(tensorrt_rtx) is None:  # else tests that need it skip with the reason
+    # Without the adapter, or where it cannot be used, tests that need it skip with the reason.
+    if "--no-add-plugin-v3" not in sys.argv[2:] and add_plugin_v3.unavailable_reason(tensorrt_rtx) is None:
         add_plugin_v3.install(tensorrt_rtx)
     import torchtrt_plugins  # registers converters and the lowering pass, as for users
 
@@ -118,6 +131,7 @@ def main() -> None:
             {
                 "torch_tensorrt": torch_tensorrt.__version__,
                 "tensorrt_rtx": tensorrt_rtx.__version__,
+                "add_plugin_v3": hasattr(tensorrt_rtx.INetworkDefinition, "add_plugin_v3"),
                 "torchtrt_plugins": torchtrt_plugins.__file__,
             },
         ),

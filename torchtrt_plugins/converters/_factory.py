@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from .. import _compat
 from .. import spec as spec_mod
 from .._compat import require_tensorrt
 
@@ -163,6 +164,10 @@ def validate_node(node: torch.fx.Node, settings: Any = None) -> bool:
     """Torch-TensorRT capability validator: False (fall back to PyTorch) for what the plugin cannot do."""
     entry = entry_for_target(node.target)
     if entry is None:
+        return False
+    if reason := _compat.plugin_layers_unavailable():  # TensorRT-RTX: emit could not add the layer
+        _compat.warn_plugin_layers_unavailable(reason)
+        _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", node.name, reason)
         return False
     try:
         call = plan(entry.spec, node.args, node.kwargs)

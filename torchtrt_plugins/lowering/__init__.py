@@ -22,6 +22,7 @@ from typing import Any
 
 from torch.fx import GraphModule
 
+from .. import _compat
 from . import rms_norm
 from ._fx import LoweringPass
 
@@ -110,7 +111,17 @@ def lower(gm: GraphModule, example_inputs: Sequence[Any] | None = None) -> Graph
 
 
 def torch_tensorrt_pass(gm: GraphModule, settings: Any = None) -> GraphModule:
-    """``lower`` with the signature of a Torch-TensorRT lowering pass, ``(gm, settings) -> gm``."""
+    """``lower`` with the signature of a Torch-TensorRT lowering pass, ``(gm, settings) -> gm``.
+
+    Where the networks Torch-TensorRT builds cannot take plugin layers (TensorRT-RTX), it leaves ``gm`` alone: our
+    validators would send every op it adds to PyTorch, and each such op cuts the TensorRT engine in two (measured in
+    the tt tier on a 2-layer Hugging Face Llama: 6 engines and 5 PyTorch segments with the rewrite, 1 engine
+    without), while TensorRT runs the norm it left as it was itself.
+    """
+    if reason := _compat.plugin_layers_unavailable():
+        _compat.warn_plugin_layers_unavailable(reason)
+        _LOGGER.info("torchtrt_plugins lowering: skipped inside Torch-TensorRT: %s", reason)
+        return gm
     return lower(gm)
 
 
@@ -120,9 +131,7 @@ def register_with_torch_tensorrt() -> bool:
     First, so it sees ``aten._fused_rms_norm`` before Torch-TensorRT decomposes it. Returns False
     (and does nothing) when Torch-TensorRT is not installed.
     """
-    from .._compat import torch_tensorrt
-
-    if torch_tensorrt() is None:
+    if _compat.torch_tensorrt() is None:
         _LOGGER.debug("torchtrt_plugins lowering: Torch-TensorRT not importable; lowering pass not registered")
         return False
     passes = importlib.import_module(TORCH_TENSORRT_PASSES_MODULE)

@@ -1,4 +1,4 @@
-"""RMSNorm, however it is written, -> ``torch.ops.torchtrt.rms_norm(x, weight, eps)``.
+"""RMSNorm, however it is written, -> ``torch.ops.torchtrt.rms_norm(x, weight, eps[, weight_offset])``.
 
 Recognized (aten level and symbolic_trace level alike):
 
@@ -10,8 +10,12 @@ Recognized (aten level and symbolic_trace level alike):
 - ``aten.rms_norm`` / ``F.rms_norm`` / ``torch.rms_norm``, ``aten._fused_rms_norm`` and
   ``nn.RMSNorm`` modules (symbolic_trace keeps them as ``call_module``).
 
-Only the last dimension may be normalized, eps must be a constant and a weight of shape
-``(hidden,)`` must be applied; every intermediate value must be used by the pattern only.
+Only the last dimension may be normalized and eps must be a constant; a weight, where one is applied,
+must have shape ``(hidden,)``, and every intermediate value must be used by the pattern only. Without a
+weight (``nn.RMSNorm(elementwise_affine=False)``, ``F.rms_norm(x, shape, None, eps)``, a composite with no
+tensor multiplied next) the op gets ones of a static hidden size. A weight ``w + c`` (Gemma's
+``x * (1 + w)``) becomes ``weight_offset=c``: the op adds it in fp32, where ``w + c`` rounded to a half
+dtype would round a second time.
 
 Dtypes: the op takes ``x`` and ``weight`` of one dtype and rounds once. The replacement computes in
 the dtype of the pattern's output (casting ``x`` and ``weight`` to it where they differ), so the
@@ -59,13 +63,15 @@ class RMSNormMatch:
     """One RMSNorm found in a graph."""
 
     x: Node
-    #: a node, or the qualified name of a module parameter (``nn.RMSNorm`` kept as a module)
-    weight: Node | str
+    #: a node, the qualified name of a module parameter (``nn.RMSNorm`` kept as a module), or None (no weight)
+    weight: Node | str | None
     eps: float
     #: the node whose users get the replacement
     output: Node
     #: the nodes replaced, ``output`` included
     nodes: tuple[Node, ...]
+    #: a constant added to the weight before it multiplies (Gemma's ``1 + w``)
+    weight_offset: float = 0.0
 
 
 # ------------------------------------------------------------------------------------- composites
@@ -154,19 +160,32 @@ def _cast_chain(node: Node) -> list[Node]:
     return chain
 
 
-def _weighted(normalized: Node) -> tuple[Node, list[Node]] | None:
-    """``(weight, nodes)`` for casts, ``* weight``, casts applied to ``normalized``; nodes end in the output."""
+def _offset(weight: Node, product: Node) -> tuple[Node, float, list[Node]]:
+    """``(w, c, [weight])`` when ``weight`` is ``w + c`` (or ``c + w``) used by ``product`` alone, else
+    ``(weight, 0.0, [])``: the op adds ``c`` in fp32, where ``w + c`` rounded to a half dtype would round twice."""
+    operands = binary_operands(weight) if kind(weight) == "add" else None
+    if operands is None or sole_user(weight) is not product:
+        return weight, 0.0, []
+    first, second = operands
+    if isinstance(first, Node) and is_number(second):
+        return first, float(second), [weight]
+    if isinstance(second, Node) and is_number(first):
+        return second, float(first), [weight]
+    return weight, 0.0, []
+
+
+def _weighted(normalized: Node) -> tuple[Node | None, float, list[Node]]:
+    """``(weight, weight offset, nodes)`` for casts, ``* weight``, casts applied to ``normalized``; without a
+    ``* weight`` (no tensor multiplies next), ``(None, 0.0, casts)``. Nodes end in the output, when there are any."""
     nodes = _cast_chain(normalized)
     last = nodes[-1] if nodes else normalized
     product = sole_user(last)
-    if kind(product) != "mul":
-        return None
-    weight = other_operand(product, last)
+    weight = other_operand(product, last) if kind(product) == "mul" else None
     if not isinstance(weight, Node):
-        return None
-    nodes.append(product)
-    nodes.extend(_cast_chain(product))
-    return weight, nodes
+        return None, 0.0, nodes
+    weight, offset, offset_nodes = _offset(weight, product)
+    nodes.extend((*offset_nodes, product, *_cast_chain(product)))
+    return weight, offset, nodes
 
 
 def match_composite(mean: Node) -> RMSNormMatch | None:
@@ -183,12 +202,9 @@ def match_composite(mean: Node) -> RMSNormMatch | None:
     x, _ = strip_casts(base)
     if not isinstance(numerator, Node) or strip_casts(numerator)[0] is not x:
         return None
-    weighted = _weighted(product)
-    if weighted is None:
-        return None
-    weight, tail = weighted
+    weight, offset, tail = _weighted(product)
     nodes = (mean.args[0], mean, variance_eps, *inverse_nodes, *tail)
-    return RMSNormMatch(x=x, weight=weight, eps=float(eps), output=tail[-1], nodes=nodes)
+    return RMSNormMatch(x=x, weight=weight, eps=float(eps), output=nodes[-1], nodes=nodes, weight_offset=offset)
 
 
 # ------------------------------------------------------------------------------ rms_norm as an op
@@ -226,7 +242,7 @@ def match_op(node: Node, gm: GraphModule) -> RMSNormMatch | None:
     else:
         return None
     shape = (shape,) if isinstance(shape, int) else shape
-    if not isinstance(x, Node) or weight is None or len(shape) != 1 or value(x) is None:
+    if not isinstance(x, Node) or len(shape) != 1 or value(x) is None:
         return None
     if eps is None:  # what aten.rms_norm uses: the machine epsilon of its compute (opmath) dtype
         eps = torch.finfo(torch.promote_types(dtype(x), torch.float32)).eps
@@ -245,11 +261,17 @@ def _weight_value(match: RMSNormMatch, gm: GraphModule) -> torch.Tensor | None:
 
 
 def _consistent(match: RMSNormMatch, gm: GraphModule) -> bool:
-    """Shapes known and right: a ``(hidden,)`` weight, an output shaped like ``x``, values used inside only."""
-    x, weight, output = value(match.x), _weight_value(match, gm), value(match.output)
-    if x is None or weight is None or output is None or x.dim() < 1 or weight.dim() != 1:
+    """Shapes known and right: a ``(hidden,)`` weight (or none, and a static hidden size for the ones that stand in
+    for it), an output shaped like ``x``, values used inside only."""
+    x, output = value(match.x), value(match.output)
+    if x is None or output is None or x.dim() < 1 or output.dim() != x.dim():
         return False
-    if not known_equal(weight.shape[0], x.shape[-1]) or output.dim() != x.dim():
+    if match.weight is None:
+        if not isinstance(x.shape[-1], int):
+            return False
+    elif (weight := _weight_value(match, gm)) is None or weight.dim() != 1:
+        return False
+    elif not known_equal(weight.shape[0], x.shape[-1]):
         return False
     if not all(known_equal(a, b) for a, b in zip(output.shape, x.shape, strict=True)):
         return False
@@ -261,11 +283,18 @@ def _consistent(match: RMSNormMatch, gm: GraphModule) -> bool:
 def _replace(gm: GraphModule, match: RMSNormMatch, order: dict[Node, int], fake_mode: Any) -> bool:
     rewrite = GraphRewrite(gm, match.output, match.nodes, fake_mode)
     out_dtype = dtype(match.output)
+    offset = (match.weight_offset,) if match.weight_offset else ()
     try:
-        weight = rewrite.get_attr(match.weight) if isinstance(match.weight, str) else match.weight
+        if match.weight is None:  # ones: multiplying by them changes nothing (constant-folded by Torch-TensorRT)
+            hidden, device = value(match.x).shape[-1], value(match.x).device
+            weight = rewrite.call(torch.ops.aten.full.default, ([hidden], 1.0), {"dtype": out_dtype, "device": device})
+        elif isinstance(match.weight, str):
+            weight = rewrite.get_attr(match.weight)
+        else:
+            weight = match.weight
         y = rewrite.call(
             torch.ops.torchtrt.rms_norm.default,
-            (rewrite.cast(match.x, out_dtype), rewrite.cast(weight, out_dtype), match.eps),
+            (rewrite.cast(match.x, out_dtype), rewrite.cast(weight, out_dtype), match.eps, *offset),
         )
     except RewriteRejected as err:
         _LOGGER.debug("torchtrt_plugins lowering: %s stays as it is: %s", match.output.name, err)

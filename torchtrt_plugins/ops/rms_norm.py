@@ -1,4 +1,7 @@
-"""rms_norm(x, weight, eps=1e-6): RMSNorm over the last dimension, fp32 accumulation.
+"""rms_norm(x, weight, eps=1e-6, weight_offset=0.0): RMSNorm over the last dimension, fp32 accumulation.
+
+``y = x * rsqrt(mean(x**2) + eps) * (weight + weight_offset)``, all in fp32 and rounded once: ``weight_offset=1``
+is Gemma's ``(1 + w)``, whose sum would round a second time if it were formed in a half dtype first.
 
 Declared through the public path (:func:`torchtrt_plugins.declare`): the launchers are
 ``csrc/kernels/rms_norm_launcher.cu`` (tactic 0: the kernel's heuristic; 1: one warp per row, for small hidden sizes;
@@ -16,14 +19,14 @@ from . import LIBRARY, define
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def reference(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def reference(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, weight_offset: float = 0.0) -> torch.Tensor:
     """Plain-torch RMSNorm, computed in fp32 and rounded once to x's dtype (what the kernels do)."""
     xf = x.float()
-    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * (weight.float() + weight_offset)
     return y.to(x.dtype)
 
 
-def fake(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def fake(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, weight_offset: float = 0.0) -> torch.Tensor:
     """The op's shape rules, in the one place they are written (eager, validator and plugin derive from here)."""
     if x.dim() < 1:
         raise SpecError(f"torchtrt.rms_norm: argument 'x' must have at least 1 dimension, got shape {tuple(x.shape)}")
@@ -38,7 +41,12 @@ def fake(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tens
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-_LIB = define("rms_norm(Tensor x, Tensor weight, float eps=1e-06) -> Tensor", fake, reference, tactics=True)
+_LIB = define(
+    "rms_norm(Tensor x, Tensor weight, float eps=1e-06, float weight_offset=0.0) -> Tensor",
+    fake,
+    reference,
+    tactics=True,
+)
 
 RMS_NORM = declare(
     "torchtrt::rms_norm",
@@ -47,7 +55,10 @@ RMS_NORM = declare(
     plugin_version="3",
     launcher="ttp::launchers::rmsNorm",
     tactics={1: "ttp::launchers::rmsNormWarpPerRow", 2: "ttp::launchers::rmsNormBlockPerRow"},
-    ranges={"eps": Range(min=0.0, min_inclusive=False, doc="added to the mean of squares before rsqrt")},
+    ranges={
+        "eps": Range(min=0.0, min_inclusive=False, doc="added to the mean of squares before rsqrt"),
+        "weight_offset": Range(doc="added to the weight in fp32 (Gemma: 1)"),
+    },
     dtypes={"x": FLOATS, "weight": FLOATS},
     same_dtype={"weight": "x"},
     reference=reference,

@@ -24,11 +24,13 @@ def rms_norm_inputs(shape, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Ten
     return x, w
 
 
-def rms_norm_eager(x: torch.Tensor, w: torch.Tensor, eps: float, tactic: int = 0) -> torch.Tensor:
+def rms_norm_eager(
+    x: torch.Tensor, w: torch.Tensor, eps: float, tactic: int = 0, weight_offset: float = 0.0
+) -> torch.Tensor:
     """The eager op; tactic 0 is its own heuristic, as in the plugin."""
     if tactic == 0:
-        return torch.ops.torchtrt.rms_norm(x, w, eps)
-    return torch.ops.torchtrt.rms_norm_tactic(x, w, eps, tactic=tactic)
+        return torch.ops.torchtrt.rms_norm(x, w, eps, weight_offset)
+    return torch.ops.torchtrt.rms_norm_tactic(x, w, eps, weight_offset, tactic=tactic)
 
 
 def compile_trt(model: torch.nn.Module, inputs: list) -> torch.nn.Module:

@@ -46,6 +46,23 @@ class WeightBeforeCastRMSNorm(nn.Module):
         return (output * self.weight.float()).type_as(x)
 
 
+class GemmaRMSNorm(nn.Module):
+    """Hugging Face ``GemmaRMSNorm``: everything in fp32, the weight as an offset from one, ``x * (1 + w)``."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(hidden_size))
+
+    def _norm(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
 class DivSqrtRMSNorm(nn.Module):
     """``x / sqrt(mean(x * x) + eps) * weight``, no casts."""
 
@@ -75,12 +92,12 @@ class T5LayerNorm(nn.Module):
 
 
 class FunctionalRMSNorm(nn.Module):
-    """``torch.nn.functional.rms_norm`` (``aten.rms_norm`` once exported)."""
+    """``torch.nn.functional.rms_norm`` (``aten.rms_norm`` once exported); ``weight=False``: none (``None``)."""
 
-    def __init__(self, hidden_size: int, eps: float = 1e-6):
+    def __init__(self, hidden_size: int, eps: float = 1e-6, weight: bool = True):
         super().__init__()
         self.normalized_shape = (hidden_size,)
-        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.weight = nn.Parameter(torch.ones(hidden_size)) if weight else None
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -95,16 +112,20 @@ RMS_NORMS: dict[str, Callable[[int, float], nn.Module]] = {
     "t5": T5LayerNorm,
     "functional": FunctionalRMSNorm,
     "nn": lambda hidden_size, eps: nn.RMSNorm(hidden_size, eps=eps),
+    "gemma": GemmaRMSNorm,
+    "functional_no_weight": lambda hidden_size, eps: FunctionalRMSNorm(hidden_size, eps, weight=False),
+    "nn_no_weight": lambda hidden_size, eps: nn.RMSNorm(hidden_size, eps=eps, elementwise_affine=False),
 }
 
 
 def make_rms_norm(style: str, hidden_size: int, eps: float = 1e-6, seed: int = 0) -> nn.Module:
-    """An RMSNorm of ``style`` (a key of ``RMS_NORMS``) with a random, not all-ones, weight."""
+    """An RMSNorm of ``style`` (a key of ``RMS_NORMS``) with a random, not all-ones, weight (where it has one)."""
     if style not in RMS_NORMS:
         raise ValueError(f"make_rms_norm: 'style' must be one of {sorted(RMS_NORMS)}, got {style!r}")
     module = RMS_NORMS[style](hidden_size, eps)
-    with torch.no_grad():
-        module.weight.copy_(1 + 0.5 * torch.randn(hidden_size, generator=torch.Generator().manual_seed(seed)))
+    if module.weight is not None:
+        with torch.no_grad():
+            module.weight.copy_(1 + 0.5 * torch.randn(hidden_size, generator=torch.Generator().manual_seed(seed)))
     return module
 
 

@@ -104,18 +104,20 @@ def draw_rms_norm(data: st.DataObject, device: str) -> Case:
         lead = [1]
     scale = data.draw(st.sampled_from([1e-3, 1.0, 100.0]), label="scale")
     eps = data.draw(st.sampled_from([1e-12, 1e-6, 1e-3, 0.5]), label="eps")
+    offset = data.draw(st.sampled_from([0.0, 1.0]), label="weight_offset")  # 1: Gemma's (1 + w)
     x = tensor(data, (*lead, hidden), dtype, device, scale)
     weight = tensor(data, (hidden,), dtype, device)
-    return Case("rms_norm", (x, weight, eps), note=f"{dtype} {tuple(x.shape)} stride {x.stride()} eps {eps}")
+    note = f"{dtype} {tuple(x.shape)} stride {x.stride()} eps {eps} weight_offset {offset}"
+    return Case("rms_norm", (x, weight, eps, offset), note=note)
 
 
 def check_rms_norm(case: Case, out: torch.Tensor) -> None:
     from ..ops import rms_norm
 
-    x, weight, eps = case.args
+    x, weight, eps, offset = case.args
     assert out.dtype == x.dtype and out.shape == x.shape, case.note
     xs = as_numpy(x)
-    expected = xs / np.sqrt(np.mean(xs * xs, axis=-1, keepdims=True) + eps) * as_numpy(weight)
+    expected = xs / np.sqrt(np.mean(xs * xs, axis=-1, keepdims=True) + eps) * (as_numpy(weight) + offset)
     tol = rms_norm.SPEC.tolerance(x.dtype)
     # The tolerance is relative to the output's magnitude: |y| is about |weight| whatever the scale of x.
     _assert_allclose(out, expected, tol.atol, tol.rtol, case.note)
@@ -205,7 +207,7 @@ def examples(device: str, seed: int = 0) -> dict[str, Case]:
     rows = torch.randn(100_001, 33, generator=g).to(device)
     mask = (torch.rand(100_001, generator=g) < 0.5).to(device)
     return {
-        "rms_norm": Case("rms_norm", (x, w, 1e-6), note=f"bf16 {tuple(x.shape)} on {device}"),
+        "rms_norm": Case("rms_norm", (x, w, 1e-6, 0.0), note=f"bf16 {tuple(x.shape)} on {device}"),
         "pad_to": Case("pad_to", (image, 256, 240, 1.5), note=f"fp32 {tuple(image.shape)} -> 256x240 on {device}"),
         "masked_rows": Case("masked_rows", (rows, mask), note=f"fp32 {tuple(rows.shape)} half kept on {device}"),
     }

@@ -32,9 +32,9 @@ int64_t const kPrograms1[] = {24, 1414811731, 3, 1, 4, 0, 0, 1, -1, 4, 3, 2, 0, 
 ::ttp::sdk::DeclaredOpRegistration const kRegistration1{kOp1};
 ::ttp::sdk::InputDecl const kInputs2[] = {{"x", 131u, -1}, {"weight", 131u, 0}};
 char const* const kOutputs2[] = {"out0"};
-::ttp::plugin::FieldDesc const kFields2[] = {{"eps", FT::kFLOAT64, false, 1e-06, 0.0, kInf, false, kNaN}};
+::ttp::plugin::FieldDesc const kFields2[] = {{"eps", FT::kFLOAT64, false, 1e-06, 0.0, kInf, false, kNaN}, {"weight_offset", FT::kFLOAT64, false, 0.0, -kInf, kInf, true, kNaN}};
 ::ttp::sdk::TacticDecl const kTactics2[] = {{0, "ttp::launchers::rmsNorm", &ttp::launchers::rmsNorm}, {1, "ttp::launchers::rmsNormWarpPerRow", &ttp::launchers::rmsNormWarpPerRow}, {2, "ttp::launchers::rmsNormBlockPerRow", &ttp::launchers::rmsNormBlockPerRow}};
 int64_t const kPrograms2[] = {23, 1414811731, 3, 2, 1, 1, 0, 0, 1, -1, 1, 3, 2, 0, 0, 1, 3, 2, 1, 0, 3, 2, 0, 0, 27, 1414811731, 3, 2, 2, 1, 0, 0, 1, -1, 2, 3, 2, 0, 0, 3, 2, 0, 1, 1, 3, 2, 1, 0, 3, 2, 0, 1, 31, 1414811731, 3, 2, 3, 1, 0, 0, 1, -1, 3, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 1, 3, 2, 1, 0, 3, 2, 0, 2, 35, 1414811731, 3, 2, 4, 1, 0, 0, 1, -1, 4, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 1, 3, 2, 1, 0, 3, 2, 0, 3, 39, 1414811731, 3, 2, 5, 1, 0, 0, 1, -1, 5, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 1, 3, 2, 1, 0, 3, 2, 0, 4, 43, 1414811731, 3, 2, 6, 1, 0, 0, 1, -1, 6, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 3, 2, 0, 5, 1, 3, 2, 1, 0, 3, 2, 0, 5, 47, 1414811731, 3, 2, 7, 1, 0, 0, 1, -1, 7, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 3, 2, 0, 5, 3, 2, 0, 6, 1, 3, 2, 1, 0, 3, 2, 0, 6, 51, 1414811731, 3, 2, 8, 1, 0, 0, 1, -1, 8, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 3, 2, 0, 5, 3, 2, 0, 6, 3, 2, 0, 7, 1, 3, 2, 1, 0, 3, 2, 0, 7};
-::ttp::sdk::OpDecl const kOp2{"torchtrt::rms_norm", "RMSNorm", "3", "torchtrt", kInputs2, 2, kOutputs2, 1, kFields2, 1, kTactics2, 3, nullptr, kPrograms2, 304};
+::ttp::sdk::OpDecl const kOp2{"torchtrt::rms_norm", "RMSNorm", "3", "torchtrt", kInputs2, 2, kOutputs2, 1, kFields2, 2, kTactics2, 3, nullptr, kPrograms2, 304};
 ::ttp::sdk::DeclaredOpRegistration const kRegistration2{kOp2};
 } // namespace
