@@ -60,6 +60,10 @@ def check(path: Path) -> tuple[list[str], tuple[int, int] | None]:
     its libraries need."""
     shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(path)], capture_output=True, text=True)
     print(shown.stdout.strip() or shown.stderr.strip())
+    print(
+        "(auditwheel's overall tag counts the CUDA runtime, which no manylinux policy lists; like torch's CUDA wheels,"
+        " ours leave it outside: the symbol versions decide here)"
+    )
     report = subprocess.run(
         [sys.executable, "-m", "auditwheel", "show", "--json", str(path)], capture_output=True, text=True
     )
