@@ -8,6 +8,10 @@
   ``TORCHTRT_PLUGINS_PREBUILT``: ``auto`` (default: prebuild when nvcc, cmake and the headers are found, else a
   sources-only wheel, saying why), ``1`` (fail without them), ``0`` (never). ``TORCHTRT_PLUGINS_WHEEL_ARCHS``
   overrides the architectures.
+- The prebuilt libraries load on glibc 2.28 and later and need no libstdc++ (``csrc/sdk/cmake/manylinux_2_28_c++``
+  says how: zig, the ``ziglang`` build requirement, links them), so the wheel is tagged ``manylinux_2_28_<arch>``
+  like torch's and TensorRT's. Where ziglang cannot be imported (``--no-build-isolation`` without it), they are
+  linked by the system compiler and the wheel says ``linux_<arch>``: for this machine only.
 - An editable install (``pip install -e .``) copies and compiles nothing: the checkout's sources are used and the
   native pieces are built on first use.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import platform
 import shutil
 import sys
 import time
@@ -34,6 +39,9 @@ HERE = Path(__file__).resolve().parent
 #: Where the prebuilt libraries find the CUDA runtime of the nvidia-cuda-runtime wheel (torch's CUDA 13 builds and
 #: TensorRT's pip packages install it) when the system has none: site-packages/nvidia/cu13/lib.
 PIP_CUDA_RUNTIME_RPATH = "$ORIGIN/../../nvidia/cu13/lib"
+#: The CMake toolchain of distributable libraries (glibc 2.28, static libstdc++) and the platform tag it gives.
+MANYLINUX_TOOLCHAIN = HERE / "csrc" / "sdk" / "cmake" / "manylinux_2_28.cmake"
+MANYLINUX_PLATFORM = f"manylinux_2_28_{platform.machine()}"
 
 
 def _build_module():
@@ -44,6 +52,16 @@ def _build_module():
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _zig() -> str | None:
+    """The zig of the ``ziglang`` package (a build requirement), which links the manylinux libraries, or None."""
+    try:
+        import ziglang
+    except ImportError:
+        return None
+    zig = Path(ziglang.__file__).resolve().parent / "zig"
+    return str(zig) if zig.is_file() else None
 
 
 def _say(text: str) -> None:
@@ -79,15 +97,22 @@ class BuildPy(build_py):
         headers = builder.find_tensorrt_headers()
         archs = os.environ.get("TORCHTRT_PLUGINS_WHEEL_ARCHS", builder.WHEEL_CUDA_ARCHS)
         build_dir = Path(self.get_finalized_command("build").build_temp).resolve() / "native"
-        _say(f"building the plugin library and harness for CUDA architectures {archs} against {headers.describe()}")
+        extra = ["-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", f"-DCMAKE_INSTALL_RPATH={PIP_CUDA_RUNTIME_RPATH}"]
+        zig = _zig()
+        if zig is None:
+            platform_tag = f"linux_{platform.machine()}"
+            _say(f"ziglang not importable: the libraries are linked for this machine's glibc ({platform_tag})")
+        else:
+            platform_tag = MANYLINUX_PLATFORM
+            os.environ["TORCHTRT_PLUGINS_ZIG"] = zig
+            extra.append(f"-DCMAKE_TOOLCHAIN_FILE={MANYLINUX_TOOLCHAIN}")
+        _say(
+            f"building the plugin library and harness for CUDA architectures {archs} against {headers.describe()}, "
+            f"{platform_tag}"
+        )
         start = time.monotonic()
         builder.run_cmake(
-            HERE,
-            build_dir,
-            include=headers.include,
-            nvcc=builder.nvcc_path(),
-            archs=archs,
-            extra=("-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", f"-DCMAKE_INSTALL_RPATH={PIP_CUDA_RUNTIME_RPATH}"),
+            HERE, build_dir, include=headers.include, nvcc=builder.nvcc_path(), archs=archs, extra=tuple(extra)
         )
         seconds = time.monotonic() - start
         lib_dir.mkdir(parents=True, exist_ok=True)
@@ -99,14 +124,19 @@ class BuildPy(build_py):
         )
         for name in names:
             shutil.copy2(build_dir / name, lib_dir / name)
-        info = {"cuda_archs": archs, "tensorrt_headers": ".".join(map(str, headers.version)), "build_seconds": seconds}
+        info = {
+            "cuda_archs": archs,
+            "tensorrt_headers": ".".join(map(str, headers.version)),
+            "platform": platform_tag,
+            "build_seconds": seconds,
+        }
         (lib_dir / "build_info.json").write_text(json.dumps(info, indent=1) + "\n")
         _say(f"built in {seconds:.0f} s: {', '.join(names)}")
 
 
 class BdistWheel(bdist_wheel):
-    """A wheel with prebuilt libraries installs to platlib and is tagged for its platform (py3-none-linux_x86_64);
-    a sources-only one is py3-none-any."""
+    """A wheel with prebuilt libraries installs to platlib and is tagged for the platform they were linked for
+    (py3-none-manylinux_2_28_x86_64); a sources-only one is py3-none-any."""
 
     def finalize_options(self) -> None:
         mode = os.environ.get("TORCHTRT_PLUGINS_PREBUILT", "auto")
@@ -118,7 +148,10 @@ class BdistWheel(bdist_wheel):
 
     def get_tag(self) -> tuple[str, str, str]:
         tag = super().get_tag()
-        return ("py3", "none", tag[2]) if not self.root_is_pure else tag
+        if self.root_is_pure:
+            return tag
+        info = Path(self.bdist_dir) / "torchtrt_plugins" / "lib" / "build_info.json"
+        return ("py3", "none", json.loads(info.read_text())["platform"] if info.is_file() else tag[2])
 
 
 setup(cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel})

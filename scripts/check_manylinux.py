@@ -1,0 +1,119 @@
+"""Check, with auditwheel's own policies, that a wheel or shared libraries load wherever manylinux_2_28 does.
+
+    python scripts/check_manylinux.py dist/torchtrt_plugins-*.whl
+    python scripts/check_manylinux.py build/libmyops_plugins.so build/libmyops_launchers.so
+
+Fails unless `auditwheel show` finds that the libraries' versioned symbols (glibc, libstdc++, libgcc_s) allow
+manylinux_2_28 or older, and that the only library they need from outside is the CUDA runtime (libcudart, which
+torch's CUDA wheels and the CUDA toolkit bring); a wheel's platform tag must be manylinux_2_28 or older yet no older
+than its libraries allow. Shared libraries are checked inside a throwaway wheel (auditwheel reads only wheels).
+.ci/run runs it on the wheel and on an example package's libraries built with the SDK's manylinux toolchain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+#: The newest glibc the libraries may need: torch's and TensorRT's wheels are manylinux_2_28 (RHEL 8).
+NEWEST_GLIBC = (2, 28)
+#: Needed from outside the wheel and allowed to be: the CUDA runtime comes from the toolkit or a pip package.
+EXTERNAL_ALLOWED = re.compile(r"libcudart\.so\.\d+")
+_MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_")
+
+
+def _glibc(tag: str) -> tuple[int, int] | None:
+    found = _MANYLINUX.match(tag)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def _tag_name(glibc: tuple[int, int]) -> str:
+    return f"manylinux_{glibc[0]}_{glibc[1]}"
+
+
+def _libraries_wheel(libraries: list[Path], folder: Path) -> Path:
+    """A minimal wheel holding ``libraries``: what auditwheel can read."""
+    machine = subprocess.run(["uname", "-m"], capture_output=True, text=True, check=True).stdout.strip()
+    wheel = folder / f"libraries-0-py3-none-linux_{machine}.whl"
+    info = "libraries-0.dist-info"
+    files = {f"libraries/{library.name}": library for library in libraries}
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, library in files.items():
+            archive.write(library, name)
+        archive.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: libraries\nVersion: 0\n")
+        archive.writestr(
+            f"{info}/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-linux_{machine}\n"
+        )
+        # auditwheel finds the files through RECORD (hashes are not checked).
+        archive.writestr(f"{info}/RECORD", "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"]))
+    return wheel
+
+
+def check(path: Path) -> tuple[list[str], tuple[int, int] | None]:
+    """What keeps the wheel ``path`` from loading wherever manylinux_2_28 does (empty when nothing), and the glibc
+    its libraries need."""
+    shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(path)], capture_output=True, text=True)
+    print(shown.stdout.strip() or shown.stderr.strip())
+    print(
+        "(auditwheel's overall tag counts the CUDA runtime, which no manylinux policy lists; like torch's CUDA wheels,"
+        " ours leave it outside: the symbol versions decide here)"
+    )
+    report = subprocess.run(
+        [sys.executable, "-m", "auditwheel", "show", "--json", str(path)], capture_output=True, text=True
+    )
+    if report.returncode != 0:
+        return [f"auditwheel show failed: {report.stderr.strip()}"]
+    analysis = json.loads(report.stdout)
+    problems = []
+    needed = _glibc(analysis["sym_tag"])
+    if needed is None or needed > NEWEST_GLIBC:
+        problems.append(
+            f"the libraries' versioned symbols constrain the platform tag to {analysis['sym_tag']}, not "
+            f"{_tag_name(NEWEST_GLIBC)} or older: {analysis['versioned_symbols']}"
+        )
+    external = sorted(name for name in analysis["external_libs"] if not EXTERNAL_ALLOWED.fullmatch(name))
+    if external:
+        problems.append(f"external libraries other than the CUDA runtime: {external}")
+    return problems, needed
+
+
+def check_wheel_tag(wheel: Path, needed: tuple[int, int] | None) -> list[str]:
+    platforms = wheel.name.removesuffix(".whl").split("-")[-1].split(".")
+    problems = []
+    for platform in platforms:
+        claimed = _glibc(platform)
+        if claimed is None or claimed > NEWEST_GLIBC:
+            problems.append(f"platform tag {platform}: not {_tag_name(NEWEST_GLIBC)} or older")
+        elif needed is not None and claimed < needed:
+            problems.append(f"platform tag {platform} claims more than the libraries allow ({_tag_name(needed)})")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", type=Path, help="one wheel, or shared libraries")
+    args = parser.parse_args(argv)
+    wheels = [p for p in args.paths if p.suffix == ".whl"]
+    if wheels and len(args.paths) > 1:
+        parser.error("give one wheel, or shared libraries")
+    with tempfile.TemporaryDirectory() as folder:
+        target = wheels[0] if wheels else _libraries_wheel(args.paths, Path(folder))
+        problems, needed = check(target)
+        if wheels:
+            problems += check_wheel_tag(target, needed)
+    names = ", ".join(p.name for p in args.paths)
+    if problems:
+        print(f"check_manylinux: FAILED for {names}:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    print(f"check_manylinux: {names} load on glibc {'.'.join(map(str, NEWEST_GLIBC))} and later (manylinux)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
