@@ -303,7 +303,9 @@ class PluginLibrary:
             return self._launchers
 
     def _inputs_hash(self, include: Path, nvcc: str, archs: str, generated: Sequence[str]) -> str:
-        digest = hashlib.sha256(f"{include}|{nvcc}|{archs}|{self.cuda_flags}".encode())
+        # NVCC_CCBIN picks nvcc's host compiler (the manylinux_2_28 toolchain for a distributable build).
+        host = os.environ.get("NVCC_CCBIN", "")
+        digest = hashlib.sha256(f"{include}|{nvcc}|{archs}|{self.cuda_flags}|{host}".encode())
         for text in generated:
             digest.update(text.encode())
         headers = {p for d in [s.parent for s in self.sources] + self.include_dirs for p in d.glob("*.h*")}
