@@ -41,10 +41,9 @@ def test_creator_matches_the_op_spec(build):
     creator = result.creator(*SPEC.creator_key)
     assert (creator["name"], creator["version"], creator["namespace"]) == SPEC.creator_key
     assert creator["interface"] == "PLUGIN CREATOR_V3ONE"
-    # The op's scalar arguments, then the generic plugin's shape program (an array).
+    # The op's scalar arguments only (its shape rules are compiled into the library).
     assert [(f["name"], f["type"], f["length"]) for f in creator["fields"]] == [
-        *((f.name, f.type, 1) for f in SPEC.fields),
-        ("shape_program", "INT64", 0),
+        (f.name, f.type, 1) for f in SPEC.fields
     ]
 
 
@@ -111,11 +110,9 @@ def test_unsupported_input_types_stop_the_run_with_the_reason(build):
 
 def test_serialization_round_trip(build):
     result = rms(build, eps=1e-5)
-    program = plan(SPEC, (H.TensorArg((2, 3, 16)), H.TensorArg((16,)), 1e-5)).field_value("shape_program")
     assert [(f["name"], f["type"], f["length"]) for f in result.serialized_fields] == [
         ("eps", "FLOAT64", 1),
         ("weight_offset", "FLOAT64", 1),
-        ("shape_program", "INT64", len(program)),
     ]
     assert result.serialized_fields[0]["data"][0] == pytest.approx(1e-5, rel=1e-7)
     assert result.runtime_fields == result.serialized_fields
@@ -137,8 +134,7 @@ INVALID_EPS = [
 
 @pytest.mark.parametrize("fields, expected", INVALID_EPS)
 def test_invalid_fields_are_rejected_with_a_log_line_naming_plugin_and_field(build, fields, expected):
-    program = plan(SPEC, (H.TensorArg((2, 3, 16)), H.TensorArg((16,)), 1e-5)).field_value("shape_program")
-    result = rms(build, invalid_fields=[[*fields, ("shape_program", "INT64", program)]])
+    result = rms(build, invalid_fields=[fields])
     (outcome,) = result.invalid_fields
     assert outcome.rejected
     errors = [line.message for line in outcome.log if line.severity == "ERROR"]

@@ -110,9 +110,8 @@ def test_plugin_node(exported):
     assert attrs["plugin_version"].type == A.STRING and attrs["plugin_version"].s.decode() == spec.plugin_version
     assert attrs["plugin_namespace"].type == A.STRING and attrs["plugin_namespace"].s.decode() == spec.plugin_namespace
     symbolic = set(case.symbolic_args)
-    # Every field of the planned call: the spec's, and a declared op's shape program (INT64 array -> INTS).
-    by_name = {f.name: f for f in spec.fields}
-    assert [v.name for v in call.fields][: len(spec.fields)] == list(by_name)
+    # Every field of the planned call: the op's scalar arguments, nothing derived (the rules are in the library).
+    assert [v.name for v in call.fields] == [f.name for f in spec.fields]
     for value in call.fields:
         attr = attrs[value.name]
         kind, element = PARSER_ATTRIBUTE[value.type]
@@ -123,13 +122,7 @@ def test_plugin_node(exported):
             assert attr.t.data_type == element
             got = onnx.numpy_helper.to_array(attr.t).reshape(-1).tolist()
             got = got[0] if len(got) == 1 else got
-        fspec = by_name.get(value.name)
-        expected = value.value
-        if fspec is not None and fspec.arg in symbolic:  # the marker, as the parser's kINT32 can hold it
-            expected = max(fspec.shape_input_sentinel, -(2**31))
-        assert got == pytest.approx(expected, rel=1e-6), value.name
-    if spec.declaration is not None:
-        assert isinstance(attrs[_factory.PROGRAM_FIELD].ints[0], int) and len(attrs[_factory.PROGRAM_FIELD].ints) > 4
+        assert got == pytest.approx(value.value, rel=1e-6), value.name
     fields = {v.name for v in call.fields}
     extra = set(attrs) - fields - {"plugin_version", "plugin_namespace", tonnx.SHAPE_INPUT_INDICES}
     assert not extra
@@ -322,16 +315,15 @@ def test_declared_op_exports_with_the_one_call_helper(case: export_cases.ExportC
     assert (node.op_type, node.domain) == (spec.plugin_name, f"{tonnx.DOMAIN_PREFIX}.{spec.plugin_namespace}")
 
 
-def test_shape_program_beyond_32_bits_is_an_export_error():
-    declared_export_cases.require()
-    spec = spec_mod.get("myops::scaled_add").spec
+def test_integer_field_beyond_32_bits_is_an_export_error():
+    spec = spec_mod.get("torchtrt::pad_to").spec
     call = _factory.PluginCall(
         spec.name,
         *spec.creator_key,
-        fields=[_factory.FieldValue(_factory.PROGRAM_FIELD, "INT64", [1, 2**40])],
+        fields=[_factory.FieldValue("height", "INT64", 2**40), _factory.FieldValue("width", "INT64", 3)],
         tensor_inputs=[],
     )
-    with pytest.raises(tonnx.OnnxExportError, match=r"myops\.scaled_add: field 'shape_program' must fit in 32 bits"):
+    with pytest.raises(tonnx.OnnxExportError, match=r"torchtrt\.pad_to: argument 'height' must fit in 32 bits"):
         tonnx.attribute_values(spec, call)
 
 

@@ -57,7 +57,7 @@ def _shapes_call(k=3):
     return converters.plan_node(node)
 
 
-def test_creator_fields_are_the_schema_scalars_and_the_program(library):
+def test_creator_fields_are_the_schema_scalars(library):
     result = run_call(_shapes_call(), TensorArg((6, 5)), TensorArg((5,)), library=library.plugins, shape_inputs=[9])
     result.assert_conformant()
     creator = result.creator("Shapes", namespace="sdk_test")
@@ -66,7 +66,6 @@ def test_creator_fields_are_the_schema_scalars_and_the_program(library):
         ("k", "INT64"),
         ("flag", "INT32"),
         ("scale", "FLOAT64"),
-        ("shape_program", "INT64"),
     ]
     assert result.tactics == [3, 7]
     assert result.output_types == ["FLOAT", "INT32"]
@@ -88,7 +87,7 @@ def test_output_shapes_match_the_python_evaluation(library, k):
         profile=[((1, 5), (6, 5), (30, 5)), ((5,), (5,), (5,))],
     )
     result.assert_conformant()
-    program = call.field_value("shape_program")
+    program = sdk_ops.SHAPES.derive_for_values(torch.zeros(6, 5), torch.zeros(5), 9, k).program  # n: SHAPE leaf
     for point, (x_shape, n) in points.items():
         expected, _ = _derive.evaluate(program, [x_shape, (5,)], [[n]])
         assert [tuple(s) for s in result.output_shapes[point]] == expected, point
@@ -104,33 +103,26 @@ def test_data_dependent_size_is_a_size_tensor(library):
     assert result.output_shapes["max"][0] == [1 << 20, 3]
 
 
-def _program(call):
-    return list(call.field_value("shape_program"))
-
-
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         (
-            lambda f, p: f + [("alhpa", "FLOAT64", 1.0)],
-            r"unknown field 'alhpa' \(expected one of: n, k, flag, scale, shape_program\)",
+            lambda f: f + [("alhpa", "FLOAT64", 1.0)],
+            r"unknown field 'alhpa' \(expected one of: n, k, flag, scale\)",
         ),
         (
-            lambda f, p: [x if x[0] != "k" else ("k", "INT64", 0) for x in f],
+            lambda f: [x if x[0] != "k" else ("k", "INT64", 0) for x in f],
             r"field 'k' must be an integer >= 1 and <= 16, got 0",
         ),
-        (lambda f, p: [x for x in f if x[0] != "shape_program"], r"missing field 'shape_program'"),
-        (lambda f, p: _with_program(f, [1, 2, 3]), r"'shape_program' is not a version-1 to -2 shape program"),
-        (lambda f, p: _with_program(f, p + [0]), r"'shape_program' has 1 trailing tokens"),
-        (lambda f, p: _with_program(f, p[:2] + [1] + p[3:]), r"'shape_program' describes 1 inputs, expected 2"),
-        (lambda f, p: _with_program(f, _bad_dim(p)), r"'shape_program': operand out of range"),
+        # What plans from before the shape rules were compiled in hold.
+        (lambda f: f + [("shape_program", "INT64", [1, 2, 3])], r"unknown field 'shape_program'"),
     ],
-    ids=["misspelled", "out-of-range", "no-program", "not-a-program", "trailing", "input-count", "bad-dim"],
+    ids=["misspelled", "out-of-range", "legacy-program"],
 )
 def test_create_plugin_rejects_bad_fields_naming_op_and_field(library, change, message):
     call = _shapes_call()
     fields = [(f.name, f.type, f.value) for f in call.fields]
-    bad = change(fields, _program(call))
+    bad = change(fields)
     result = run_plugin(
         library.plugins,
         "Shapes",
@@ -148,26 +140,16 @@ def test_create_plugin_rejects_bad_fields_naming_op_and_field(library, change, m
     assert pytest.importorskip("re").search(message, text), text
 
 
-def _with_program(fields, program):
-    return [x if x[0] != "shape_program" else ("shape_program", "INT64", program) for x in fields]
-
-
-def _bad_dim(program):
-    # The first output's first dim reads DIM 0 0: make it DIM 0 9 (x has rank 2).
-    parsed = _derive.Program.parse(program)
-    checks = 1 + sum(2 + len(lhs) + len(rhs) for lhs, rhs in parsed.checks)  # the section after the outputs
-    outputs = sum(1 + 1 + sum(1 + len(e) for e in dims) for _, dims in parsed.outputs)
-    start = len(program) - checks - outputs + 2
-    bad = list(program)
-    assert bad[start + 1 : start + 4] == [_derive.DIM, 0, 0]
-    bad[start + 3] = 9
-    return bad
-
-
-def test_rank_the_program_was_not_derived_for_is_an_error(library):
+def test_every_rank_the_fake_kernel_accepts_and_no_other(library):
+    """One plugin serves every rank its fake kernel accepts (x.shape[1] needs two dims or more)."""
     call = converters.plan(sdk_ops.NONZERO_COUNT.spec, (torch.zeros(4, 3),))
-    result = run_call(call, TensorArg((4, 3, 2)), library=library.plugins)
-    assert any("input 'x' must have rank 2" in line.message for line in result.log), result.log_text()
+    result = run_call(call, TensorArg((4, 3, 2)), library=library.plugins, profile=[((1, 3, 2), (4, 3, 2), (8, 3, 2))])
+    result.assert_conformant()
+    assert result.output_shapes["max"][0] == [1 << 20, 3]
+    result = run_call(call, TensorArg((4,)), library=library.plugins)
+    accepted = ", ".join(f"({r})" for r in range(2, 9))
+    expected = f"inputs (x) have ranks (1); the op's fake kernel accepts {accepted}"
+    assert any(expected in line.message for line in result.log), result.log_text()
 
 
 def test_eager_path_fills_dropped_defaults_and_keys_calls_by_signature():

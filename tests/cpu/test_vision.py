@@ -147,8 +147,8 @@ def test_symbolic_pooled_size_is_a_shape_input():
     )
     result.assert_conformant()
     assert result.output_shapes["max"] == [[1, 4, 9, 3]] and result.output_shapes["concrete"] == [[1, 4, 5, 3]]
-    program = call.field_value("shape_program")
-    assert _derive.evaluate(program, [(7, 4, 12, 12), (11, 5)], [[5]])[0] == [(11, 4, 5, 3)]
+    program = vision.ROI_ALIGN.compiled_programs[0]  # rois of rank 2; pooled_height and pooled_width: ARG leaves
+    assert _derive.evaluate(program, [(7, 4, 12, 12), (11, 5)], args=[0.5, 5, 3, 2, 1])[0] == [(11, 4, 5, 3)]
 
 
 @pytest.mark.parametrize("op", ["nms", "roi_align"])
