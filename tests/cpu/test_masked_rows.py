@@ -16,7 +16,7 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64
 
 def test_spec_names_are_ours():
     assert SPEC.qualname == "torchtrt::masked_rows"
-    assert SPEC.creator_key == ("MaskedRows", "2", "torchtrt")
+    assert SPEC.creator_key == ("MaskedRows", "3", "torchtrt")
     assert SPEC.fields == () and SPEC.tactics == ()
     # Plugin outputs: y and the size tensor K, which the torch op does not return.
     assert SPEC.hidden_outputs == 1 and SPEC.num_plugin_outputs == 2 and len(SPEC.outputs) == 1

@@ -87,7 +87,9 @@ def test_output_shapes_match_the_python_evaluation(library, k):
         profile=[((1, 5), (6, 5), (30, 5)), ((5,), (5,), (5,))],
     )
     result.assert_conformant()
-    program = sdk_ops.SHAPES.derive_for_values(torch.zeros(6, 5), torch.zeros(5), 9, k).program  # n: SHAPE leaf
+    n = object()  # symbolic: a shape input, as in the call
+    program = sdk_ops.SHAPES.derive_for_values(torch.zeros(6, 5), torch.zeros(5), n, k, is_symbolic=lambda v: v is n)
+    program = program.program
     for point, (x_shape, n) in points.items():
         expected, _ = _derive.evaluate(program, [x_shape, (5,)], [[n]])
         assert [tuple(s) for s in result.output_shapes[point]] == expected, point
