@@ -32,6 +32,13 @@ FIELD_NUMPY_DTYPES = {
 }
 
 
+#: The PluginFieldType TensorRT's ONNX parser delivers a field of each type as, where it differs: onnx-tensorrt's
+#: ``loadFields`` makes an INT attribute kINT32 and a FLOAT attribute kFLOAT32, and no attribute becomes kINT64
+#: (TensorRT-RTX also hands over a DOUBLE tensor as kFLOAT32; see ``torchtrt_plugins/onnx.py``). createPlugin takes
+#: these in place of the field's own type, and no other (``FieldDesc::acceptsType`` in csrc/plugins/plugin_common.cpp).
+PARSER_FIELD_TYPES = {"INT64": "INT32", "FLOAT64": "FLOAT32"}
+
+
 class SpecError(ValueError):
     """A user-supplied value that the op cannot take. The message names op, argument and expectation."""
 
@@ -66,6 +73,12 @@ class FieldSpec:
     @property
     def is_float(self) -> bool:
         return self.type.startswith("FLOAT")
+
+    @property
+    def accepted_types(self) -> tuple[str, ...]:
+        """The PluginFieldTypes createPlugin takes for this field: its own, then the one the ONNX parser delivers."""
+        parsed = PARSER_FIELD_TYPES.get(self.type)
+        return (self.type, parsed) if parsed else (self.type,)
 
     def expectation(self) -> str:
         if self.boolean:

@@ -403,6 +403,8 @@ public:
         , mTokens(std::move(tokens))
         , mProgram(ShapeProgram::parse(mTokens, decl))
     {
+        plugin::checkShapeInputMarkers(
+            decl.fields, mScalars.data(), decl.nbFields, mProgram.nbShapeInputs, "the shape program takes");
     }
     DeclaredPlugin(DeclaredPlugin const& other)
         : PluginInterfaces(other)
@@ -910,8 +912,7 @@ public:
     {
         try
         {
-            checkNames(fc);
-            plugin::FieldReader reader(mDecl.pluginName, fc);
+            plugin::FieldReader reader(mDecl.pluginName, fc, mCollection);
             std::vector<double> scalars;
             for (int32_t f = 0; f < mDecl.nbFields; ++f)
             {
@@ -937,27 +938,6 @@ public:
     }
 
 private:
-    // An unknown (e.g. misspelled) field is an error: it would otherwise be silently replaced by a default.
-    void checkNames(nvinfer1::PluginFieldCollection const* fc) const
-    {
-        for (int32_t i = 0; fc != nullptr && fc->fields != nullptr && i < fc->nbFields; ++i)
-        {
-            char const* name = fc->fields[i].name;
-            bool known = false;
-            std::string expected;
-            for (auto const& field : mFields)
-            {
-                known = known || (name != nullptr && std::strcmp(name, field.name) == 0);
-                expected += concat(expected.empty() ? "" : ", ", field.name);
-            }
-            if (!known)
-            {
-                throw PluginError(
-                    concat("unknown field '", name ? name : "(null)", "' (expected one of: ", expected, ")"));
-            }
-        }
-    }
-
     static std::vector<int64_t> program(nvinfer1::PluginFieldCollection const* fc)
     {
         for (int32_t i = 0; fc != nullptr && fc->fields != nullptr && i < fc->nbFields; ++i)

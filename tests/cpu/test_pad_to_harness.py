@@ -99,7 +99,9 @@ INVALID = [
     pytest.param([("height", "INT64", -5), ("width", "INT64", 3)], "height", "must be an integer >= 0", id="negative"),
     pytest.param([("height", "INT64", -2), ("width", "INT64", 3)], "height", "got -2", id="below-sentinel"),
     pytest.param([("height", "INT64", 3)], "width", "missing field 'width'", id="missing"),
-    pytest.param([("height", "FLOAT32", 3.0), ("width", "INT64", 3)], "height", "got a float field", id="float"),
+    pytest.param(
+        [("height", "FLOAT32", 3.0), ("width", "INT64", 3)], "height", "unsupported PluginFieldType FLOAT32", id="float"
+    ),
     pytest.param(
         [("height", "INT64", 3), ("width", "INT64", 3), ("value", "FLOAT32", math.nan)],
         "value",
