@@ -86,10 +86,16 @@ class FieldSpec:
         kind = "a float" if self.is_float else "an integer"
         parts = []
         if self.min is not None:
-            parts.append(f"{'>=' if self.min_inclusive else '>'} {self.min:g}")
+            parts.append(f"{'>=' if self.min_inclusive else '>'} {self._number(self.min)}")
         if self.max is not None:
-            parts.append(f"<= {self.max:g}")
+            parts.append(f"<= {self._number(self.max)}")
         return kind + (" " + " and ".join(parts) if parts else "")
+
+    def _number(self, value: float) -> str:
+        """Integers as integers (16777216, not 1.67772e+07), as createPlugin's messages print them."""
+        if not self.is_float and math.isfinite(value) and float(value).is_integer():
+            return str(int(value))
+        return f"{value:g}"
 
     def check(self, op: str, value: Any) -> Any:
         """Return the value coerced to the field's Python type, or raise SpecError.
@@ -279,3 +285,25 @@ def get(name: str) -> OpEntry:
         return _REGISTRY[qualname]
     except KeyError:
         raise KeyError(f"no op named {name!r} has a plugin; known: {sorted(_REGISTRY)}") from None
+
+
+def field_table(specs: Sequence[OpSpec]) -> str:
+    """The Markdown table of the plugins' fields (the README's "Plugin fields"): each field's PluginFieldType and the
+    type TensorRT's ONNX parser delivers it as (createPlugin takes both, and no other), the op argument feeding it,
+    its valid values (with the shape-input marker) and its default."""
+    rows = [
+        "| plugin | field | PluginFieldType (also taken: from ONNX) | argument | valid values | default |",
+        "|---|---|---|---|---|---|",
+    ]
+    for spec in specs:
+        plugin = f"`{spec.plugin_namespace}::{spec.plugin_name}` v{spec.plugin_version}"
+        if not spec.fields:
+            rows.append(f"| {plugin} | (none) | | | | |")
+        for f in spec.fields:
+            types = f"{f.type} ({f.accepted_types[1]})" if len(f.accepted_types) > 1 else f.type
+            values = "0 or 1 (a bool)" if f.boolean else f.expectation()
+            if f.shape_input:
+                values += f"; {f.shape_input_sentinel}: from a shape input"
+            default = "required" if f.required else repr(f.default)
+            rows.append(f"| {plugin} | `{f.name}` | {types} | `{f.arg or '-'}` | {values} | {default} |")
+    return "\n".join(rows) + "\n"
