@@ -30,14 +30,9 @@ from torchtrt_plugins.testing.harness import field_json  # noqa: E402
 
 
 def _sdk_test_calls() -> list[converters.PluginCall]:
-    x, w = torch.zeros(6, 5), torch.zeros(5)
-    graph = make_fx(lambda x, w, y: torch.ops.sdk_test.shapes(x, w, y.shape[0], 3, True, 0.5), tracing_mode="symbolic")(
-        x, w, torch.zeros(9)
-    )
-    (node,) = [n for n in graph.graph.nodes if n.target == torch.ops.sdk_test.shapes.default]
     return [
-        converters.plan(sdk_ops.SHAPES.spec, (x, w, 9, 3)),
-        converters.plan_node(node),
+        sdk_ops.shapes_call(symbolic=False),
+        sdk_ops.shapes_call(flag=True, scale=0.5),
         converters.plan(sdk_ops.NONZERO_COUNT.spec, (torch.zeros(4, 3),)),
         converters.plan(sdk_ops.BROKEN.spec, (torch.zeros(4, 3),)),
     ]

@@ -15,10 +15,7 @@ import re  # noqa: E402
 
 import pytest  # noqa: E402
 import sdk_ops  # noqa: E402
-import torch  # noqa: E402
-from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
-from torchtrt_plugins import converters  # noqa: E402
 from torchtrt_plugins.declare import SHAPE_INPUT_SENTINEL  # noqa: E402
 from torchtrt_plugins.testing import TensorArg, run_plugin  # noqa: E402
 
@@ -39,16 +36,8 @@ def library():
         pytest.fail(f"the SDK must build a declared-op library wherever nvcc and the TensorRT headers are: {err}")
 
 
-def constant_call(n=9, k=3):
-    return converters.plan(sdk_ops.SHAPES.spec, (torch.zeros(6, 5), torch.zeros(5), n, k))
-
-
-def symbolic_call(k=3):
-    graph = make_fx(lambda x, w, y: torch.ops.sdk_test.shapes(x, w, y.shape[0], k), tracing_mode="symbolic")(
-        torch.zeros(6, 5), torch.zeros(5), torch.zeros(9)
-    )
-    (node,) = [n for n in graph.graph.nodes if n.target == torch.ops.sdk_test.shapes.default]
-    return converters.plan_node(node)
+def constant_call():
+    return sdk_ops.shapes_call(symbolic=False)
 
 
 def fields_of(call):
@@ -77,116 +66,64 @@ def rejections(library, call, field_sets, shape_inputs=()):
     return out
 
 
-REJECTED = {
-    "duplicated": (
-        lambda c: replaced(c, "k", ("k", "INT64", 3), ("k", "INT64", 3)),
-        "field 'k' is given 2 times (expected once)",
-    ),
-    "duplicated-with-another-type": (
-        lambda c: replaced(c, "scale", ("scale", "FLOAT64", 1.0), ("scale", "FLOAT32", 2.0)),
-        "field 'scale' is given 2 times (expected once)",
-    ),
-    "int16-for-int64": (
-        lambda c: replaced(c, "k", ("k", "INT16", 3)),
-        f"field 'k' has unsupported PluginFieldType INT16 (expected {INT64})",
-    ),
-    "int8-for-int64": (
-        lambda c: replaced(c, "n", ("n", "INT8", 9)),
-        f"field 'n' has unsupported PluginFieldType INT8 (expected {INT64})",
-    ),
-    "int64-for-int32": (
-        lambda c: replaced(c, "flag", ("flag", "INT64", 1)),
-        "field 'flag' has unsupported PluginFieldType INT64 (expected INT32)",
-    ),
-    "float64-for-int64": (
-        lambda c: replaced(c, "k", ("k", "FLOAT64", 3.0)),
-        f"field 'k' has unsupported PluginFieldType FLOAT64 (expected {INT64})",
-    ),
-    "int32-for-float64": (
-        lambda c: replaced(c, "scale", ("scale", "INT32", 2)),
-        f"field 'scale' has unsupported PluginFieldType INT32 (expected {FLOAT64})",
-    ),
-    "int64-for-float64": (
-        lambda c: replaced(c, "scale", ("scale", "INT64", 2)),
-        f"field 'scale' has unsupported PluginFieldType INT64 (expected {FLOAT64})",
-    ),
-    "float16-for-float64": (
-        lambda c: replaced(c, "scale", ("scale", "FLOAT16", 2.0)),
-        f"field 'scale' has unsupported PluginFieldType FLOAT16 (expected {FLOAT64})",
-    ),
-    "bf16-for-float64": (
-        lambda c: replaced(c, "scale", ("scale", "BF16", 2.0)),
-        f"field 'scale' has unsupported PluginFieldType BF16 (expected {FLOAT64})",
-    ),
-    "char-for-int64": (
-        lambda c: replaced(c, "k", {"name": "k", "type": "CHAR", "hex": "33"}),
-        f"field 'k' has unsupported PluginFieldType CHAR (expected {INT64})",
-    ),
-    "two-values": (
-        lambda c: replaced(c, "k", ("k", "INT64", [3, 3])),
-        "field 'k' must hold exactly one value, got length 2",
-    ),
-    "no-values": (
-        lambda c: replaced(c, "scale", {"name": "scale", "type": "FLOAT64", "data": [], "length": 0}),
-        "field 'scale' must hold exactly one value, got length 0",
-    ),
-    "no-data": (
-        lambda c: replaced(c, "k", {"name": "k", "type": "INT64", "data": None, "length": 1}),
-        "field 'k' must hold exactly one value, got length 1 and no data",
-    ),
-    "nan": (
-        lambda c: replaced(c, "scale", ("scale", "FLOAT64", math.nan)),
-        "field 'scale' must be a float > 0, got nan",
-    ),
-    "inf": (
-        lambda c: replaced(c, "scale", ("scale", "FLOAT64", math.inf)),
-        "field 'scale' must be a float > 0, got inf",
-    ),
-    "inf-float32": (
-        lambda c: replaced(c, "scale", ("scale", "FLOAT32", math.inf)),
-        "field 'scale' must be a float > 0, got inf",
-    ),
-    "above-max": (
-        lambda c: replaced(c, "k", ("k", "INT64", 17)),
-        "field 'k' must be an integer >= 1 and <= 16, got 17",
-    ),
-    "above-max-int32": (
-        lambda c: replaced(c, "k", ("k", "INT32", 2**31 - 1)),
-        "field 'k' must be an integer >= 1 and <= 16, got 2147483647",
-    ),
-    "bool-out-of-range": (
-        lambda c: replaced(c, "flag", ("flag", "INT32", 2)),
-        "field 'flag' must be an integer >= 0 and <= 1, got 2",
-    ),
-    "integers-printed-as-integers": (
-        lambda c: replaced(c, "n", ("n", "INT64", -1)),
-        "field 'n' must be an integer >= 0 (or -9223372036854775808: from a shape input), got -1",
-    ),
-    "int64-beyond-a-double": (
-        lambda c: replaced(c, "n", ("n", "INT64", 2**53 + 1)),
-        "field 'n' must be an integer >= 0 (or -9223372036854775808: from a shape input) and within +-2^53 (the "
-        "launchers take it as a double), got 9007199254740993",
-    ),
-    "unknown": (lambda c: [*fields_of(c), ("alhpa", "FLOAT64", 1.0)], "unknown field 'alhpa' (expected one of: n, k"),
-    "marker-without-shape-input": (
-        lambda c: replaced(c, "n", ("n", "INT64", SHAPE_INPUT_SENTINEL)),
-        "field 'n' holds the shape-input marker -9223372036854775808 but has no shape input (the shape program takes "
-        "0 shape inputs)",
-    ),
-}
+# (id, the field replaced (None: one added), the fields replacing it, what the message must say)
+REJECTED = [
+    ("duplicated", "k", [("k", "INT64", 3), ("k", "INT64", 3)], "field 'k' is given 2 times (expected once)"),
+    ("duplicated-with-another-type", "scale", [("scale", "FLOAT64", 1.0), ("scale", "FLOAT32", 2.0)],
+     "field 'scale' is given 2 times (expected once)"),
+    ("int16-for-int64", "k", [("k", "INT16", 3)],
+     f"field 'k' has unsupported PluginFieldType INT16 (expected {INT64})"),
+    ("int8-for-int64", "n", [("n", "INT8", 9)], f"field 'n' has unsupported PluginFieldType INT8 (expected {INT64})"),
+    ("int64-for-int32", "flag", [("flag", "INT64", 1)],
+     "field 'flag' has unsupported PluginFieldType INT64 (expected INT32)"),
+    ("float64-for-int64", "k", [("k", "FLOAT64", 3.0)],
+     f"field 'k' has unsupported PluginFieldType FLOAT64 (expected {INT64})"),
+    ("int32-for-float64", "scale", [("scale", "INT32", 2)],
+     f"field 'scale' has unsupported PluginFieldType INT32 (expected {FLOAT64})"),
+    ("int64-for-float64", "scale", [("scale", "INT64", 2)],
+     f"field 'scale' has unsupported PluginFieldType INT64 (expected {FLOAT64})"),
+    ("float16-for-float64", "scale", [("scale", "FLOAT16", 2.0)],
+     f"field 'scale' has unsupported PluginFieldType FLOAT16 (expected {FLOAT64})"),
+    ("bf16-for-float64", "scale", [("scale", "BF16", 2.0)],
+     f"field 'scale' has unsupported PluginFieldType BF16 (expected {FLOAT64})"),
+    ("char-for-int64", "k", [{"name": "k", "type": "CHAR", "hex": "33"}],
+     f"field 'k' has unsupported PluginFieldType CHAR (expected {INT64})"),
+    ("two-values", "k", [("k", "INT64", [3, 3])], "field 'k' must hold exactly one value, got length 2"),
+    ("no-values", "scale", [{"name": "scale", "type": "FLOAT64", "data": [], "length": 0}],
+     "field 'scale' must hold exactly one value, got length 0"),
+    ("no-data", "k", [{"name": "k", "type": "INT64", "data": None, "length": 1}],
+     "field 'k' must hold exactly one value, got length 1 and no data"),
+    ("nan", "scale", [("scale", "FLOAT64", math.nan)], "field 'scale' must be a float > 0, got nan"),
+    ("inf", "scale", [("scale", "FLOAT64", math.inf)], "field 'scale' must be a float > 0, got inf"),
+    ("inf-float32", "scale", [("scale", "FLOAT32", math.inf)], "field 'scale' must be a float > 0, got inf"),
+    ("above-max", "k", [("k", "INT64", 17)], "field 'k' must be an integer >= 1 and <= 16, got 17"),
+    ("above-max-int32", "k", [("k", "INT32", 2**31 - 1)],
+     "field 'k' must be an integer >= 1 and <= 16, got 2147483647"),
+    ("bool-out-of-range", "flag", [("flag", "INT32", 2)], "field 'flag' must be an integer >= 0 and <= 1, got 2"),
+    ("integers-printed-as-integers", "n", [("n", "INT64", -1)],
+     "field 'n' must be an integer >= 0 (or -9223372036854775808: from a shape input), got -1"),
+    ("int64-beyond-a-double", "n", [("n", "INT64", 2**53 + 1)],
+     "field 'n' must be an integer >= 0 (or -9223372036854775808: from a shape input) and within +-2^53 (the "
+     "launchers take it as a double), got 9007199254740993"),
+    ("unknown", None, [("alhpa", "FLOAT64", 1.0)], "unknown field 'alhpa' (expected one of: n, k"),
+    ("marker-without-shape-input", "n", [("n", "INT64", SHAPE_INPUT_SENTINEL)],
+     "field 'n' holds the shape-input marker -9223372036854775808 but has no shape input (the shape program takes "
+     "0 shape inputs)"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize("case", REJECTED, ids=list(REJECTED))
-def test_create_plugin_rejects_naming_op_field_and_expectation(library, case):
-    change, expected = REJECTED[case]
-    (message,) = rejections(library, constant_call(), [change(constant_call())])
-    assert message is not None, f"createPlugin accepted the fields of case {case}"
+@pytest.mark.parametrize(("field", "replacements", "expected"), [c[1:] for c in REJECTED], ids=[c[0] for c in REJECTED])
+def test_create_plugin_rejects_naming_op_field_and_expectation(library, field, replacements, expected):
+    call = constant_call()
+    fields = replaced(call, field, *replacements) if field else [*fields_of(call), *replacements]
+    (message,) = rejections(library, call, [fields])
+    assert message is not None, f"createPlugin accepted {fields}"
     assert message.startswith(PREFIX) and expected in message, message
 
 
 def test_shape_program_with_a_shape_input_needs_a_marked_field(library):
     """A program derived for a symbolic n takes one shape input: the field n must then hold the marker."""
-    call = symbolic_call()
+    call = sdk_ops.shapes_call()
     assert call.field_value("n") == SHAPE_INPUT_SENTINEL
     marked, constant = rejections(library, call, [fields_of(call), replaced(call, "n", ("n", "INT64", 9))], [9])
     assert marked is None
@@ -197,7 +134,7 @@ def test_shape_program_with_a_shape_input_needs_a_marked_field(library):
 
 def test_the_onnx_parsers_types_are_accepted_and_serialized_as_the_fields_own(library):
     """An ONNX INT attribute arrives as INT32, a FLOAT attribute as FLOAT32 (onnx-tensorrt's loadFields)."""
-    call = constant_call(n=9, k=3)
+    call = constant_call()
     fields = replaced(call, "n", ("n", "INT32", 9))
     fields = [("k", "INT32", 3) if f[0] == "k" else ("scale", "FLOAT32", 0.5) if f[0] == "scale" else f for f in fields]
     result = run_plugin(library, "Shapes", namespace="sdk_test", fields=fields, inputs=INPUTS, enqueue=False)
