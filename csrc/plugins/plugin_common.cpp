@@ -375,8 +375,8 @@ void checkShapeInputMarkers(
     if (marked < nbShapeInputs)
     {
         throw PluginError(concat(shapeInputs, " ", nbShapeInputs, " shape input", nbShapeInputs == 1 ? "" : "s",
-            " but only ", marked, " field", marked == 1 ? "" : "s",
-            " hold the shape-input marker (fields that may: ", unmarked.empty() ? "none" : unmarked, ")"));
+            " but only ", marked, marked == 1 ? " field holds" : " fields hold",
+            " the shape-input marker (fields that may: ", unmarked.empty() ? "none" : unmarked, ")"));
     }
 }
 

@@ -453,6 +453,8 @@ public:
             [&]
             {
                 checkCounts(nbInputs, nbOutputs);
+                plugin::checkShapeInputMarkers(
+                    mDecl.fields, mScalars.data(), mDecl.nbFields, nbShapeInputs, "the call has");
                 if (nbShapeInputs != mProgram.nbShapeInputs)
                 {
                     fail("expected ", mProgram.nbShapeInputs, " shape inputs (the symbolic SymInt arguments), got ",

@@ -132,6 +132,22 @@ def test_shape_program_with_a_shape_input_needs_a_marked_field(library):
         "'n')" in constant  # fmt: skip
 
 
+@pytest.mark.parametrize("shape_inputs", [[], [9, 4]], ids=["none", "two"])
+def test_get_output_shapes_names_the_field_a_shape_input_is_missing_for(library, shape_inputs):
+    call = sdk_ops.shapes_call()
+    result = run_plugin(
+        library, "Shapes", namespace="sdk_test", fields=fields_of(call), inputs=INPUTS, shape_inputs=shape_inputs,
+        enqueue=False,
+    )  # fmt: skip
+    expected = {
+        0: "field 'n' holds the shape-input marker -9223372036854775808 but has no shape input (the call has 0 shape "
+        "inputs)",
+        2: "the call has 2 shape inputs but only 1 field holds the shape-input marker (fields that may: none)",
+    }[len(shape_inputs)]
+    errors = [line.message for line in result.log if line.severity == "ERROR"]
+    assert f"sdk_test::shapes (plugin sdk_test::Shapes) getOutputShapes: {expected}" in errors, errors
+
+
 def test_the_onnx_parsers_types_are_accepted_and_serialized_as_the_fields_own(library):
     """An ONNX INT attribute arrives as INT32, a FLOAT attribute as FLOAT32 (onnx-tensorrt's loadFields)."""
     call = constant_call()
