@@ -1,7 +1,7 @@
 """Packaging steps pyproject.toml cannot declare.
 
-- The native sources (``CMakeLists.txt`` and ``csrc/``) travel inside the package as ``torchtrt_plugins/_native``,
-  so an installed wheel can build the CUDA torch ops on first use (they are tied to the torch ABI).
+- The native sources (``CMakeLists.txt`` and ``csrc/``) travel inside the package as ``torchtrt_plugins/_native``:
+  the SDK's headers and recipe for users' libraries, and the sources a sources-only wheel builds on first use.
 - A wheel carries the plugin library, our declared ops' launcher library, the conformance harness and the harness's
   broken test plugins prebuilt (``torchtrt_plugins/lib``) for ``_build.WHEEL_CUDA_ARCHS``, linked to the CUDA
   runtime only, so it needs no compiler and no TensorRT headers where it is installed.

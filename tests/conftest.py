@@ -43,10 +43,12 @@ def _missing(tier: str) -> str | None:
         return missing()
     if not torch.cuda.is_available():
         return f"{tier} tier: no CUDA GPU visible to torch"
-    import torchtrt_plugins
+    from torchtrt_plugins import _build
 
-    if not torchtrt_plugins.native.cuda_ops_loaded():
-        return f"{tier} tier: CUDA ops not built ({torchtrt_plugins.native.load_torch_ops()})"
+    try:
+        _build.launcher_library_path()  # our ops' eager CUDA kernels
+    except _build.BuildError as err:
+        return f"{tier} tier: the op launcher library is not available ({err})"
     if tier == "trt":
         for module in ("tensorrt", "torch_tensorrt"):
             try:

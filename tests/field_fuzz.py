@@ -24,6 +24,7 @@ import declared_export_cases  # noqa: E402
 import sdk_ops  # noqa: E402
 
 from torchtrt_plugins import converters  # noqa: E402
+from torchtrt_plugins import spec as spec_mod  # noqa: E402
 from torchtrt_plugins.converters import _factory  # noqa: E402
 from torchtrt_plugins.testing import export_cases  # noqa: E402
 from torchtrt_plugins.testing.harness import field_json  # noqa: E402
@@ -73,6 +74,17 @@ def request(libraries: list[str | Path], seed: int, count: int, max_length: int 
         "max_length": max_length,
         "seeds": seeds(plugin_calls()),
     }
+
+
+def plugin_ids() -> set[str]:
+    """ "ns::Name vN" of every creator in our library and in :func:`declared_libraries`, from the declarations."""
+    libraries = [*declared_export_cases.libraries(), sdk_ops.LIBRARY]
+    ids = set()
+    for entry in spec_mod.registered_ops():
+        library = getattr(entry.spec.declaration, "library", None)
+        if spec_mod.is_ours(entry) or any(library is x for x in libraries):
+            ids.add(f"{entry.spec.plugin_namespace}::{entry.spec.plugin_name} v{entry.spec.plugin_version}")
+    return ids
 
 
 def declared_libraries() -> list[Path]:

@@ -1,16 +1,15 @@
 """torchtrt_plugins: write a CUDA op once; run it in eager PyTorch, under torch.compile and inside
 TensorRT engines built by Torch-TensorRT, with a C++ IPluginV3 plugin so engines run without Python.
 
-``import torchtrt_plugins`` registers the ``torch.ops.torchtrt.*`` ops (CPU reference kernels always;
-CUDA kernels when a GPU is visible) and, when Torch-TensorRT imports, the converters.
+``import torchtrt_plugins`` registers the ``torch.ops.torchtrt.*`` ops (CPU reference kernels; CUDA kernels through
+their launchers, loaded on first use) and, when Torch-TensorRT imports, the converters.
 """
 
 from __future__ import annotations
 
 from . import (
-    _library,  # noqa: F401  (defines the torch ops)
     native,
-    ops,  # noqa: F401  (registers the specs)
+    ops,  # noqa: F401  (declares our ops)
     sdk,
 )
 from .declare import Declaration, DeclarationError, Range, declare
@@ -41,13 +40,6 @@ __all__ = [
 ]
 
 
-def _load_cuda_ops() -> None:
-    import torch
-
-    if torch.cuda.is_available():
-        native.load_torch_ops()
-
-
 def _register_with_torch_tensorrt() -> None:
     """Converters, and our creators in TensorRT's registry so saved engines deserialize in a fresh process."""
     from . import converters
@@ -60,5 +52,4 @@ def _register_with_torch_tensorrt() -> None:
     native.load_plugins_into_tensorrt()
 
 
-_load_cuda_ops()
 _register_with_torch_tensorrt()

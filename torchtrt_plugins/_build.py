@@ -1,12 +1,9 @@
 """Building the native pieces from the one set of sources in ``csrc/``.
 
-Two products:
-- the TensorRT plugin library (``libtorchtrt_plugins_v3.so``, CMake target ``torchtrt_plugins_v3``) and the
-  conformance harness, built with CMake/nvcc against the TensorRT headers (no libnvinfer, no libtorch). A wheel
-  carries them prebuilt (``torchtrt_plugins/lib``); from a source checkout they are built on first use;
-- the torch extension registering the CUDA implementations of the ops, built with
-  ``torch.utils.cpp_extension`` on first use when a CUDA GPU is present (it is tied to the torch ABI, so never
-  prebuilt).
+The TensorRT plugin library (``libtorchtrt_plugins_v3.so``, CMake target ``torchtrt_plugins_v3``), the launcher
+library our ops' eager CUDA kernels call and the conformance harness, built with CMake/nvcc against the TensorRT
+headers (no libnvinfer, no libtorch). A wheel carries them prebuilt (``torchtrt_plugins/lib``); from a source
+checkout they are built on first use.
 
 The sources are the checkout's ``csrc/`` and ``CMakeLists.txt``, or the copy a wheel carries in
 ``torchtrt_plugins/_native``. Builds are cached under ``$TORCHTRT_PLUGINS_CACHE`` (default
@@ -33,7 +30,6 @@ PLUGIN_LIBRARY_NAME = "libtorchtrt_plugins_v3.so"
 LAUNCHER_LIBRARY_NAME = "libtorchtrt_plugins_launchers.so"
 HARNESS_LIBRARY_NAME = "libtorchtrt_plugins_harness.so"
 BROKEN_PLUGINS_LIBRARY_NAME = "libttp_broken_plugins.so"
-TORCH_EXTENSION_NAME = "torchtrt_plugins_cuda_ops"
 DEFAULT_CUDA_ARCH = "90"
 #: CMake CUDA architectures of the libraries a wheel carries: SASS for the data-center (sm_80 A100, sm_90
 #: H100/H200, sm_100 B200, sm_103 B300) and consumer (sm_86 RTX 30, sm_89 RTX 40/L4/L40, sm_120 RTX 50)
@@ -244,7 +240,6 @@ class PluginBuild:
 _NATIVE_PATTERNS = (
     "CMakeLists.txt",
     "csrc/kernels/**/*",
-    "csrc/contracts/**/*",
     "csrc/plugins/**/*",
     "csrc/sdk/**/*",
     "csrc/harness/**/*",
@@ -377,48 +372,3 @@ def run_cmake(
             raise BuildError(
                 f"plugin library build failed: {' '.join(command)}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
             )
-
-
-def build_torch_extension(quiet: bool = False):
-    """Build (or load from the cache) the torch extension with the CUDA ops; returns the loaded module."""
-    import torch
-
-    root = source_dir()
-    if not torch.cuda.is_available():
-        raise BuildError(
-            "no CUDA GPU visible to torch: the CUDA ops are not built (the CPU reference kernels are used)"
-        )
-    if nvcc_path() is None:
-        raise BuildError(
-            "nvcc not found: the CUDA ops (torch.ops.torchtrt.* on CUDA tensors) are compiled on first use against "
-            f"this torch's ABI, which needs the CUDA toolkit (CUDA {torch.version.cuda}, like torch); install it or "
-            "set CUDA_HOME (the TensorRT plugin library needs no compiler when it comes prebuilt in the wheel)"
-        )
-    from torch.utils import cpp_extension  # imports setuptools: only once a build can happen
-
-    archs = cuda_archs()
-    cflags = ["-O3"]
-    cuda_cflags = ["-O3", "--expt-relaxed-constexpr"]
-    key = _hash_sources(
-        root,
-        ("csrc/kernels/*", "csrc/contracts/*", "csrc/torch/*"),
-        f"{torch.__version__}|{torch.version.cuda}|{archs}|{sys.version_info[:2]}|{cflags}|{cuda_cflags}",
-    )
-    build_dir = cache_dir() / f"torch-ext-{key}"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    if not any(build_dir.glob(f"{TORCH_EXTENSION_NAME}*.so")) and not quiet:
-        _message(f"building the CUDA ops for sm_{archs} into {build_dir} (once per source change, ~1-2 min)")
-    sources = sorted(str(p) for p in (root / "csrc" / "torch").glob("*.cpp"))
-    sources += sorted(str(p) for p in (root / "csrc" / "kernels").glob("*.cu"))
-    os.environ.setdefault("CUDA_HOME", str(Path(nvcc_path()).parent.parent))
-    os.environ["TORCH_CUDA_ARCH_LIST"] = f"{archs[:-1]}.{archs[-1]}"
-    return cpp_extension.load(
-        name=TORCH_EXTENSION_NAME,
-        sources=sources,
-        extra_include_paths=[str(root / "csrc")],
-        extra_cflags=cflags,
-        extra_cuda_cflags=cuda_cflags,
-        build_directory=str(build_dir),
-        is_python_module=False,
-        verbose=False,
-    )

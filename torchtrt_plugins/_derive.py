@@ -18,7 +18,10 @@ Program layout (int64 tokens)::
     nb_checks        (lhs_expr rhs_expr) * nb_checks                      (version 2)
 
 An expression is its token count followed by postfix tokens: ``CONST v``, ``DIM input dim``, ``SHAPE input elem``,
-``SIZE index`` and the binary operators ADD, SUB, MUL, FLOORDIV, CEILDIV, MIN, MAX. A dtype code >= 0 is a
+``SIZE index``, ``ARG field`` (version 3) and the binary operators ADD, SUB, MUL, FLOORDIV, CEILDIV, MIN, MAX.
+``ARG k`` is the value of the op's k-th scalar argument (its plugin field k): the programs compiled into a plugin
+library (:func:`derive` with ``fields``) hold no argument values, only ``ARG`` leaves, and the plugin reads each from
+its field or, where the field holds the shape-input marker, from the next shape input. A dtype code >= 0 is a
 TensorRT ``DataType`` value; ``-(i + 1)`` means "the type of input i". A check is an equality between input sizes
 that the fake kernel requires (``torch._check(w.shape[0] == x.shape[-1])``): the plugin verifies it on the profile's
 and the actual dims, so a mismatch is an error at build time rather than a wrong kernel launch. Version-1 programs
@@ -29,10 +32,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import operator
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -44,11 +48,11 @@ import torch
 from .spec import SpecError
 
 MAGIC = 0x54545053  # "TTPS"
-VERSION = 2
+VERSION = 3
 
-CONST, DIM, SHAPE, SIZE = 1, 2, 3, 4
+CONST, DIM, SHAPE, SIZE, ARG = 1, 2, 3, 4, 5
 ADD, SUB, MUL, FLOORDIV, CEILDIV, MIN, MAX = 10, 11, 12, 13, 14, 15, 16
-_OPERAND_COUNTS = {CONST: 1, DIM: 2, SHAPE: 2, SIZE: 1}
+_OPERAND_COUNTS = {CONST: 1, DIM: 2, SHAPE: 2, SIZE: 1, ARG: 1}
 _BINARY: dict[int, Callable[[int, int], int]] = {
     ADD: operator.add,
     SUB: operator.sub,
@@ -231,6 +235,23 @@ def _upper_bound(env: Any, symbol: sympy.Symbol) -> Any:
     return None
 
 
+def fake_kernel(overload: Any) -> Callable[..., Any] | None:
+    """The Python fake kernel registered for the op (torch.library.register_fake), or None."""
+    return torch._library.simple_registry.singleton.find(overload.name()).fake_impl.kernel
+
+
+def _run_fake(overload: Any, mode: Any, args: list[Any], direct: bool) -> Any:
+    """The op's fake kernel on ``args``. ``direct``: the registered Python fake kernel itself, as FakeTensorMode runs
+    it, where there is one, so that an ``int`` argument (which the dispatcher takes as a Python int only) can be a
+    symbol."""
+    kernel = fake_kernel(overload) if direct else None
+    if kernel is None:
+        return overload(*args)
+    ctx = torch._library.fake_impl.FakeImplCtx(mode, overload)
+    with torch._library.fake_impl.set_ctx_getter(lambda: ctx):
+        return kernel(*args)
+
+
 _PROBING = threading.local()
 
 
@@ -261,11 +282,21 @@ def derive(
     fake: Callable[..., Any] | None = None,
     size_upper: Callable[..., Any] | None = None,
     size_opt: float = 0.5,
+    fields: Mapping[str, int] | None = None,
+    dtype_codes: Sequence[int] | None = None,
+    field_ranges: Mapping[str, tuple[Any, Any]] | None = None,
+    unbacked: bool = False,
 ) -> Derived:
     """Run the fake kernel symbolically and translate its outputs into a shape program.
 
     ``schema_args`` are the op's ``torch.Argument``s; ``values`` the scalar arguments; ``metas`` the tensor inputs;
     ``symbolic`` the SymInt arguments that become shape inputs. ``fake`` overrides the registered fake kernel.
+    ``fields`` (argument name -> field index) are integer arguments that stay symbols in the program (``ARG``
+    leaves, their ``values`` only hints, ``field_ranges`` their declared (min, max)): the program then holds for
+    every value. ``dtype_codes`` replace the output dtype codes (one per output), where the caller has found the rule
+    over several input dtypes. ``unbacked``: the symbols have no hints, so a fake kernel's
+    ``torch._check(rois.size(1) == 5)`` records a check instead of failing on a made-up size (but ``x.shape ==
+    y.shape``, a Python comparison, cannot be decided); else every unknown size is hinted as ``UNKNOWN_DIM_HINT``.
     """
     from torch._dynamo.source import ConstantSource
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -275,10 +306,22 @@ def derive(
     mode = FakeTensorMode(shape_env=env)
     symbols: dict[sympy.Symbol, tuple[int, ...]] = {}
 
+    compiled = fields is not None
+
     def new_symbol(hint: int, name: str, token: tuple[int, ...]) -> torch.SymInt:
-        expr = env.create_symbol(hint, source=ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC, positive=None)
-        symbols[expr] = token
-        return env.create_symintnode(expr, hint=hint)
+        if unbacked:
+            node = env.create_unbacked_symint()
+            symbols[node.node.expr] = token
+        else:
+            expr = env.create_symbol(hint, source=ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC, positive=None)
+            symbols[expr] = token
+            node = env.create_symintnode(expr, hint=hint)
+        low, high = (0, None) if token[0] == DIM else (field_ranges or {}).get(name, (None, None))
+        if low is not None:
+            torch._check(node >= int(math.ceil(low)))
+        if high is not None:
+            torch._check(node <= int(math.floor(high)))
+        return node
 
     tensor_names = [a.name for a in schema_args if a.name in metas]
     shape_names = [a.name for a in schema_args if a.name in symbolic]
@@ -298,11 +341,13 @@ def derive(
                 hint = _hint(values.get(name))
                 k = shape_names.index(name)
                 call_args.append(new_symbol(UNKNOWN_DIM_HINT if hint is None else hint, name, (SHAPE, k, 0)))
+            elif fields and name in fields:
+                call_args.append(new_symbol(int(values[name]), name, (ARG, fields[name])))
             else:
                 call_args.append(values[name])
         try:
             with probing():
-                result = fake(*call_args) if fake is not None else overload(*call_args)
+                result = fake(*call_args) if fake is not None else _run_fake(overload, mode, call_args, compiled)
             upper_override = size_upper(*call_args) if size_upper is not None else None
         except SpecError:
             raise
@@ -312,6 +357,9 @@ def derive(
             ) from err
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     checks = [g.expr for g in env.guards if isinstance(g.expr, sympy.Eq) and _from_user(g)]
+    if unbacked:  # the fake kernel's equalities are deferred runtime asserts, not guards
+        asserts = [a.expr for group in env.deferred_runtime_asserts.values() for a in group]
+        checks += [e for e in dict.fromkeys(asserts) if isinstance(e, sympy.Eq)]
     for guard in env.guards:
         if not isinstance(guard.expr, sympy.Eq) and not _holds_for_all_sizes(guard.expr) and _from_user(guard):
             raise DerivationError(
@@ -329,7 +377,7 @@ def derive(
     )
     sizes = {symbol: k for k, symbol in enumerate(unbacked)}
     translate = _Translator(op, symbols, {})
-    program: list[int] = [MAGIC, VERSION, len(tensor_names)]
+    program: list[int] = [MAGIC, VERSION if fields is not None else 2, len(tensor_names)]
     program += [len(metas[n].shape) for n in tensor_names]
     program += [len(shape_names), len(unbacked)]
     for k, symbol in enumerate(unbacked):
@@ -355,7 +403,8 @@ def derive(
                 f"(expected one of {sorted(str(d) for d in TRT_DTYPE_CODES if d != torch.bool)})"
             )
         same = [i for i, n in enumerate(tensor_names) if metas[n].dtype == out.dtype]
-        program += [-(same[0] + 1) if same else TRT_DTYPE_CODES[out.dtype], len(dims)]
+        code = -(same[0] + 1) if same else TRT_DTYPE_CODES[out.dtype]
+        program += [code if dtype_codes is None else dtype_codes[index], len(dims)]
         for j, expr in enumerate(dims):
             program += translate(expr, f"output {index} dim {j}")
         output_dtypes.append(out.dtype)
@@ -388,8 +437,8 @@ class Program:
     @classmethod
     def parse(cls, tokens: Sequence[int]) -> Program:
         tokens = [int(t) for t in tokens]
-        if len(tokens) < 3 or tokens[0] != MAGIC or tokens[1] not in (1, VERSION):
-            raise ValueError(f"not a version-1 or -{VERSION} shape program: {tokens[:4]}")
+        if len(tokens) < 3 or tokens[0] != MAGIC or not 1 <= tokens[1] <= VERSION:
+            raise ValueError(f"not a version-1 to -{VERSION} shape program: {tokens[:4]}")
         pos = 2
 
         def take() -> int:
@@ -421,7 +470,11 @@ class Program:
 
 
 def evaluate_expr(
-    expr: Sequence[int], shapes: Sequence[Sequence[int]], shape_values: Sequence[Sequence[int]], sizes: Sequence[int]
+    expr: Sequence[int],
+    shapes: Sequence[Sequence[int]],
+    shape_values: Sequence[Sequence[int]],
+    sizes: Sequence[int],
+    args: Sequence[int] = (),
 ) -> int:
     stack: list[int] = []
     i = 0
@@ -439,6 +492,8 @@ def evaluate_expr(
             stack.append(int(shapes[operands[0]][operands[1]]))
         elif code == SHAPE:
             stack.append(int(shape_values[operands[0]][operands[1]]))
+        elif code == ARG:
+            stack.append(int(args[operands[0]]))
         else:
             stack.append(int(sizes[operands[0]]))
         i += 1 + len(operands)
@@ -452,12 +507,16 @@ def evaluate(
     shapes: Sequence[Sequence[int]],
     shape_values: Sequence[Sequence[int]] = (),
     sizes: Sequence[int] | None = None,
+    args: Sequence[int] = (),
 ) -> tuple[list[tuple[int, ...]], list[int]]:
-    """Concrete output shapes and size-tensor upper bounds; dynamic sizes take ``sizes`` (default: the uppers)."""
+    """Concrete output shapes and size-tensor upper bounds; dynamic sizes take ``sizes`` (default: the uppers),
+    ``ARG`` leaves the scalar arguments ``args`` (field order)."""
     program = _parse_cached(tuple(int(t) for t in tokens))
-    uppers = [evaluate_expr(upper, shapes, shape_values, ()) for _, upper in program.sizes]
+    uppers = [evaluate_expr(upper, shapes, shape_values, (), args) for _, upper in program.sizes]
     values = uppers if sizes is None else list(sizes)
-    shapes_out = [tuple(evaluate_expr(e, shapes, shape_values, values) for e in dims) for _, dims in program.outputs]
+    shapes_out = [
+        tuple(evaluate_expr(e, shapes, shape_values, values, args) for e in dims) for _, dims in program.outputs
+    ]
     return shapes_out, uppers
 
 

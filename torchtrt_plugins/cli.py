@@ -2,8 +2,8 @@
 
 - ``doctor``: what is present (GPU, CUDA, toolchain, TensorRT flavours, native pieces, ops and
   plugins) and, for each missing piece, what to do. Always exits 0.
-- ``build``: the TensorRT plugin library (and harness) and, with a GPU, the CUDA torch ops. A piece
-  whose prerequisites are missing is skipped with the reason; a build that fails exits 1.
+- ``build``: the TensorRT plugin library, the launcher library (the ops' eager CUDA kernels) and the harness.
+  Skipped with the reason when its prerequisites are missing; a build that fails exits 1.
 - ``bench``: the benchmark scripts of the package (``torchtrt_plugins.benchmarks``), in this process, side
   by side; CSV, plots and a table into ``--out``. On a machine without GPU it runs what the CPU can run and says
   what it could not run and why.
@@ -120,8 +120,7 @@ def cached_plugin_library() -> tuple[Path | None, str]:
 
 
 def _launcher_check(section: str, library: Path | None) -> Check:
-    """The launcher library the declared ops' eager CUDA kernels call (rms_norm, masked_rows); it is built (or
-    shipped) beside the plugin library."""
+    """The launcher library our ops' eager CUDA kernels call; it is built (or shipped) beside the plugin library."""
     name = "op launcher library"
     if os.environ.get("TORCHTRT_PLUGINS_LIBRARY"):
         return Check(section, name, INFO, "not checked: TORCHTRT_PLUGINS_LIBRARY names the plugin library only")
@@ -129,7 +128,7 @@ def _launcher_check(section: str, library: Path | None) -> Check:
         return Check(section, name, MISSING, "built with the plugin library (missing)", "torchtrt-plugins build")
     launchers = library.parent / _build.LAUNCHER_LIBRARY_NAME
     if launchers.is_file():
-        return Check(section, name, OK, f"{launchers} (the declared ops' eager CUDA kernels)")
+        return Check(section, name, OK, f"{launchers} (the ops' eager CUDA kernels)")
     fix = "reinstall torchtrt-plugins" if _build.prebuilt_libraries() is not None else "torchtrt-plugins build"
     return Check(section, name, MISSING, f"{launchers} does not exist", fix)
 
@@ -269,13 +268,6 @@ def _native_checks() -> list[Check]:
     if library is not None and library.parent.joinpath(_build.HARNESS_LIBRARY_NAME).is_file():
         checks.append(Check(section, "conformance harness", OK, str(library.parent / _build.HARNESS_LIBRARY_NAME)))
     checks.append(_launcher_check(section, library))
-    label = "CUDA torch ops (pad_to)"
-    if native.cuda_ops_loaded():
-        checks.append(Check(section, label, OK, "loaded"))
-    elif not torch.cuda.is_available():
-        checks.append(Check(section, label, INFO, "not built: no CUDA GPU (the CPU reference kernels run)"))
-    else:
-        checks.append(Check(section, label, MISSING, native.load_torch_ops(), "torchtrt-plugins build"))
     testing_version, why = _module_version("torchtrt_plugins.testing")
     hook = testing_version is not None and hasattr(importlib.import_module("torchtrt_plugins.testing"), "bench_enqueue")
     checks.append(
@@ -407,18 +399,6 @@ def plugin_build_prerequisites() -> str | None:
     return "; ".join(_build.plugin_build_prerequisites()) or None
 
 
-def torch_ops_prerequisites() -> str | None:
-    if not torch.cuda.is_available():
-        return "no CUDA GPU visible to torch (the CPU reference kernels are used)"
-    if _build.nvcc_path() is None:
-        return "nvcc not found: they are compiled on first use for this torch (install the CUDA toolkit)"
-    try:
-        _build.source_dir()
-    except _build.BuildError as err:
-        return str(err)
-    return None
-
-
 def _indent(text: str, prefix: str = "      ") -> str:
     return "\n".join(prefix + line for line in text.strip().splitlines())
 
@@ -439,24 +419,11 @@ def cmd_build(args: argparse.Namespace) -> int:
             built = _build.build_plugin_library(force=args.force)
             _say(f"  {'built' if built.built_now else 'up to date (cached)'}: {built.library}")
             _say(f"  harness: {built.harness if built.harness else 'none (csrc/harness/ not in the sources)'}")
-            _say(f"  launchers (the declared ops' eager CUDA kernels): {built.launchers or 'missing'}")
+            _say(f"  launchers (the ops' eager CUDA kernels): {built.launchers or 'missing'}")
         except _build.BuildError as err:
             failed = True
             _say("  FAILED: the plugin library did not build:")
             _say(_indent(str(err)))
-    _say("CUDA torch ops of pad_to (the torch extension; the declared ops run from the launchers above)")
-    reason = torch_ops_prerequisites()
-    if reason:
-        skipped = True
-        _say(f"  skipped: {reason}")
-    else:
-        try:
-            _build.build_torch_extension()
-            _say(f"  built and loaded ({_build.TORCH_EXTENSION_NAME}, cache {_build.cache_dir()})")
-        except Exception as err:  # noqa: BLE001 - compiler errors come as RuntimeError/CalledProcessError
-            failed = True
-            _say("  FAILED: the CUDA ops did not build:")
-            _say(_indent(f"{type(err).__name__}: {err}"))
     if failed:
         _say("build failed (see above)")
         return 1

@@ -1,4 +1,4 @@
-"""The native pieces at run time: the CUDA torch ops and the TensorRT plugin library."""
+"""The native pieces at run time: the TensorRT plugin library and its creators in TensorRT's registry."""
 
 from __future__ import annotations
 
@@ -11,30 +11,6 @@ from . import _build, _compat
 from . import spec as spec_mod
 
 _lock = threading.RLock()
-_torch_ops_status: str | None = None
-
-
-def load_torch_ops() -> str:
-    """Load the CUDA kernels into ``torch.ops.torchtrt`` (build on first use). Returns a status line."""
-    global _torch_ops_status
-    with _lock:
-        if _torch_ops_status is None:
-            if os.environ.get("TORCHTRT_PLUGINS_NO_BUILD") == "1":
-                _torch_ops_status = "skipped: TORCHTRT_PLUGINS_NO_BUILD=1"
-            else:
-                try:
-                    _build.build_torch_extension()
-                    _torch_ops_status = "loaded"
-                except _build.BuildError as err:
-                    _torch_ops_status = f"skipped: {err}"
-                except Exception as err:  # noqa: BLE001 - a failed compile must not break `import torchtrt_plugins`
-                    _torch_ops_status = f"failed: {type(err).__name__}: {str(err)[-2000:]}"
-                    _build._message(f"the CUDA ops could not be built; CPU reference kernels only. {_torch_ops_status}")
-        return _torch_ops_status
-
-
-def cuda_ops_loaded() -> bool:
-    return _torch_ops_status == "loaded"
 
 
 def plugin_library_path(build: bool = True) -> Path:

@@ -124,14 +124,6 @@ def attribute_values(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[s
             attributes[value.name] = floats[0] if len(floats) == 1 else floats
         else:
             ints = [int(v) for v in array]
-            fspec = next((f for f in spec.fields if f.name == value.name), None)
-            if fspec is not None and fspec.shape_input and ints == [fspec.shape_input_sentinel]:
-                if not _INT32.min <= fspec.shape_input_sentinel <= _INT32.max:
-                    raise OnnxExportError(
-                        f"{where} is a symbolic size (a shape input of the plugin), which cannot export: the field "
-                        f"then holds the marker {fspec.shape_input_sentinel}, and TensorRT's ONNX parser reads integer "
-                        "attributes as kINT32; pass a constant size"
-                    )
             if any(not _INT32.min <= v <= _INT32.max for v in ints):
                 raise OnnxExportError(
                     f"{where} must fit in 32 bits to export, got {value.value!r}: TensorRT's ONNX parser reads "

@@ -1,4 +1,5 @@
-"""Op specs: the single source of truth for every op.
+"""Op specs: the single source of truth for every op, made by ``torchtrt_plugins.declare`` from the op's schema and
+its declaration.
 
 A spec says what the torch op looks like (schema), what the TensorRT plugin is called and which
 fields it takes (name, PluginFieldType, the op argument that feeds it, default, valid range),
@@ -182,8 +183,8 @@ class OpSpec:
     doc: str = ""
     #: The torch namespace of the op (``torch.ops.<op_namespace>.<name>``); ours by default.
     op_namespace: str = NAMESPACE
-    #: For ops declared with ``torchtrt_plugins.declare``: the declaration, which derives per call what the
-    #: generic plugin needs (the shape program). None for our hand-written plugins.
+    #: The declaration (``torchtrt_plugins.declare``), which derives per call what the generic plugin needs (the
+    #: shape program). None only for a spec made by hand (tests of the converter and exporter machinery).
     declaration: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -263,9 +264,9 @@ def register(entry: OpEntry) -> OpEntry:
 
 
 def is_ours(entry: OpEntry) -> bool:
-    """Whether the op's plugin lives in our own plugin library: a hand-written one, or declared on our library."""
+    """Whether the op's plugin lives in our own plugin library (declared on our library)."""
     declaration = entry.spec.declaration
-    return entry.library is None and (declaration is None or getattr(declaration.library, "ours", False))
+    return declaration is not None and getattr(declaration.library, "ours", False)
 
 
 def all_ops() -> list[OpEntry]:

@@ -172,6 +172,7 @@ ROI_ALIGN = declare(
     "torchvision::roi_align",
     library=LIBRARY,
     plugin_name="RoIAlign",
+    plugin_version="2",
     plugin_namespace="torchtrt_vision",
     launcher="ttp::vision::roiAlign",
     ranges={
@@ -190,6 +191,7 @@ NMS = declare(
     "torchvision::nms",
     library=LIBRARY,
     plugin_name="NMS",
+    plugin_version="2",
     plugin_namespace="torchtrt_vision",
     launcher="ttp::vision::nms",
     workspace="ttp::vision::nmsWorkspaceSize",

@@ -97,7 +97,7 @@ bool DimExpr::dependsOnSizeTensor() const noexcept
 }
 
 // Built without iostreams: number formatting through the locale has crashed in processes that load torch
-// (g++ 13, torch 2.11+cu130; see csrc/torch/common.h).
+// (g++ 13, torch 2.11+cu130, inside a torch extension).
 std::string DimExpr::str() const
 {
     switch (mNode.kind)

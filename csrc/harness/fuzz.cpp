@@ -453,7 +453,7 @@ std::string mustRefuse(Collection const& c, std::vector<Advertised> const& adver
         if (f.type == FT::kINT64)
         {
             int64_t const v = load<int64_t>(f.bytes.data());
-            if (v != kINT64_MIN && (v < -kLARGEST_EXACT_INTEGER || v > kLARGEST_EXACT_INTEGER))
+            if (v < -kLARGEST_EXACT_INTEGER || v > kLARGEST_EXACT_INTEGER)
             {
                 return field + " = " + std::to_string(v) + ", beyond +-2^53";
             }

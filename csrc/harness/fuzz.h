@@ -8,7 +8,7 @@
 // without AddressSanitizer; crashes, escaping exceptions and such faults are trapped and reported. A generated set with
 // a defect that no field table can make valid (a duplicated, unknown or nameless field, a type that is neither the
 // advertised one nor the one TensorRT's ONNX parser delivers for it, a scalar of another length or without data,
-// a non-finite float, an INT64 beyond +-2^53 other than INT64_MIN) must be refused, with an error logged that names the
+// a non-finite float, an INT64 beyond +-2^53) must be refused, with an error logged that names the
 // plugin.
 //
 // Request: {"libraries": [paths], "seed": n, "count": iterations per creator, "first": first iteration (default 0),

@@ -347,39 +347,6 @@ double FieldReader::number(FieldDesc const& desc) const
     return value;
 }
 
-void checkShapeInputMarkers(
-    FieldDesc const* descs, double const* values, int32_t nbFields, int32_t nbShapeInputs, char const* shapeInputs)
-{
-    int32_t marked = 0;
-    std::string unmarked;
-    for (int32_t f = 0; f < nbFields; ++f)
-    {
-        FieldDesc const& desc = descs[f];
-        if (std::isnan(desc.shapeInputSentinel))
-        {
-            continue;
-        }
-        if (!desc.isShapeInputSentinel(values[f]))
-        {
-            unmarked += concat(unmarked.empty() ? "" : ", ", "'", desc.name, "'");
-            continue;
-        }
-        if (marked == nbShapeInputs)
-        {
-            throw PluginError(concat("field '", desc.name, "' holds the shape-input marker ",
-                formatNumber(desc.shapeInputSentinel, desc.kind() == FieldKind::kINT), " but has no shape input (",
-                shapeInputs, " ", nbShapeInputs, " shape input", nbShapeInputs == 1 ? ")" : "s)"));
-        }
-        ++marked;
-    }
-    if (marked < nbShapeInputs)
-    {
-        throw PluginError(concat(shapeInputs, " ", nbShapeInputs, " shape input", nbShapeInputs == 1 ? "" : "s",
-            " but only ", marked, marked == 1 ? " field holds" : " fields hold",
-            " the shape-input marker (fields that may: ", unmarked.empty() ? "none" : unmarked, ")"));
-    }
-}
-
 void FieldWriter::clear()
 {
     mStorage.clear();
@@ -443,21 +410,6 @@ DType toKernelDType(nvinfer1::DataType type)
     case nvinfer1::DataType::kINT64: return DType::kINT64;
     case nvinfer1::DataType::kBOOL: return DType::kBOOL;
     default: throw PluginError(concat("unsupported data type ", dataTypeName(type)));
-    }
-}
-
-bool acceptsType(uint32_t mask, nvinfer1::DataType type) noexcept
-{
-    switch (type)
-    {
-    case nvinfer1::DataType::kFLOAT:
-    case nvinfer1::DataType::kHALF:
-    case nvinfer1::DataType::kBF16:
-    case nvinfer1::DataType::kINT8:
-    case nvinfer1::DataType::kINT32:
-    case nvinfer1::DataType::kINT64:
-    case nvinfer1::DataType::kBOOL: return contract::accepts(mask, toKernelDType(type));
-    default: return false;
     }
 }
 

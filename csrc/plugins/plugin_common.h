@@ -19,7 +19,6 @@
 #include <utility>
 #include <vector>
 
-#include "contracts/contract.h"
 #include "kernels/common.h"
 
 namespace ttp::plugin
@@ -103,26 +102,6 @@ struct FieldDesc
 // "INT64", "FLOAT32", ...; "PluginFieldType <n>" for a value outside the enumeration.
 std::string fieldTypeName(nvinfer1::PluginFieldType type);
 
-// The field descriptions of a declared contract (contracts/ops.h), in its order.
-template <size_t N>
-std::vector<FieldDesc> fieldDescsOf(std::array<contract::Field, N> const& fields)
-{
-    std::vector<FieldDesc> descs;
-    for (contract::Field const& f : fields)
-    {
-        nvinfer1::PluginFieldType type = nvinfer1::PluginFieldType::kINT64;
-        switch (f.type)
-        {
-        case contract::FieldType::kFLOAT32: type = nvinfer1::PluginFieldType::kFLOAT32; break;
-        case contract::FieldType::kFLOAT64: type = nvinfer1::PluginFieldType::kFLOAT64; break;
-        case contract::FieldType::kINT32: type = nvinfer1::PluginFieldType::kINT32; break;
-        case contract::FieldType::kINT64: break;
-        }
-        descs.push_back({f.name, type, f.required, f.defaultValue, f.min, f.max, f.minInclusive, f.shapeInputSentinel});
-    }
-    return descs;
-}
-
 // Reads and validates the fields of a PluginFieldCollection: they come from plans and ONNX graphs others wrote, so
 // createPlugin is a trust boundary. The constructor checks the collection as a whole against `known` (the creator's
 // getFieldNames): a valid count, and every field named, known and given once; number() checks one field's type,
@@ -150,13 +129,6 @@ private:
     nvinfer1::PluginFieldCollection const* mFc;
 };
 
-// Shape input i of a call stands for the i-th field that holds its shape-input marker (the converter passes them in
-// field order), so the two counts must agree. Throws PluginError naming the first marked field without a shape input,
-// or the fields that could have carried a marker when shape inputs are left over. `shapeInputs` says where the count
-// comes from ("the shape program takes").
-void checkShapeInputMarkers(
-    FieldDesc const* descs, double const* values, int32_t nbFields, int32_t nbShapeInputs, char const* shapeInputs);
-
 // Owns the storage behind a PluginFieldCollection returned from getFieldsToSerialize.
 class FieldWriter
 {
@@ -175,13 +147,6 @@ private:
 
 // Maps a TensorRT data type onto the kernel layer's; throws PluginError for types we never accept.
 DType toKernelDType(nvinfer1::DataType type);
-// Whether `type` is one of the kernel dtypes in `mask` (a contract's Input::pluginMask); false for any other type.
-bool acceptsType(uint32_t mask, nvinfer1::DataType type) noexcept;
-template <uint32_t Mask>
-bool acceptsTypeIn(nvinfer1::DataType type) noexcept
-{
-    return acceptsType(Mask, type);
-}
 char const* dataTypeName(nvinfer1::DataType type) noexcept;
 int64_t volume(nvinfer1::Dims const& dims) noexcept;
 std::string dimsString(nvinfer1::Dims const& dims);
@@ -464,18 +429,6 @@ protected:
     [[noreturn]] static void fail(Args const&... args)
     {
         throw PluginError(concat(args...));
-    }
-
-    // Every position kLINEAR; position 0 (the first input) any type `accepts` allows, every other its type.
-    static bool linearOfFirstType(
-        int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, bool (*accepts)(nvinfer1::DataType))
-    {
-        auto const& desc = inOut[pos].desc;
-        if (desc.format != nvinfer1::TensorFormat::kLINEAR)
-        {
-            return false;
-        }
-        return pos == 0 ? accepts(desc.type) : desc.type == inOut[0].desc.type;
     }
 
 private:

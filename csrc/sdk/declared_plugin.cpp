@@ -16,10 +16,11 @@ using plugin::concat;
 using plugin::PluginError;
 using plugin::Severity;
 
-// Shape program tokens (torchtrt_plugins/_derive.py).
+// Shape program tokens (torchtrt_plugins/_derive.py). The compiled programs are version 3: their leaves are
+// constants, input dims, data-dependent sizes and integer fields (never a per-call shape input, token 3).
 constexpr int64_t kMAGIC = 0x54545053;
-constexpr int64_t kVERSION = 2;                                // version 1: no checks section
-constexpr int64_t kCONST = 1, kDIM = 2, kSHAPE = 3, kSIZE = 4; // leaves
+constexpr int64_t kVERSION = 3;
+constexpr int64_t kCONST = 1, kDIM = 2, kSIZE = 4, kARG = 5;                                            // leaves
 constexpr int64_t kADD = 10, kSUB = 11, kMUL = 12, kFLOORDIV = 13, kCEILDIV = 14, kMIN = 15, kMAX = 16; // operators
 
 bool isBinary(int64_t token)
@@ -29,7 +30,7 @@ bool isBinary(int64_t token)
 
 int32_t operandCount(int64_t token)
 {
-    return token == kDIM || token == kSHAPE ? 2 : 1;
+    return token == kDIM ? 2 : 1;
 }
 
 int64_t floorDiv(int64_t a, int64_t b)
@@ -50,20 +51,21 @@ struct Output
 struct ShapeProgram
 {
     std::vector<int32_t> inputRanks;
-    int32_t nbShapeInputs{0};
     std::vector<std::pair<Expr, Expr>> sizes; // (opt, upper)
     std::vector<Output> outputs;
     std::vector<std::pair<Expr, Expr>> checks; // input sizes the fake kernel requires to be equal
 
-    static ShapeProgram parse(std::vector<int64_t> const& tokens, OpDecl const& decl)
+    // `where` names the program in errors. The tables are generated, but a library built from a stale or edited
+    // table must fail here rather than index out of range later.
+    static ShapeProgram parse(int64_t const* tokens, size_t length, OpDecl const& decl, std::string const& where)
     {
         ShapeProgram program;
         size_t pos = 0;
         auto take = [&]() -> int64_t
         {
-            if (pos >= tokens.size())
+            if (pos >= length)
             {
-                throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "' ends early (", tokens.size(), " tokens)"));
+                throw PluginError(concat(where, " ends early (", length, " tokens)"));
             }
             return tokens[pos++];
         };
@@ -72,40 +74,34 @@ struct ShapeProgram
             int64_t const n = take();
             if (n < 0 || n > limit)
             {
-                throw PluginError(
-                    concat("field '", kSHAPE_PROGRAM_FIELD, "': ", what, " must be in [0, ", limit, "], got ", n));
+                throw PluginError(concat(where, ": ", what, " must be in [0, ", limit, "], got ", n));
             }
             return static_cast<int32_t>(n);
         };
-        int64_t const magic = take();
-        int64_t const version = take();
-        if (magic != kMAGIC || version < 1 || version > kVERSION)
+        if (take() != kMAGIC || take() != kVERSION)
         {
-            throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "' is not a version-1 to -", kVERSION,
-                " shape program (emit it with torchtrt_plugins' converter)"));
+            throw PluginError(concat(where, " is not a version-", kVERSION, " shape program (regenerate the tables)"));
         }
-        int32_t const nbInputs = count("the input count", decl.nbInputs);
-        if (nbInputs != decl.nbInputs)
+        if (count("the input count", decl.nbInputs) != decl.nbInputs)
         {
-            throw PluginError(
-                concat("field '", kSHAPE_PROGRAM_FIELD, "' describes ", nbInputs, " inputs, expected ", decl.nbInputs));
+            throw PluginError(concat(where, " describes another number of inputs than the op's ", decl.nbInputs));
         }
-        for (int32_t i = 0; i < nbInputs; ++i)
+        for (int32_t i = 0; i < decl.nbInputs; ++i)
         {
             program.inputRanks.push_back(count("an input rank", kMAX_DIMS));
         }
-        program.nbShapeInputs = count("the shape input count", decl.nbFields);
+        count("the per-call shape input count", 0);
         int32_t const nbSizes = count("the size tensor count", 64);
         auto expr = [&](bool sizesAllowed) -> Expr
         {
             int64_t const n = take();
-            if (n <= 0 || pos + static_cast<size_t>(n) > tokens.size())
+            if (n <= 0 || pos + static_cast<size_t>(n) > length)
             {
-                throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "' has a malformed expression"));
+                throw PluginError(concat(where, " has a malformed expression"));
             }
-            Expr e(tokens.begin() + static_cast<ptrdiff_t>(pos), tokens.begin() + static_cast<ptrdiff_t>(pos + n));
+            Expr e(tokens + pos, tokens + pos + n);
             pos += static_cast<size_t>(n);
-            program.check(e, sizesAllowed ? nbSizes : 0);
+            program.check(e, sizesAllowed ? nbSizes : 0, decl, where);
             return e;
         };
         for (int32_t s = 0; s < nbSizes; ++s)
@@ -113,20 +109,17 @@ struct ShapeProgram
             Expr opt = expr(false);
             program.sizes.emplace_back(std::move(opt), expr(false));
         }
-        int32_t const nbOutputs = count("the output count", decl.nbOutputs);
-        if (nbOutputs != decl.nbOutputs)
+        if (count("the output count", decl.nbOutputs) != decl.nbOutputs)
         {
-            throw PluginError(concat(
-                "field '", kSHAPE_PROGRAM_FIELD, "' describes ", nbOutputs, " outputs, expected ", decl.nbOutputs));
+            throw PluginError(concat(where, " describes another number of outputs than the op's ", decl.nbOutputs));
         }
-        for (int32_t o = 0; o < nbOutputs; ++o)
+        for (int32_t o = 0; o < decl.nbOutputs; ++o)
         {
             Output out;
             out.dtypeCode = take();
-            if (out.dtypeCode < -static_cast<int64_t>(nbInputs) || out.dtypeCode > 16)
+            if (out.dtypeCode < -static_cast<int64_t>(decl.nbInputs) || out.dtypeCode > 16)
             {
-                throw PluginError(
-                    concat("field '", kSHAPE_PROGRAM_FIELD, "': output ", o, " has dtype code ", out.dtypeCode));
+                throw PluginError(concat(where, ": output ", o, " has dtype code ", out.dtypeCode));
             }
             int32_t const rank = count("an output rank", kMAX_DIMS);
             for (int32_t d = 0; d < rank; ++d)
@@ -135,22 +128,21 @@ struct ShapeProgram
             }
             program.outputs.push_back(std::move(out));
         }
-        int32_t const nbChecks = version >= 2 ? count("the check count", 64) : 0;
+        int32_t const nbChecks = count("the check count", 64);
         for (int32_t c = 0; c < nbChecks; ++c)
         {
             Expr lhs = expr(false);
             program.checks.emplace_back(std::move(lhs), expr(false));
         }
-        if (pos != tokens.size())
+        if (pos != length)
         {
-            throw PluginError(
-                concat("field '", kSHAPE_PROGRAM_FIELD, "' has ", tokens.size() - pos, " trailing tokens"));
+            throw PluginError(concat(where, " has ", length - pos, " trailing tokens"));
         }
         return program;
     }
 
-    // Every operand in range and the postfix stack well formed.
-    void check(Expr const& e, int32_t nbSizes) const
+    // Every operand in range and the postfix stack well formed; an ARG leaf reads an integer field.
+    void check(Expr const& e, int32_t nbSizes, OpDecl const& decl, std::string const& where) const
     {
         int32_t depth = 0;
         for (size_t i = 0; i < e.size(); ++i)
@@ -160,14 +152,15 @@ struct ShapeProgram
             {
                 if (depth < 2)
                 {
-                    throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "': operator without operands"));
+                    throw PluginError(concat(where, ": operator without operands"));
                 }
                 --depth;
                 continue;
             }
-            if (token < kCONST || token > kSIZE || i + operandCount(token) >= e.size())
+            if ((token != kCONST && token != kDIM && token != kSIZE && token != kARG)
+                || i + operandCount(token) >= e.size())
             {
-                throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "': bad token ", token));
+                throw PluginError(concat(where, ": bad token ", token));
             }
             int64_t const a = e[i + 1];
             bool ok = true;
@@ -176,20 +169,39 @@ struct ShapeProgram
             case kDIM:
                 ok = a >= 0 && a < static_cast<int64_t>(inputRanks.size()) && e[i + 2] >= 0 && e[i + 2] < inputRanks[a];
                 break;
-            case kSHAPE: ok = a >= 0 && a < nbShapeInputs && e[i + 2] == 0; break;
             case kSIZE: ok = a >= 0 && a < nbSizes; break;
+            case kARG: ok = a >= 0 && a < decl.nbFields && decl.fields[a].kind() != plugin::FieldKind::kFLOAT; break;
             default: break;
             }
             if (!ok)
             {
-                throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "': operand out of range in token ", token));
+                throw PluginError(concat(where, ": operand out of range in token ", token));
             }
             i += static_cast<size_t>(operandCount(token));
             ++depth;
         }
         if (depth != 1)
         {
-            throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD, "': expression leaves ", depth, " values"));
+            throw PluginError(concat(where, ": expression leaves ", depth, " values"));
+        }
+    }
+};
+
+// The op's scalar fields as the shape rules read them (ARG leaves): a field's value, or, for a field holding the
+// shape-input marker, the shape input it stands for (they follow the tensor inputs in field order).
+struct FieldValues
+{
+    std::vector<double> values;
+    std::vector<int32_t> shapeInput; // per field: the index of its shape input, or -1
+    int32_t nbShapeInputs{0};
+
+    FieldValues(OpDecl const& decl, std::vector<double> scalars)
+        : values(std::move(scalars))
+    {
+        for (int32_t f = 0; f < decl.nbFields; ++f)
+        {
+            bool const marker = decl.fields[f].isShapeInputSentinel(values.at(static_cast<size_t>(f)));
+            shapeInput.push_back(marker ? nbShapeInputs++ : -1);
         }
     }
 };
@@ -232,8 +244,9 @@ bool usesSize(Expr const& e)
     return false;
 }
 
-// Concrete value of an expression over input dims; sizes take `sizes`.
-int64_t evaluateConcrete(Expr const& e, nvinfer1::Dims const* inputs, std::vector<int64_t> const& sizes)
+// Concrete value of an expression over input dims and fields; sizes take `sizes`.
+int64_t evaluateConcrete(
+    Expr const& e, nvinfer1::Dims const* inputs, FieldValues const& fields, std::vector<int64_t> const& sizes)
 {
     return evaluate<int64_t>(
         e,
@@ -244,7 +257,12 @@ int64_t evaluateConcrete(Expr const& e, nvinfer1::Dims const* inputs, std::vecto
             case kCONST: return a;
             case kDIM: return inputs[a].d[b];
             case kSIZE: return sizes.at(static_cast<size_t>(a));
-            default: throw PluginError("a shape input value is not known here");
+            default:
+                if (fields.shapeInput[static_cast<size_t>(a)] >= 0)
+                {
+                    throw PluginError("a shape input value is not known here");
+                }
+                return static_cast<int64_t>(fields.values[static_cast<size_t>(a)]);
             }
         },
         [](int64_t op, int64_t x, int64_t y) -> int64_t
@@ -267,8 +285,8 @@ int64_t evaluateConcrete(Expr const& e, nvinfer1::Dims const* inputs, std::vecto
         });
 }
 
-// Whether every input dim the expression reads is known (>= 0) in `inputs`.
-bool known(Expr const& e, nvinfer1::Dims const* inputs)
+// Whether every input dim and field the expression reads is known (a dim >= 0, a field not from a shape input).
+bool known(Expr const& e, nvinfer1::Dims const* inputs, FieldValues const& fields)
 {
     for (size_t i = 0; i < e.size(); ++i)
     {
@@ -276,7 +294,8 @@ bool known(Expr const& e, nvinfer1::Dims const* inputs)
         {
             continue;
         }
-        if (e[i] == kDIM && inputs[e[i + 1]].d[e[i + 2]] < 0)
+        if ((e[i] == kDIM && inputs[e[i + 1]].d[e[i + 2]] < 0)
+            || (e[i] == kARG && fields.shapeInput[static_cast<size_t>(e[i + 1])] >= 0))
         {
             return false;
         }
@@ -394,23 +413,68 @@ Descs actualOf(nvinfer1::PluginTensorDesc const* descs, int32_t count)
     return collect(descs, count, [](auto const& d) { return std::make_pair(d.dims, d.type); });
 }
 
+// The shape programs of an op, parsed once per library (its creator owns them, for as long as the library lives).
+struct Rules
+{
+    std::vector<ShapeProgram> programs;
+    std::string error; // why the generated programs are unusable, or empty
+
+    explicit Rules(OpDecl const& decl) noexcept
+    {
+        try
+        {
+            size_t pos = 0;
+            auto const total = static_cast<size_t>(decl.nbProgramTokens);
+            while (pos < total)
+            {
+                auto const length = static_cast<size_t>(decl.programs[pos]);
+                std::string const where = concat("compiled shape program ", programs.size());
+                if (decl.programs[pos] <= 0 || pos + 1 + length > total)
+                {
+                    throw PluginError(concat(where, " has a bad length"));
+                }
+                programs.push_back(ShapeProgram::parse(decl.programs + pos + 1, length, decl, where));
+                pos += 1 + length;
+            }
+            if (programs.empty())
+            {
+                throw PluginError("the library holds no shape program for it (regenerate the tables)");
+            }
+            for (auto const& program : programs)
+            {
+                // Output counts and types are asked before any rank is known: every program must agree on them.
+                bool same = program.sizes.size() == programs.front().sizes.size();
+                for (size_t o = 0; same && o < program.outputs.size(); ++o)
+                {
+                    same = program.outputs[o].dtypeCode == programs.front().outputs[o].dtypeCode;
+                }
+                if (!same)
+                {
+                    throw PluginError("its shape programs disagree on the output types or size tensors");
+                }
+            }
+        }
+        catch (std::exception const& e)
+        {
+            programs.clear();
+            error = e.what();
+        }
+    }
+};
+
 class DeclaredPlugin : public plugin::PluginInterfaces<Named<nvinfer1::IPluginV3OneCore>>
 {
 public:
-    DeclaredPlugin(OpDecl const& decl, std::vector<double> scalars, std::vector<int64_t> tokens)
+    DeclaredPlugin(OpDecl const& decl, std::vector<double> scalars, std::vector<ShapeProgram> const& programs)
         : PluginInterfaces(std::in_place, decl)
-        , mScalars(std::move(scalars))
-        , mTokens(std::move(tokens))
-        , mProgram(ShapeProgram::parse(mTokens, decl))
+        , mFields(decl, std::move(scalars))
+        , mPrograms(programs)
     {
-        plugin::checkShapeInputMarkers(
-            decl.fields, mScalars.data(), decl.nbFields, mProgram.nbShapeInputs, "the shape program takes");
     }
     DeclaredPlugin(DeclaredPlugin const& other)
         : PluginInterfaces(other)
-        , mScalars(other.mScalars)
-        , mTokens(other.mTokens)
-        , mProgram(other.mProgram)
+        , mFields(other.mFields)
+        , mPrograms(other.mPrograms)
         , mTactic(other.mTactic)
     {
     }
@@ -423,7 +487,7 @@ public:
 
     int32_t getNbOutputs() const noexcept override
     {
-        return mDecl.nbOutputs + static_cast<int32_t>(mProgram.sizes.size());
+        return mDecl.nbOutputs + static_cast<int32_t>(mPrograms.front().sizes.size());
     }
 
     int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
@@ -453,17 +517,8 @@ public:
             [&]
             {
                 checkCounts(nbInputs, nbOutputs);
-                plugin::checkShapeInputMarkers(
-                    mDecl.fields, mScalars.data(), mDecl.nbFields, nbShapeInputs, "the call has");
-                if (nbShapeInputs != mProgram.nbShapeInputs)
-                {
-                    fail("expected ", mProgram.nbShapeInputs, " shape inputs (the symbolic SymInt arguments), got ",
-                        nbShapeInputs);
-                }
-                for (int32_t i = 0; i < nbInputs; ++i)
-                {
-                    checkRank(i, inputs[i].nbDims);
-                }
+                checkShapeInputs(shapeInputs, nbShapeInputs);
+                ShapeProgram const& program = programFor([&](int32_t i) { return inputs[i].nbDims; });
                 std::vector<nvinfer1::IDimensionExpr const*> sizes;
                 auto symbolic = [&](Expr const& e)
                 {
@@ -475,8 +530,14 @@ public:
                             {
                             case kCONST: return builder.constant(a);
                             case kDIM: return inputs[a].d[b];
-                            case kSHAPE: return shapeInputs[a].d[b];
-                            default: return sizes.at(static_cast<size_t>(a));
+                            case kSIZE: return sizes.at(static_cast<size_t>(a));
+                            default:
+                            {
+                                int32_t const shapeInput = mFields.shapeInput[static_cast<size_t>(a)];
+                                return shapeInput >= 0 ? shapeInputs[shapeInput].d[0]
+                                                       : builder.constant(static_cast<int64_t>(
+                                                             mFields.values[static_cast<size_t>(a)]));
+                            }
                             }
                         },
                         [&](int64_t op, nvinfer1::IDimensionExpr const* x, nvinfer1::IDimensionExpr const* y)
@@ -488,10 +549,10 @@ public:
                             return builder.operation(dimensionOperation(op), *x, *y);
                         });
                 };
-                for (size_t s = 0; s < mProgram.sizes.size(); ++s)
+                for (size_t s = 0; s < program.sizes.size(); ++s)
                 {
-                    auto const* opt = symbolic(mProgram.sizes[s].first);
-                    auto const* upper = symbolic(mProgram.sizes[s].second);
+                    auto const* opt = symbolic(program.sizes[s].first);
+                    auto const* upper = symbolic(program.sizes[s].second);
                     int32_t const index = mDecl.nbOutputs + static_cast<int32_t>(s);
                     auto const* size = opt && upper ? builder.declareSizeTensor(index, *opt, *upper) : nullptr;
                     if (size == nullptr)
@@ -503,7 +564,7 @@ public:
                 }
                 for (int32_t o = 0; o < mDecl.nbOutputs; ++o)
                 {
-                    auto const& dims = mProgram.outputs[static_cast<size_t>(o)].dims;
+                    auto const& dims = program.outputs[static_cast<size_t>(o)].dims;
                     outputs[o].nbDims = static_cast<int32_t>(dims.size());
                     for (size_t d = 0; d < dims.size(); ++d)
                     {
@@ -552,8 +613,9 @@ public:
         return guarded("configurePlugin", int32_t{1},
             [&]
             {
-                checkSizes(maxOf(in, nbInputs).dims, "the profile's largest");
-                checkSizes(currentOf(in, nbInputs).dims, "the");
+                ShapeProgram const& program = programFor(rankOf);
+                checkSizes(program, maxOf(in, nbInputs).dims, "the profile's largest");
+                checkSizes(program, currentOf(in, nbInputs).dims, "the");
                 return int32_t{0};
             });
     }
@@ -605,7 +667,7 @@ public:
             [&]
             {
                 std::string id = concat(mDecl.op, "_v", mDecl.pluginVersion);
-                for (double value : mScalars)
+                for (double value : mFields.values)
                 {
                     id += concat("_", value);
                 }
@@ -628,14 +690,15 @@ public:
     int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::PluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept override
     {
-        if (checkInputs("onShapeChange", nbInputs, nbOutputs, [&](int32_t i) { return in[i].dims.nbDims; }) != 0)
+        auto const rankOf = [&](int32_t i) { return in[i].dims.nbDims; };
+        if (checkInputs("onShapeChange", nbInputs, nbOutputs, rankOf) != 0)
         {
             return 1;
         }
         return guarded("onShapeChange", int32_t{1},
             [&]
             {
-                checkSizes(actualOf(in, nbInputs).dims, "the");
+                checkSizes(programFor(rankOf), actualOf(in, nbInputs).dims, "the");
                 return int32_t{0};
             });
     }
@@ -676,15 +739,9 @@ public:
                 mWriter.clear();
                 for (int32_t f = 0; f < mDecl.nbFields; ++f)
                 {
-                    mWriter.add(mDecl.fields[f], mScalars.at(static_cast<size_t>(f)));
+                    mWriter.add(mDecl.fields[f], mFields.values.at(static_cast<size_t>(f)));
                 }
-                auto const* scalars = mWriter.collection();
-                mSerialFields.assign(scalars->fields, scalars->fields + scalars->nbFields);
-                mSerialFields.emplace_back(kSHAPE_PROGRAM_FIELD, mTokens.data(), nvinfer1::PluginFieldType::kINT64,
-                    static_cast<int32_t>(mTokens.size()));
-                mSerialCollection.nbFields = static_cast<int32_t>(mSerialFields.size());
-                mSerialCollection.fields = mSerialFields.data();
-                return &mSerialCollection;
+                return mWriter.collection();
             });
     }
 
@@ -719,7 +776,7 @@ private:
         throw PluginError(concat(args...));
     }
 
-    // The counts, and each input's rank against the program's: what configurePlugin and onShapeChange check.
+    // The counts, and the inputs' ranks against those the op accepts: what configurePlugin and onShapeChange check.
     template <typename RankOf>
     int32_t checkInputs(char const* method, int32_t nbInputs, int32_t nbOutputs, RankOf&& rankOf) const noexcept
     {
@@ -727,10 +784,7 @@ private:
             [&]
             {
                 checkCounts(nbInputs, nbOutputs);
-                for (int32_t i = 0; i < nbInputs; ++i)
-                {
-                    checkRank(i, rankOf(i));
-                }
+                programFor(rankOf);
                 return int32_t{0};
             });
     }
@@ -740,32 +794,83 @@ private:
         if (nbInputs != mDecl.nbInputs || nbOutputs != getNbOutputs())
         {
             fail("expected ", mDecl.nbInputs, " inputs and ", getNbOutputs(), " outputs (", mDecl.nbOutputs, " and ",
-                mProgram.sizes.size(), " size tensors), got ", nbInputs, " and ", nbOutputs);
+                mPrograms.front().sizes.size(), " size tensors), got ", nbInputs, " and ", nbOutputs);
         }
     }
 
-    void checkRank(int32_t input, int32_t rank) const
+    // One shape input per field holding the shape-input marker, each a 1-D shape tensor of one element or more.
+    void checkShapeInputs(nvinfer1::DimsExprs const* shapeInputs, int32_t nbShapeInputs) const
     {
-        if (rank != mProgram.inputRanks[static_cast<size_t>(input)])
+        std::string markers;
+        for (int32_t f = 0; f < mDecl.nbFields; ++f)
         {
-            fail("input '", mDecl.inputs[input].name, "' must have rank ",
-                mProgram.inputRanks[static_cast<size_t>(input)], " (the rank its shape program was derived for), got ",
-                rank);
+            if (mFields.shapeInput[static_cast<size_t>(f)] >= 0)
+            {
+                markers += concat(markers.empty() ? "" : ", ", "'", mDecl.fields[f].name, "'");
+            }
         }
+        if (nbShapeInputs != mFields.nbShapeInputs)
+        {
+            fail("expected ", mFields.nbShapeInputs, " shape inputs (one per field holding the shape-input marker",
+                markers.empty() ? ": none does" : concat(": ", markers), "), got ", nbShapeInputs);
+        }
+        for (int32_t k = 0; k < nbShapeInputs; ++k)
+        {
+            if (shapeInputs[k].nbDims != 1 || shapeInputs[k].d[0] == nullptr)
+            {
+                fail("shape input ", k, " must be a 1-D shape tensor, got rank ", shapeInputs[k].nbDims);
+            }
+        }
+    }
+
+    // The program for these input ranks; an error listing the accepted ranks if the fake kernel takes none.
+    template <typename RankOf>
+    ShapeProgram const& programFor(RankOf&& rankOf) const
+    {
+        for (auto const& program : mPrograms)
+        {
+            bool match = true;
+            for (int32_t i = 0; match && i < mDecl.nbInputs; ++i)
+            {
+                match = rankOf(i) == program.inputRanks[static_cast<size_t>(i)];
+            }
+            if (match)
+            {
+                return program;
+            }
+        }
+        std::string names;
+        std::string got;
+        for (int32_t i = 0; i < mDecl.nbInputs; ++i)
+        {
+            names += concat(i ? ", " : "", mDecl.inputs[i].name);
+            got += concat(i ? ", " : "", rankOf(i));
+        }
+        std::string accepted;
+        for (auto const& program : mPrograms)
+        {
+            std::string ranks;
+            for (int32_t rank : program.inputRanks)
+            {
+                ranks += concat(ranks.empty() ? "" : ", ", rank);
+            }
+            accepted += concat(accepted.empty() ? "" : ", ", "(", ranks, ")");
+        }
+        fail("inputs (", names, ") have ranks (", got, "); the op's fake kernel accepts ", accepted);
     }
 
     // The fake kernel's equalities between input sizes (e.g. weight's length and x's last dim), where the dims are
     // known.
-    void checkSizes(std::vector<nvinfer1::Dims> const& dims, char const* which) const
+    void checkSizes(ShapeProgram const& program, std::vector<nvinfer1::Dims> const& dims, char const* which) const
     {
-        for (auto const& [lhs, rhs] : mProgram.checks)
+        for (auto const& [lhs, rhs] : program.checks)
         {
-            if (!known(lhs, dims.data()) || !known(rhs, dims.data()))
+            if (!known(lhs, dims.data(), mFields) || !known(rhs, dims.data(), mFields))
             {
                 continue;
             }
-            int64_t const a = evaluateConcrete(lhs, dims.data(), {});
-            int64_t const b = evaluateConcrete(rhs, dims.data(), {});
+            int64_t const a = evaluateConcrete(lhs, dims.data(), mFields, {});
+            int64_t const b = evaluateConcrete(rhs, dims.data(), mFields, {});
             if (a != b)
             {
                 fail("input sizes break the op's fake kernel check ", describe(lhs), " == ", describe(rhs), ": ", which,
@@ -779,6 +884,10 @@ private:
         if (e.size() == 3 && e[0] == kDIM)
         {
             return concat("'", mDecl.inputs[e[1]].name, "'.shape[", e[2], "]");
+        }
+        if (e.size() == 2 && e[0] == kARG)
+        {
+            return concat("'", mDecl.fields[e[1]].name, "'");
         }
         if (e.size() == 2 && e[0] == kCONST)
         {
@@ -808,7 +917,7 @@ private:
         {
             return nvinfer1::DataType::kINT64; // a size tensor
         }
-        int64_t const code = mProgram.outputs[static_cast<size_t>(o)].dtypeCode;
+        int64_t const code = mPrograms.front().outputs[static_cast<size_t>(o)].dtypeCode;
         return code < 0 ? inputTypes[-code - 1] : static_cast<nvinfer1::DataType>(code);
     }
 
@@ -847,10 +956,11 @@ private:
         nvinfer1::DataType const* inTypes = inDescs.types.data();
         nvinfer1::Dims const* outDims = outDescs.dims.data();
         nvinfer1::DataType const* outTypes = outDescs.types.data();
+        ShapeProgram const& program = programFor([&](int32_t i) { return inDims[i].nbDims; });
         std::vector<int64_t> uppers;
-        for (auto const& size : mProgram.sizes)
+        for (auto const& size : program.sizes)
         {
-            uppers.push_back(evaluateConcrete(size.second, inDims, {}));
+            uppers.push_back(evaluateConcrete(size.second, inDims, mFields, {}));
         }
         std::vector<Tensor> in;
         for (int32_t i = 0; i < mDecl.nbInputs; ++i)
@@ -863,20 +973,20 @@ private:
             nvinfer1::Dims dims{};
             if (o < mDecl.nbOutputs)
             {
-                auto const& exprs = mProgram.outputs[static_cast<size_t>(o)].dims;
+                auto const& exprs = program.outputs[static_cast<size_t>(o)].dims;
                 dims.nbDims = static_cast<int32_t>(exprs.size());
                 for (size_t d = 0; d < exprs.size(); ++d)
                 {
                     bool const known
                         = !usesSize(exprs[d]) && outDims[o].nbDims > static_cast<int32_t>(d) && outDims[o].d[d] >= 0;
-                    dims.d[d] = known ? outDims[o].d[d] : evaluateConcrete(exprs[d], inDims, uppers);
+                    dims.d[d] = known ? outDims[o].d[d] : evaluateConcrete(exprs[d], inDims, mFields, uppers);
                 }
             }
             out.push_back(tensorOf(outputs ? outputs[o] : nullptr, outTypes[o], dims,
                 o < mDecl.nbOutputs ? mDecl.outputs[o] : "a size tensor"));
         }
         LaunchArgs args{in.data(), static_cast<int32_t>(in.size()), out.data(), static_cast<int32_t>(out.size()),
-            mScalars.data(), static_cast<int32_t>(mScalars.size()), workspace, 0, mTactic, stream};
+            mFields.values.data(), static_cast<int32_t>(mFields.values.size()), workspace, 0, mTactic, stream};
         if (workspace != nullptr && mDecl.workspace != nullptr)
         {
             args.workspaceSize = mDecl.workspace(args);
@@ -884,14 +994,11 @@ private:
         return fn(args);
     }
 
-    std::vector<double> mScalars;
-    std::vector<int64_t> mTokens;
-    ShapeProgram mProgram;
+    FieldValues mFields;
+    std::vector<ShapeProgram> const& mPrograms;
     int32_t mTactic{0};
     std::string mTimingCacheId;
     plugin::FieldWriter mWriter;
-    std::vector<nvinfer1::PluginField> mSerialFields;
-    nvinfer1::PluginFieldCollection mSerialCollection{};
 };
 
 class DeclaredCreator : public Named<nvinfer1::IPluginCreatorV3One>
@@ -899,12 +1006,12 @@ class DeclaredCreator : public Named<nvinfer1::IPluginCreatorV3One>
 public:
     explicit DeclaredCreator(OpDecl const& decl)
         : Named(decl)
+        , mRules(decl)
     {
         for (int32_t f = 0; f < decl.nbFields; ++f)
         {
             mFields.emplace_back(decl.fields[f].name, nullptr, decl.fields[f].type, 1);
         }
-        mFields.emplace_back(kSHAPE_PROGRAM_FIELD, nullptr, nvinfer1::PluginFieldType::kINT64, 0);
         mCollection.nbFields = static_cast<int32_t>(mFields.size());
         mCollection.fields = mFields.data();
     }
@@ -914,13 +1021,17 @@ public:
     {
         try
         {
+            if (!mRules.error.empty())
+            {
+                throw PluginError(mRules.error);
+            }
             plugin::FieldReader reader(mDecl.pluginName, fc, mCollection);
             std::vector<double> scalars;
             for (int32_t f = 0; f < mDecl.nbFields; ++f)
             {
                 scalars.push_back(reader.number(mDecl.fields[f]));
             }
-            return new DeclaredPlugin(mDecl, std::move(scalars), program(fc));
+            return new DeclaredPlugin(mDecl, std::move(scalars), mRules.programs);
         }
         catch (std::exception const& e)
         {
@@ -940,37 +1051,7 @@ public:
     }
 
 private:
-    static std::vector<int64_t> program(nvinfer1::PluginFieldCollection const* fc)
-    {
-        for (int32_t i = 0; fc != nullptr && fc->fields != nullptr && i < fc->nbFields; ++i)
-        {
-            auto const& field = fc->fields[i];
-            if (field.name == nullptr || std::strcmp(field.name, kSHAPE_PROGRAM_FIELD) != 0)
-            {
-                continue;
-            }
-            // INT32 too: TensorRT's ONNX parser turns every INT/INTS attribute into a kINT32 field (the exporter
-            // refuses a program whose tokens do not fit in 32 bits).
-            bool const wide = field.type == nvinfer1::PluginFieldType::kINT64;
-            if ((!wide && field.type != nvinfer1::PluginFieldType::kINT32) || field.data == nullptr
-                || field.length <= 0)
-            {
-                throw PluginError(concat("field '", kSHAPE_PROGRAM_FIELD,
-                    "' must be a non-empty INT64 (or INT32) array, got PluginFieldType ",
-                    static_cast<int32_t>(field.type), " of length ", field.length));
-            }
-            if (!wide)
-            {
-                auto const* narrow = static_cast<int32_t const*>(field.data);
-                return std::vector<int64_t>(narrow, narrow + field.length);
-            }
-            auto const* data = static_cast<int64_t const*>(field.data);
-            return std::vector<int64_t>(data, data + field.length);
-        }
-        throw PluginError(concat("missing field '", kSHAPE_PROGRAM_FIELD,
-            "' (the output shapes derived from the op's fake kernel; torchtrt_plugins' converter emits it)"));
-    }
-
+    Rules mRules;
     std::vector<nvinfer1::PluginField> mFields;
     nvinfer1::PluginFieldCollection mCollection{};
 };

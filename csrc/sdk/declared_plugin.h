@@ -1,12 +1,11 @@
-// One generic IPluginV3 for every declared op (torchtrt_plugins.declare), driven by data:
-// - an OpDecl table, generated from the declaration at build time: plugin name/version/namespace, tensor inputs
-//   with their allowed types, the op's scalar arguments as fields (types, defaults, ranges), the launchers
-//   (one per tactic) and the workspace function;
-// - a shape program, carried as the INT64 array field "shape_program" and derived in Python from the op's fake
-//   kernel for the input ranks of each call: output types, output dims as IExprBuilder expressions, and size
-//   tensors for data-dependent sizes, and the equalities between input sizes the fake kernel checks (verified in
-//   configurePlugin and onShapeChange; see torchtrt_plugins/_derive.py for the encoding).
-// createPlugin validates both (unknown fields, ranges, a malformed program) and logs what is wrong.
+// One generic IPluginV3 for every declared op (torchtrt_plugins.declare), driven by data generated from the
+// declaration when the library is built: plugin name/version/namespace, tensor inputs with their allowed types, the
+// op's scalar arguments as fields (types, defaults, ranges), the launchers (one per tactic), the workspace function,
+// and the op's shape rules: one shape program per combination of input ranks its fake kernel accepts (output types,
+// output dims as IExprBuilder expressions over input dims and integer fields, size tensors for data-dependent
+// sizes, and the equalities between input sizes the fake kernel checks; see torchtrt_plugins/_derive.py for the
+// encoding). createPlugin takes the op's semantic fields only, like NVIDIA's plugins; an integer field holding the
+// shape-input marker is read from the next shape input instead.
 #pragma once
 
 #include "plugins/plugin_common.h"
@@ -44,10 +43,10 @@ struct OpDecl
     TacticDecl const* tactics;
     int32_t nbTactics;
     WorkspaceSize workspace; // may be null
+    // The shape programs, one per accepted combination of input ranks, each preceded by its token count.
+    int64_t const* programs;
+    int32_t nbProgramTokens;
 };
-
-// The name of the field carrying the shape program.
-constexpr char const* kSHAPE_PROGRAM_FIELD = "shape_program";
 
 // Registers a creator for `decl` with getCreators; `decl` must outlive the library (a static table).
 struct DeclaredOpRegistration

@@ -17,6 +17,11 @@ namespace ttp::sdk
 
 constexpr int32_t kMAX_DIMS = 8;
 
+// A SymInt argument's value when it reaches the plugin as a shape input (torchtrt_plugins.declare's
+// SHAPE_INPUT_SENTINEL): INT32_MIN, which survives TensorRT's ONNX parser (it hands integer attributes over as
+// kINT32), so a hand-written node marks a shape input with it too.
+constexpr double kSHAPE_INPUT_MARKER = -2147483648.0;
+
 struct Tensor
 {
     void* data; // device memory; an input's is read-only
@@ -47,7 +52,7 @@ struct LaunchArgs
     Tensor const* outputs;
     int32_t nbOutputs;
     // The op's scalar arguments in schema order (bools as 0/1). A SymInt argument that reaches the plugin as a
-    // shape input holds INT64_MIN here: read the size from the output dims instead.
+    // shape input holds kSHAPE_INPUT_MARKER here: read the size from the output dims instead.
     double const* scalars;
     int32_t nbScalars;
     void* workspace;

@@ -637,13 +637,9 @@ def _cuda_context():
     return ctx
 
 
-def test_declared_ops_need_their_launchers_not_the_torch_extension(monkeypatch):
-    # rms_norm and masked_rows run eagerly through their launcher library (prebuilt in a wheel); the torch extension
-    # (pad_to's C++ adapter) failing to build must not skip them, and a launcher library that does not load must.
-    from torchtrt_plugins import native
-
-    monkeypatch.setattr(native, "cuda_ops_loaded", lambda: False)
-    monkeypatch.setattr(native, "load_torch_ops", lambda: "skipped: nvcc not found")
+def test_our_ops_run_eagerly_from_their_launcher_library(monkeypatch):
+    # Every op of ours runs eagerly through the launcher library (prebuilt in a wheel): its eager provider needs it and
+    # nothing else, and a launcher library that does not load skips it with the reason.
     ctx = _cuda_context()
 
     def requirements(module: str, provider: str) -> list:
@@ -651,20 +647,21 @@ def test_declared_ops_need_their_launchers_not_the_torch_extension(monkeypatch):
         return list(next(p for p in bench.PROVIDERS if p.name == provider).requires)
 
     library = torchtrt_plugins.get("rms_norm").spec.declaration.library
+    assert torchtrt_plugins.get("pad_to").spec.declaration.library is library
     monkeypatch.setattr(library, "launchers", lambda: object())
-    for module, provider in (
+    eager = (
         ("bench_rms_norm", "torchtrt"),
         ("bench_masked_rows", "torchtrt"),
+        ("bench_pad_to", "torchtrt"),
         ("bench_model", "eager+torchtrt"),
-    ):
+    )
+    for module, provider in eager:
         assert [r(ctx) for r in requirements(module, provider) if r(ctx)] == [], (module, provider)
 
     def missing():
         raise OSError("libtorchtrt_plugins_launchers.so: cannot open shared object file")
 
     monkeypatch.setattr(library, "launchers", missing)
-    reasons = [r(ctx) for r in requirements("bench_rms_norm", "torchtrt") if r(ctx)]
-    assert reasons and "torchtrt::rms_norm" in reasons[0] and "cannot open shared object" in reasons[0]
-    # pad_to's eager CUDA op is the torch extension.
-    reasons = [r(ctx) for r in requirements("bench_pad_to", "torchtrt") if r(ctx)]
-    assert reasons and "nvcc not found" in reasons[0]
+    for module, op in (("bench_rms_norm", "rms_norm"), ("bench_pad_to", "pad_to")):
+        reasons = [r(ctx) for r in requirements(module, "torchtrt") if r(ctx)]
+        assert reasons and f"torchtrt::{op}" in reasons[0] and "cannot open shared object" in reasons[0]

@@ -32,10 +32,12 @@ def test_doctor_reports_every_piece_and_exits_0(capsys):
         "torch_tensorrt",
         "tensorrt_rtx",
         "plugin library",
-        "CUDA torch ops",
+        "op launcher library",
         "rms_norm",
+        "pad_to",
     ):
         assert item in out
+    assert "CUDA torch ops" not in out  # no torch extension any more: every op runs eagerly from its launchers
     checks = cli.collect_checks()
     assert all(c.fix for c in checks if c.state == cli.MISSING), [
         c for c in checks if c.state == cli.MISSING and not c.fix
@@ -128,13 +130,12 @@ def test_build_failure_is_reported_and_exits_1(monkeypatch, capsys):
         raise _build.BuildError("plugin library build failed: nvcc error: identifier 'boom' is undefined")
 
     monkeypatch.setattr(cli, "plugin_build_prerequisites", lambda: None)
-    monkeypatch.setattr(cli, "torch_ops_prerequisites", lambda: "no CUDA GPU visible to torch")
     monkeypatch.setattr(_build, "build_plugin_library", failing_build)
     assert cli.main(["build", "--force"]) == 1  # --force: from the sources, even where a wheel carries the library
     out = capsys.readouterr().out
     assert "FAILED: the plugin library did not build" in out
     assert "identifier 'boom' is undefined" in out
-    assert "skipped: no CUDA GPU visible to torch" in out
+    assert "skipped" not in out and "CUDA torch ops" not in out
 
 
 def test_build_of_a_cached_library(build, capsys):
@@ -252,8 +253,8 @@ def test_sdk_generate_names_the_library_it_did_not_find(tmp_path, capsys):
 
 
 def test_doctor_reports_the_launcher_library_beside_the_plugin_library(tmp_path, monkeypatch):
-    # The declared ops (rms_norm, masked_rows) run eagerly from libtorchtrt_plugins_launchers.so: doctor says where it
-    # is, or that it is missing and how to get it.
+    # Our ops run eagerly from libtorchtrt_plugins_launchers.so: doctor says where it is, or that it is missing and
+    # how to get it.
     monkeypatch.delenv("TORCHTRT_PLUGINS_LIBRARY", raising=False)
     library = tmp_path / "libtorchtrt_plugins_v3.so"
     library.write_bytes(b"")

@@ -105,8 +105,10 @@ def test_shape_program_matches_the_fake_kernel(k):
         (torch.zeros(6, 5), torch.zeros(5), _Marked(9), k),
         is_symbolic=lambda v: isinstance(v, _Marked),
     )
-    program = call.field_value("shape_program")
-    assert call.shape_inputs == [9] and call.field_value("n") == -(2**63)
+    program = sdk_ops.SHAPES.derive_for_values(
+        torch.zeros(6, 5), torch.zeros(5), _Marked(9), k, is_symbolic=lambda v: isinstance(v, _Marked)
+    ).program
+    assert call.shape_inputs == [9] and call.field_value("n") == -(2**31)
     parsed = _derive.Program.parse(program)
     assert parsed.input_ranks == (2, 1) and parsed.num_shape_inputs == 1
     operators = set(itertools.chain.from_iterable(_operators(e) for _, dims in parsed.outputs for e in dims))
@@ -128,10 +130,10 @@ def test_symbolic_symint_becomes_a_shape_input():
     assert _factory.entry_for_target(node.target) is sdk_ops.SHAPES.entry
     assert _factory.validate_node(node)
     call = _factory.plan_node(node)
-    assert len(call.shape_inputs) == 1 and call.field_value("n") == -(2**63)
-    parsed = _derive.Program.parse(call.field_value("shape_program"))
-    assert parsed.num_shape_inputs == 1
-    shapes, _ = _derive.evaluate(call.field_value("shape_program"), [(6, 5), (5,)], [[9]])
+    assert len(call.shape_inputs) == 1 and call.field_value("n") == -(2**31)
+    program = sdk_ops.SHAPES.derive_for_values(*node.args, **node.kwargs).program
+    assert _derive.Program.parse(program).num_shape_inputs == 1
+    shapes, _ = _derive.evaluate(program, [(6, 5), (5,)], [[9]])
     assert shapes == [e for e in sdk_ops.shapes_sizes((6, 5), (5,), 9, 2)]
 
 
@@ -140,20 +142,21 @@ def test_data_dependent_size_becomes_a_size_tensor():
     assert spec.requires_output_allocator and spec.hidden_outputs == 1  # found out from example_inputs
     call = converters.plan(spec, (torch.zeros(4, 3),))
     assert call.num_outputs == 2 and call.requires_output_allocator
-    shapes, uppers = _derive.evaluate(call.field_value("shape_program"), [(4, 3)])
+    program = sdk_ops.NONZERO_COUNT.derive_for_values(torch.zeros(4, 3)).program
+    shapes, uppers = _derive.evaluate(program, [(4, 3)])
     assert uppers == [1 << 20] and shapes == [(1 << 20, 3)]
-    assert _derive.evaluate(call.field_value("shape_program"), [(4, 3)], sizes=[2])[0] == [(2, 3)]
-    parsed = _derive.Program.parse(call.field_value("shape_program"))
+    assert _derive.evaluate(program, [(4, 3)], sizes=[2])[0] == [(2, 3)]
+    parsed = _derive.Program.parse(program)
     opt, _ = parsed.sizes[0]
     assert _derive.evaluate_expr(opt, [(4, 3)], [], []) == 1 << 19  # the declared optimum: half the bound
 
 
 def test_torch_check_gives_the_upper_bound_and_size_upper_overrides():
-    program = converters.plan(_KEPT.spec, (torch.zeros(5, 2),)).field_value("shape_program")
+    program = _KEPT.derive_for_values(torch.zeros(5, 2)).program
     shapes, uppers = _derive.evaluate(program, [(5, 2)])
     assert uppers == [10] and shapes == [(10,)]
     override = ttp.declare(UNBOUNDED, data_dependent=True, size_upper=lambda x: x.shape[0] * 3)
-    program = converters.plan(override.spec, (torch.zeros(7),)).field_value("shape_program")
+    program = override.derive_for_values(torch.zeros(7)).program
     assert _derive.evaluate(program, [(7,)])[1] == [21]
 
 
@@ -207,7 +210,7 @@ def test_derivation_errors_name_op_and_reason(op, options, args, message):
 
 def test_outputs_override_replaces_the_fake_kernel():
     declaration = ttp.Declaration(MODULO, outputs=lambda x: x.new_empty((x.shape[0] // 3,)))
-    program = converters.plan(declaration.spec, (torch.zeros(10),)).field_value("shape_program")
+    program = declaration.derive_for_values(torch.zeros(10)).program
     assert _derive.evaluate(program, [(10,)])[0] == [(3,)]
 
 
@@ -251,7 +254,7 @@ def test_generated_tables_carry_the_declaration():
 
     text = sdk.generate_op_tables([sdk_ops.SHAPES])
     assert '{"k", FT::kINT64, true, 0.0, 1.0, 16.0, true, kNaN}' in text
-    assert '{"n", FT::kINT64, true, 0.0, 0.0, kInf, true, -9.223372036854776e+18}' in text
+    assert '{"n", FT::kINT64, true, 0.0, 0.0, kInf, true, -2147483648.0}' in text
     assert '{"flag", FT::kINT32, false, 0.0, 0.0, 1.0, true, kNaN}' in text
     assert '{"scale", FT::kFLOAT64, false, 1.0, 0.0, kInf, false, kNaN}' in text
     assert '{{"x", 3u, -1}, {"w", 3u, 0}}' in text  # FLOAT | HALF; w shares x's type
@@ -344,3 +347,92 @@ def test_declare_registers_converter_and_loads_the_library_into_tensorrt(monkeyp
     declaration = ttp.declare(qualname, library=Library(), launcher="a::b", eager_cuda=False)
     assert registered == [declaration.entry] and loaded == [None] and Library.added == [declaration]
     assert declaration.entry.library() == "/theirs/lib.so"
+
+
+# ---------------------------------------------------------------------------------------------- compiled rules
+
+
+def _compiled_for(declaration, ranks):
+    for program in declaration.compiled_programs:
+        if _derive.Program.parse(program).input_ranks == tuple(ranks):
+            return program
+    raise AssertionError(f"{declaration.label}: no compiled program for ranks {ranks}")
+
+
+@pytest.mark.parametrize("k", [1, 3, 16])
+@pytest.mark.parametrize("n", [0, 4, 9])
+def test_compiled_program_holds_for_every_field_value(k, n):
+    """The program compiled into the library reads the integer fields (ARG leaves): one program serves every n and k,
+    and gives what the fake kernel gives."""
+    program = _compiled_for(sdk_ops.SHAPES, (2, 1))
+    assert _derive.Program.parse(program).num_shape_inputs == 0
+    shapes, _ = _derive.evaluate(program, [(6, 5), (5,)], args=[n, k, 0, 1])
+    assert shapes == list(sdk_ops.shapes_sizes((6, 5), (5,), n, k))
+    checks = _derive.Program.parse(program).checks
+    assert [(lhs, rhs) for lhs, rhs in checks] == [((_derive.DIM, 1, 0), (_derive.DIM, 0, 1))]
+
+
+def test_compiled_programs_cover_every_rank_the_fake_kernel_accepts():
+    from torchtrt_plugins import vision
+    from torchtrt_plugins.ops import masked_rows, rms_norm
+
+    def ranks(declaration):
+        return [_derive.Program.parse(p).input_ranks for p in declaration.compiled_programs]
+
+    assert ranks(rms_norm.RMS_NORM) == [(r, 1) for r in range(1, 9)]
+    assert ranks(masked_rows.MASKED_ROWS) == [(r, 1) for r in range(1, 9)]
+    assert ranks(sdk_ops.SHAPES) == [(x, w) for x in range(2, 9) for w in range(1, 9)]
+    assert ranks(sdk_ops.NONZERO_COUNT) == [(r,) for r in range(2, 9)]
+    # torch._check(rois.size(1) == 5) is a check of the program, not a failure at a made-up size.
+    assert ranks(vision.ROI_ALIGN) == [(4, r) for r in range(2, 9)]
+    assert ranks(vision.NMS) == [(2, 1)]
+    assert (_derive.DIM, 1, 1) in [
+        lhs for lhs, _ in _derive.Program.parse(vision.ROI_ALIGN.compiled_programs[0]).checks
+    ]
+
+
+def test_compiled_programs_move_coupled_ranks_together():
+    """x.shape == y.shape ties the ranks of x and y: every equal rank is found, no unequal one."""
+    coupled = _define(
+        "coupled",
+        "(Tensor x, Tensor y, Tensor w) -> Tensor",
+        lambda x, y, w: (torch._check(x.shape == y.shape and w.dim() == 1), torch.empty_like(x))[1],
+    )
+    declaration = ttp.Declaration(coupled)
+    ranks = [_derive.Program.parse(p).input_ranks for p in declaration.compiled_programs]
+    assert ranks == [(r, r, 1) for r in range(9)]
+
+
+def test_compiled_output_dtype_is_an_inputs_or_fixed():
+    fixed = _define("fixed_out", "(Tensor x, Tensor y) -> Tensor", lambda x, y: torch.empty_like(y, dtype=torch.int32))
+    declaration = ttp.Declaration(fixed, dtypes={"x": (torch.float32, torch.float16), "y": (torch.float32,)})
+    program = _derive.Program.parse(declaration.compiled_programs[0])
+    assert [code for code, _ in program.outputs] == [_derive.TRT_DTYPE_CODES[torch.int32]]
+    follows = ttp.Declaration(PLAIN, dtypes={"x": (torch.float32, torch.float16), "y": (torch.float16, torch.float32)})
+    assert [code for code, _ in _derive.Program.parse(follows.compiled_programs[0]).outputs] == [-1]
+
+
+def test_shapes_that_depend_on_a_float_argument_cannot_be_compiled():
+    scaled = _define(
+        "scaled_rows", "(Tensor x, float factor) -> Tensor", lambda x, factor: x.new_empty((int(8 * factor),))
+    )
+    declaration = ttp.Declaration(scaled, ranges={"factor": ttp.Range(min=0.0, max=4.0)})
+    with pytest.raises(ttp.DeclarationError, match=r"decl_test.scaled_rows: its output shapes depend on .*'factor'"):
+        _ = declaration.compiled_programs
+
+
+def test_a_fake_kernel_that_accepts_no_rank_cannot_be_compiled():
+    never = _define("never", "(Tensor x) -> Tensor", lambda x: (torch._check(x.dim() == 9), torch.empty_like(x))[1])
+    with pytest.raises(ttp.DeclarationError, match=r"decl_test.never: its fake kernel accepts no combination"):
+        _ = ttp.Declaration(never).compiled_programs
+
+
+def test_the_shape_input_marker_is_one_value_in_python_and_in_the_sdk_header():
+    import re
+
+    from torchtrt_plugins import sdk
+    from torchtrt_plugins.declare import SHAPE_INPUT_SENTINEL
+
+    header = (sdk.include_dir() / "sdk" / "ttp_sdk.h").read_text()
+    (value,) = re.findall(r"kSHAPE_INPUT_MARKER = (-?[0-9.]+);", header)
+    assert float(value) == SHAPE_INPUT_SENTINEL == -(2**31)

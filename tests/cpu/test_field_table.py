@@ -28,12 +28,12 @@ def test_readme_field_table_is_current():
 
 
 def test_the_table_gives_the_parsers_types_and_integers_as_integers():
-    field = spec.FieldSpec("n", "INT64", arg="n", min=1, max=2**24, shape_input=True, shape_input_sentinel=-(2**63))
+    field = spec.FieldSpec("n", "INT64", arg="n", min=1, max=2**24, shape_input=True, shape_input_sentinel=-(2**31))
     boolean = spec.FieldSpec("flag", "INT32", arg="flag", min=0, max=1, boolean=True, required=False, default=False)
     scale = spec.FieldSpec("scale", "FLOAT64", arg="scale", min=0.0, min_inclusive=False)
     rows = spec.field_table([_Plugin("ns", "Op", "1", (field, boolean, scale))]).splitlines()[2:]
     assert rows == [
-        "| `ns::Op` v1 | `n` | INT64 (INT32) | `n` | an integer >= 1 and <= 16777216; -9223372036854775808: from a "
+        "| `ns::Op` v1 | `n` | INT64 (INT32) | `n` | an integer >= 1 and <= 16777216; -2147483648: from a "
         "shape input | required |",
         "| `ns::Op` v1 | `flag` | INT32 | `flag` | 0 or 1 (a bool) | False |",
         "| `ns::Op` v1 | `scale` | FLOAT64 (FLOAT32) | `scale` | a float > 0 | required |",

@@ -30,17 +30,17 @@ def run(
 def test_creator_matches_the_op_spec(build):
     result = run(build)
     result.assert_conformant()
-    assert [f["name"] for f in result.creator(*SPEC.creator_key)["fields"]] == ["shape_program"]
-    assert [f["name"] for f in result.serialized_fields] == ["shape_program"]
-    assert result.runtime_fields == result.serialized_fields
-    assert result.tactics == [] and result.timing_cache_id == "torchtrt::masked_rows_v2"
+    # No field: masked_rows has no scalar argument, and its shape rules are compiled into the library.
+    assert result.creator(*SPEC.creator_key)["fields"] == []
+    assert result.serialized_fields == [] and result.runtime_fields == []
+    assert result.tactics == [] and result.timing_cache_id == "torchtrt::masked_rows_v3"
 
 
 def test_size_tensor_declares_the_data_dependent_dim(build):
     result = run(build)
     assert result.output_types == ["FLOAT", "INT64"]
-    # The fake kernel's bound (kept <= rows; x's rows and the mask's length are one size, here read from the mask).
-    assert result.size_tensors == [{"output": 1, "opt": "floordiv((in1.d0 * 1), 2)", "upper": "in1.d0"}]
+    # The fake kernel's bound (kept <= rows; x's rows and the mask's length are one size, checked equal).
+    assert result.size_tensors == [{"output": 1, "opt": "floordiv((in0.d0 * 1), 2)", "upper": "in0.d0"}]
     (symbolic_y, symbolic_count) = result.output_shapes["symbolic"]
     assert symbolic_y[0].startswith("size(out1") and symbolic_y[1:] == ["3", "5"] and symbolic_count == []
     assert result.output_shapes["opt"] == [[50, 3, 5], []]

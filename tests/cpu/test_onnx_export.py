@@ -124,7 +124,9 @@ def test_plugin_node(exported):
             got = onnx.numpy_helper.to_array(attr.t).reshape(-1).tolist()
             got = got[0] if len(got) == 1 else got
         fspec = by_name.get(value.name)
-        expected = fspec.shape_input_sentinel if fspec is not None and fspec.arg in symbolic else value.value
+        expected = value.value
+        if fspec is not None and fspec.arg in symbolic:  # the marker, as the parser's kINT32 can hold it
+            expected = max(fspec.shape_input_sentinel, -(2**31))
         assert got == pytest.approx(expected, rel=1e-6), value.name
     if spec.declaration is not None:
         assert isinstance(attrs[_factory.PROGRAM_FIELD].ints[0], int) and len(attrs[_factory.PROGRAM_FIELD].ints) > 4
@@ -269,9 +271,9 @@ def test_symbolic_value_for_a_field_that_is_not_a_shape_input_is_an_export_error
     from onnxscript import ir
 
     translate = tonnx.translation_table()[torch.ops.torchtrt.pad_to.default]
-    x, value = (ir.Value(name=n) for n in ("x", "value"))
+    x = ir.Value(name="x", shape=ir.Shape([1, 2, 3, 4]), type=ir.TensorType(ir.DataType.FLOAT))
     with pytest.raises(spec_mod.SpecError, match=r"torchtrt.pad_to: argument 'value' must be a constant"):
-        translate(x, 3, 4, value)
+        translate(x, 3, 4, ir.Value(name="value"))
 
 
 def test_plugin_named_like_a_standard_op_is_an_export_error():
@@ -338,24 +340,24 @@ class RoiAlignPooledLike(torch.nn.Module):
         return torch.ops.torchvision.roi_align(x, rois, 0.5, like.shape[0], 2, 2, True)
 
 
-def test_declared_symbolic_size_argument_is_an_export_error():
-    """A SymInt argument of a declared op that is symbolic in the graph carries a 64-bit marker in its field."""
+def test_declared_symbolic_size_argument_exports_as_a_shape_input():
+    """A SymInt argument symbolic in the graph becomes a shape input; its field holds the marker INT32_MIN, which
+    survives the parser's kINT32 integer attributes."""
     declared_export_cases.require()
     rois = torch.tensor([[0.0, 1.0, 1.0, 5.0, 5.0]])
-    with pytest.raises(Exception) as info:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tonnx.export(
-                RoiAlignPooledLike().eval(),
-                (torch.randn(1, 3, 8, 8), rois, torch.zeros(3)),
-                dynamic_shapes={"x": None, "rois": None, "like": {0: torch.export.Dim("pooled")}},
-            )
-    chain, err = [], info.value
-    while err is not None:
-        chain.append(err)
-        err = err.__cause__
-    (ours,) = [e for e in chain if isinstance(e, tonnx.OnnxExportError)]
-    assert str(ours).startswith("torchvision.roi_align: argument 'pooled_height' is a symbolic size"), str(ours)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(
+            RoiAlignPooledLike().eval(),
+            (torch.randn(1, 3, 8, 8), rois, torch.zeros(3)),
+            dynamo=True,
+            dynamic_shapes={"x": None, "rois": None, "like": {0: torch.export.Dim("pooled")}},
+            custom_translation_table=tonnx.translation_table(),
+        )
+    (node,) = plugin_nodes(program.model_proto)
+    attrs = {a.name: a for a in node.attribute}
+    assert attrs["pooled_height"].type == A.INT and attrs["pooled_height"].i == -(2**31)
+    assert attrs["pooled_width"].i == 2 and list(attrs[tonnx.SHAPE_INPUT_INDICES].ints) == [2]
 
 
 def test_declared_ops_are_covered():

@@ -1,4 +1,5 @@
-"""pad_to CUDA kernel vs the reference: every dtype, odd and empty shapes, unaligned data; opcheck; torch.compile."""
+"""pad_to's eager CUDA kernel (the declared launcher) vs the reference: every dtype, odd and empty shapes, unaligned
+data; opcheck; torch.compile."""
 
 import pytest
 import torch
@@ -103,8 +104,19 @@ def test_errors_name_op_and_argument(args, message):
 def test_error_for_wrong_rank_and_int8_value():
     with pytest.raises(Exception, match=r"torchtrt.pad_to: argument 'x' must have shape \(B, C, H, W\)"):
         torch.ops.torchtrt.pad_to(_input((3, 4, 5), torch.float32), 6, 6)
-    with pytest.raises(Exception, match=r"argument 'value' must be an integer in \[-128, 127\] when 'x' is int8"):
-        torch.ops.torchtrt.pad_to(_input((1, 1, 2, 2), torch.int8), 3, 3, 0.5)
+    for value in (0.5, 128.0, -129.0):
+        with pytest.raises(Exception, match=r"argument 'value' must be an integer in \[-128, 127\] when 'x' is int8"):
+            torch.ops.torchtrt.pad_to(_input((1, 1, 2, 2), torch.int8), 3, 3, value)
+
+
+def test_eager_kernel_is_the_declared_launcher():
+    """The CUDA kernel runs through the SDK's launcher path (one plan per call signature), not a torch extension."""
+    from torchtrt_plugins import sdk
+
+    x = _input((2, 3, 5, 7), torch.float16)
+    torch.ops.torchtrt.pad_to(x, 6, 9, 2.0)
+    plans = [p.outputs for p in sdk._PLANS.__dict__.values() if p.launcher_name == "ttp::launchers::padTo"]
+    assert [((2, 3, 6, 9), torch.float16)] in plans
 
 
 def test_compile_fullgraph_with_sizes_from_another_tensor():

@@ -1,10 +1,14 @@
 """The PadTo plugin's full lifecycle in the conformance harness on a GPU, against eager torch.ops.torchtrt.pad_to:
-every dtype, pad and crop, sizes from fields and from shape inputs, serialization round trip, zero violations."""
+every dtype, pad and crop, sizes from fields and from shape inputs, serialization round trip, zero violations; the
+launcher's own refusal of an int8 fill the tensor cannot hold."""
+
+import dataclasses
 
 import pytest
 import torch
 
 from torchtrt_plugins import converters
+from torchtrt_plugins.declare import SHAPE_INPUT_SENTINEL
 from torchtrt_plugins.ops import pad_to
 from torchtrt_plugins.testing import harness as H
 from torchtrt_plugins.testing.fixtures import cuda_randn
@@ -38,7 +42,7 @@ def test_shape_inputs_match_eager(build, dtype):
     height = H.ShapeArg((9,), min=(1,), opt=(9,), max=(64,))
     width = H.ShapeArg((40,), min=(1,), opt=(24,), max=(64,))
     call = converters.plan(SPEC, (x, height, width, 5.0), {}, is_symbolic=lambda v: isinstance(v, H.ShapeArg))
-    assert [f.value for f in call.fields] == [-1, -1, 5.0]
+    assert [f.value for f in call.fields[:3]] == [SHAPE_INPUT_SENTINEL, SHAPE_INPUT_SENTINEL, 5.0]
     profile = [((1, 3, 1, 1), (2, 3, 13, 21), (4, 3, 64, 64))]
     result = H.run_call(call, x, library=build.library, profile=profile)
     assert result.output_shapes["concrete"] == [[2, 3, 9, 40]]
@@ -50,3 +54,15 @@ def test_inputs_are_not_touched(build):
     x0 = x.clone()
     H.run_call(converters.plan(SPEC, (x, 40, 20), {}), x, library=build.library).assert_conformant()
     assert torch.equal(x, x0)
+
+
+@pytest.mark.parametrize("value", [0.5, 128.0, -129.0])
+def test_launcher_refuses_an_int8_fill_the_tensor_cannot_hold(build, value):
+    """createPlugin cannot tell (the field is a float, the type comes later): the launcher refuses at enqueue."""
+    x = cuda_randn((1, 2, 3, 4), torch.int8, scale=50)
+    call = converters.plan(SPEC, (x, 5, 6, 0.0), {})
+    fields = [dataclasses.replace(f, value=value) if f.name == "value" else f for f in call.fields]
+    result = H.run_call(dataclasses.replace(call, fields=fields), x, library=build.library)
+    assert result.enqueue_skipped is None
+    message = "torchtrt::pad_to (plugin torchtrt::PadTo) enqueue: launcher 'ttp::launchers::padTo' returned "
+    assert any(message + "cudaErrorInvalidValue" in line.message for line in result.log), result.log_text()

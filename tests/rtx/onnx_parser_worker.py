@@ -63,7 +63,8 @@ def main(job: dict) -> dict:
             profile = builder.create_optimization_profile()
             for i in range(network.num_inputs):
                 tensor = network.get_input(i)
-                profile.set_shape(tensor.name, *model["profile"][tensor.name])
+                if tensor.name in model["profile"]:  # a static input needs none
+                    profile.set_shape(tensor.name, *model["profile"][tensor.name])
             config.add_optimization_profile(profile)
             plan = builder.build_serialized_network(network, config)
             result["plan_bytes"] = 0 if plan is None else plan.nbytes

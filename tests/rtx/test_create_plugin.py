@@ -22,9 +22,8 @@ def test_field_collection_carries_the_planned_fields(trt, valid_case):
     collection = field_collection(call, trt)
     assert isinstance(collection, trt.PluginFieldCollection)
     got = [(collection[i].name, collection[i].type) for i in range(len(collection))]
-    # A declared op's generic plugin also takes its shape program (an INT64 array) after the scalar fields.
-    program = [(converters._factory.PROGRAM_FIELD, trt.PluginFieldType.INT64)] if spec.declaration else []
-    assert got == [(f.name, getattr(trt.PluginFieldType, f.type)) for f in spec.fields] + program
+    # The op's scalar arguments only: its shape rules are compiled into the plugin library.
+    assert got == [(f.name, getattr(trt.PluginFieldType, f.type)) for f in spec.fields]
     for i, value in enumerate(call.fields):
         expected = np.asarray(value.value, dtype=spec_mod.FIELD_NUMPY_DTYPES[value.type]).reshape(-1)
         np.testing.assert_array_equal(np.asarray(collection[i].data), expected)

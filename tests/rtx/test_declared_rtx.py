@@ -1,5 +1,6 @@
-"""Declared-op plugins (tests/sdk_ops, built with the SDK) inside NVIDIA's own registry (tensorrt_rtx): creators,
-createPlugin in both phases from the converter's fields, and a call without its shape program rejected."""
+"""Declared-op plugins (tests/sdk_ops, built with the SDK) inside NVIDIA's own registry (tensorrt_rtx): creators
+advertise the op's scalar arguments only, createPlugin in both phases from them (the shape rules are compiled in),
+and a field from before (``shape_program``) rejected."""
 
 from __future__ import annotations
 
@@ -28,15 +29,19 @@ def test_tensorrt_rtx_registry_creates_the_declared_plugins():
         assert creator is not None, call.creator_key
         assert [f.name for f in creator.field_names] == [f.name for f in call.fields]
         fields = converters.field_collection(call, trt)
+        assert [f.name for f in call.fields] == [f.name for f in call_spec(call).fields]
         for phase in (trt.TensorRTPhase.BUILD, trt.TensorRTPhase.RUNTIME):
             assert creator.create_plugin(call.plugin_name, fields, phase) is not None
-        bad = converters.PluginCall(
-            **{**call.__dict__, "fields": [f for f in call.fields if f.name != "shape_program"]}
-        )
+        legacy = converters._factory.FieldValue("shape_program", "INT64", [1, 2, 3])
+        bad = converters.PluginCall(**{**call.__dict__, "fields": [*call.fields, legacy]})
         assert (
             creator.create_plugin(call.plugin_name, converters.field_collection(bad, trt), trt.TensorRTPhase.BUILD)
             is None
         )
+
+
+def call_spec(call):
+    return next(d.spec for d in (sdk_ops.SHAPES, sdk_ops.NONZERO_COUNT) if d.spec.creator_key == call.creator_key)
 
 
 def test_load_plugins_loads_declared_libraries():

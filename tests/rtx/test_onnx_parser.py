@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import declared_export_cases
+import handwritten_models
 import pytest
 
 onnx = pytest.importorskip("onnx", reason="ONNX export needs onnx (pip install -e '.[test]')")
@@ -39,6 +40,8 @@ E2E_EXPORTS = [(c, "dynamo") for c in export_cases.end_to_end_cases()]
 #: Ops declared with torchtrt_plugins.declare (examples/myops, torchvision's roi_align and nms): their own libraries.
 DECLARED = declared_export_cases.cases()
 DECLARED_EXPORTS = [(c, e) for c in DECLARED for e in ("dynamo", "torchscript") if e == "dynamo" or c.torchscript]
+#: Plugin nodes written by hand, semantic fields only (the declared libraries' where those can be built).
+HANDWRITTEN = [h for h in handwritten_models.models() if DECLARED or not h.declared]
 
 
 def _id(case: export_cases.ExportCase, exporter: str) -> str:
@@ -116,6 +119,10 @@ def parser_reports(trt: Any, plugin_library: Path, tmp_path_factory: pytest.Temp
         onnx.save(model, path)
         models.append({"id": _id(case, exporter), "path": str(path), "profile": case.profile()})
         outputs[_id(case, exporter)] = _plugin_output_dims(model)
+    for case in HANDWRITTEN:
+        path = folder / f"handwritten-{case.id}.onnx"
+        onnx.save(case.model, path)
+        models.append({"id": f"handwritten-{case.id}", "path": str(path), "profile": case.profile})
     probe = folder / "field_probe.onnx"
     onnx.save(_field_probe_model(), probe)
     job = folder / "job.json"
@@ -224,6 +231,21 @@ def test_declared_op_parses_and_builds(parser_reports: dict, case: export_cases.
         assert shape == expected, (shape, expected)
     else:
         assert len(shape) == len(expected)
+    assert report["plan_bytes"] > 0, report["errors"]
+    assert report["errors"] == []
+
+
+@pytest.mark.parametrize("case", HANDWRITTEN, ids=[h.id for h in HANDWRITTEN])
+def test_handwritten_node_with_semantic_fields_parses_and_builds(
+    parser_reports: dict, case: handwritten_models.Handwritten
+):
+    """A plugin node as users write it (plugin name, version, namespace and the op's scalar arguments, nothing
+    derived by torchtrt_plugins): NVIDIA's parser creates the plugin, its compiled shape rules give the outputs'
+    shapes, and the builder builds a plan."""
+    report = parser_reports[f"handwritten-{case.id}"]
+    assert report["parsed"], (report["parser_errors"], report["errors"])
+    (layer,) = report["plugin_layers"]
+    assert [o["shape"] for o in layer["outputs"]] == case.outputs
     assert report["plan_bytes"] > 0, report["errors"]
     assert report["errors"] == []
 

@@ -101,8 +101,6 @@ def test_field_names_match_spec(trt, registry, entry):
     creator = registry.get_creator(*entry.spec.creator_key)
     advertised = [(field.name, field.type) for field in creator.field_names]
     expected = [(f.name, getattr(trt.PluginFieldType, f.type)) for f in entry.spec.fields]
-    if entry.spec.declaration is not None:  # the generic plugin's shape program, after the op's scalar arguments
-        expected.append(("shape_program", trt.PluginFieldType.INT64))
     assert len({name for name, _ in advertised}) == len(advertised), advertised
     assert dict(advertised) == dict(expected)
 

@@ -28,13 +28,11 @@ TEST_TIMEOUT_S = 300
 class Worker:
     def __init__(self, site: Path) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="tt-worker-", suffix=".log", delete=False)
-        env = dict(os.environ, TORCHTRT_PLUGINS_NO_BUILD="1")
         self.process = subprocess.Popen(
             [sys.executable, str(WORKER), str(site)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
-            env=env,
         )
         self.ready = self._receive()
 

@@ -108,7 +108,7 @@ def test_pad_to_with_shape_inputs():
     with converter_calls() as calls:
         plan = serialized_engine(program, inputs)
     (call,) = calls
-    assert call.field_value("height") == call.field_value("width") == -1  # the shape-input sentinel
+    assert call.field_value("height") == call.field_value("width") == -(2**31)  # the shape-input marker
     assert len(call.shape_inputs) == 2 and b"PadTo" in plan
 
 

@@ -1,5 +1,5 @@
-"""pad_to: eager composite vs F.pad vs torch.compile vs our CUDA op vs the plugin's enqueue through the harness
-vs TensorRT engines.
+"""pad_to: eager composite vs F.pad vs torch.compile vs our op's eager CUDA kernel (the declared launcher, as every op
+of ours) vs the plugin's enqueue through the harness vs TensorRT engines.
 
 A size is ``(B, C, H, W, height, width)``: x (B, C, H, W) -> y (B, C, height, width), padded bottom/right with
 VALUE where the output is larger and cropped where it is smaller (shown as ``BxCxHxWxheightxwidth``).

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from torchtrt_plugins import _compat, native
+from torchtrt_plugins import _compat
 from torchtrt_plugins.sdk import PreparedLaunch, plugin_inputs
 
 #: Columns of the results CSV, in order.
@@ -398,23 +398,14 @@ def needs_cuda(ctx: RunContext) -> str | None:
     return None if ctx.device.type == "cuda" else "needs a CUDA GPU (this run is on CPU)"
 
 
-def needs_cuda_ops(ctx: RunContext) -> str | None:
-    """Our torch op on this device: on CUDA the native kernels must be loaded; on CPU the reference kernel runs."""
-    if ctx.device.type != "cuda" or native.cuda_ops_loaded():
-        return None
-    return f"torchtrt CUDA ops not loaded ({native.load_torch_ops()}); run `torchtrt-plugins build`"
-
-
 def needs_eager_kernel(entry: Any) -> Requirement:
-    """The op's eager CUDA kernel on this device: a declared op runs through its launcher library (prebuilt in a
-    wheel, else built here), a hand-written one through the torch extension; on CPU the reference kernel runs."""
+    """The op's eager CUDA kernel on this device: its launcher library (prebuilt in a wheel, else built here); on CPU
+    the reference kernel runs."""
 
     def check(ctx: RunContext) -> str | None:
         if ctx.device.type != "cuda":
             return None
         declaration = entry.spec.declaration
-        if declaration is None:
-            return needs_cuda_ops(ctx)
         if declaration.library is None:
             return f"{entry.spec.qualname} is declared without a launcher library: it has no eager CUDA kernel"
         try:

@@ -1,12 +1,10 @@
-"""Torch-TensorRT converters, one module per op, each built by the factory from the op's spec.
+"""Torch-TensorRT converters: one generic converter (``_factory``), built per op from its declaration's spec.
 
 Installed as ``torchtrt_plugins.converters``. ``register_all()`` runs at ``import torchtrt_plugins``
 and registers every converter with Torch-TensorRT when it imports (a no-op otherwise).
 """
 
 from __future__ import annotations
-
-import importlib
 
 from .. import spec as spec_mod
 from . import _factory
@@ -37,10 +35,6 @@ __all__ = [
 ]
 
 _registered = False
-
-
-def converter_module(op_name: str):
-    return importlib.import_module(f"{__name__}.{op_name}")
 
 
 def register_entry(entry: spec_mod.OpEntry) -> bool:

@@ -23,9 +23,6 @@ from .._compat import require_tensorrt
 
 _LOGGER = logging.getLogger(__name__)
 
-#: The field carrying a declared op's shape program (csrc/sdk/declared_plugin.h: kSHAPE_PROGRAM_FIELD).
-PROGRAM_FIELD = "shape_program"
-
 
 @dataclass(frozen=True)
 class FieldValue:
@@ -118,9 +115,9 @@ def plan(
             fields.append(FieldValue(fspec.name, fspec.type, fspec.check(spec.qualname, value)))
     num_outputs = spec.num_plugin_outputs
     if spec.declaration is not None:
-        # The generic plugin's shape program, derived from the op's fake kernel for these inputs.
+        # The plugin holds the op's shape rules; deriving them here checks the call against the fake kernel and
+        # counts the size tensors the plugin adds.
         derived = spec.declaration.derive_for_values(is_symbolic=is_symbolic, **bound)
-        fields.append(FieldValue(PROGRAM_FIELD, "INT64", list(derived.program)))
         num_outputs = len(spec.outputs) + derived.num_size_tensors
     return PluginCall(
         op=spec.name,

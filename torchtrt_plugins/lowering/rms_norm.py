@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
-from .. import _library  # noqa: F401  (defines torch.ops.torchtrt.rms_norm)
+from .. import ops  # noqa: F401  (defines torch.ops.torchtrt.rms_norm)
 from ._fx import (
     GraphRewrite,
     LoweringPass,

@@ -1,9 +1,9 @@
 """The catalogue of ops. Importing this package registers every op's spec.
 
-``rms_norm`` and ``masked_rows`` are declared with the public :func:`torchtrt_plugins.declare`, as a user's op is:
-their launchers (``csrc/kernels/*_launcher.cu``) and generic plugin tables (``csrc/sdk/generated``, written by
-``python -m torchtrt_plugins.contracts``) are built by CMake into our own libraries, so they need no build at run
-time. ``pad_to`` keeps its hand-written plugin on ``PluginBase`` (the escape hatch) in the same plugin library.
+Every op (``rms_norm``, ``masked_rows``, ``pad_to``) is declared with the public :func:`torchtrt_plugins.declare`, as
+a user's op is: their launchers (``csrc/kernels/*_launcher.cu``) and generic plugin tables (``csrc/sdk/generated``,
+written by ``python -m torchtrt_plugins.contracts``) are built by CMake into our own libraries, so they need no build
+at run time.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """masked_rows(x, mask): the rows of x (dim 0) where the bool mask is true, in order; a data-dependent shape.
 
 Declared through the public path (:func:`torchtrt_plugins.declare`): the launcher is
-``csrc/kernels/masked_rows_launcher.cu``; the plugin is the generic one (``MaskedRows`` v2), whose output 1 is the
+``csrc/kernels/masked_rows_launcher.cu``; the plugin is the generic one (``MaskedRows`` v3), whose output 1 is the
 0-D INT64 size tensor K that the torch op does not return. TensorRT plugins take no BOOL inputs, so the converter
 casts the mask to INT32 for the plugin; the eager op hands the launcher the bool mask as it is.
 """
@@ -49,7 +49,7 @@ MASKED_ROWS = declare(
     "torchtrt::masked_rows",
     library=LIBRARY,
     plugin_name="MaskedRows",
-    plugin_version="2",
+    plugin_version="3",
     launcher="ttp::launchers::maskedRows",
     workspace="ttp::launchers::maskedRowsWorkspace",
     dtypes={"x": DTYPES, "mask": (torch.bool,)},

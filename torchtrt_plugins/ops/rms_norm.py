@@ -2,7 +2,7 @@
 
 Declared through the public path (:func:`torchtrt_plugins.declare`): the launchers are
 ``csrc/kernels/rms_norm_launcher.cu`` (tactic 0: the kernel's heuristic; 1: one warp per row, for small hidden sizes;
-2: one block per row, vectorized, row in registers); the plugin is the generic one (``RMSNorm`` v2).
+2: one block per row, vectorized, row in registers); the plugin is the generic one (``RMSNorm`` v3).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ RMS_NORM = declare(
     "torchtrt::rms_norm",
     library=LIBRARY,
     plugin_name="RMSNorm",
-    plugin_version="2",
+    plugin_version="3",
     launcher="ttp::launchers::rmsNorm",
     tactics={1: "ttp::launchers::rmsNormWarpPerRow", 2: "ttp::launchers::rmsNormBlockPerRow"},
     ranges={"eps": Range(min=0.0, min_inclusive=False, doc="added to the mean of squares before rsqrt")},

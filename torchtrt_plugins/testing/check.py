@@ -117,8 +117,9 @@ def _check_plan(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eag
     _factory.plan_node(node)  # symbolic sizes: what a dynamic-shape engine gets
     call = _factory.plan(spec, args, kwargs)
     assert len(call.tensor_inputs) == len(spec.inputs)
-    program = next((f.value for f in call.fields if f.name == _factory.PROGRAM_FIELD), None)
-    if program is not None:
+    declaration = spec.declaration
+    if declaration is not None:
+        program = declaration.derive_for_values(*args, **kwargs).program
         shapes = [tuple(t.shape) for t in call.tensor_inputs]
         outputs = _outputs(eager)
         sizes = None

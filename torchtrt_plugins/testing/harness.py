@@ -584,34 +584,18 @@ def _declares_host_sync(op: str) -> bool:
 
 
 def _call_for(call_or_spec: Any, fields: Mapping[str, Any] | None, inputs: Sequence[Any] = ()) -> Any:
-    """A PluginCall from a PluginCall, an OpSpec or an op name (fields from ``fields`` or the spec's defaults)."""
+    """A PluginCall from a PluginCall, or the converter's plan of an op's OpSpec or name for ``inputs`` (fields from
+    ``fields`` by field or argument name, else the declared defaults)."""
     if hasattr(call_or_spec, "plugin_name") and hasattr(call_or_spec, "fields") and hasattr(call_or_spec, "op"):
         return call_or_spec
     from .. import spec as spec_mod
-    from ..converters import PluginCall
-    from ..converters._factory import FieldValue
+    from ..converters import plan
 
     op_spec = spec_mod.get(call_or_spec).spec if isinstance(call_or_spec, str) else call_or_spec
     values = dict(fields or {})
-    if op_spec.declaration is not None:  # the generic plugin needs its shape program, planned for these inputs
-        from ..converters import plan
-
-        arguments = {t.name: tensor for t, tensor in zip(op_spec.inputs, inputs, strict=True)}
-        arguments.update({f.arg: values[k] for f in op_spec.fields for k in (f.name, f.arg) if k in values})
-        return plan(op_spec, (), arguments)
-    return PluginCall(
-        op=op_spec.name,
-        plugin_name=op_spec.plugin_name,
-        plugin_version=op_spec.plugin_version,
-        plugin_namespace=op_spec.plugin_namespace,
-        fields=[
-            FieldValue(f.name, f.type, f.check(op_spec.name, values.get(f.name, values.get(f.arg, f.default))))
-            for f in op_spec.fields
-        ],
-        tensor_inputs=[],
-        num_outputs=op_spec.num_plugin_outputs,
-        num_op_outputs=len(op_spec.outputs),
-    )
+    arguments = {t.name: tensor for t, tensor in zip(op_spec.inputs, inputs, strict=True)}
+    arguments.update({f.arg: values[k] for f in op_spec.fields for k in (f.name, f.arg) if k in values})
+    return plan(op_spec, (), arguments)
 
 
 def bench_enqueue(

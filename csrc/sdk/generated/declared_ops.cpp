@@ -6,6 +6,7 @@
 #include <limits>
 
 namespace ttp::launchers { cudaError_t maskedRows(::ttp::sdk::LaunchArgs const& args); }
+namespace ttp::launchers { cudaError_t padTo(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t rmsNorm(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t rmsNormBlockPerRow(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t rmsNormWarpPerRow(::ttp::sdk::LaunchArgs const& args); }
@@ -19,12 +20,21 @@ using FT = nvinfer1::PluginFieldType;
 ::ttp::sdk::InputDecl const kInputs0[] = {{"x", 395u, -1}, {"mask", 8u, -1}};
 char const* const kOutputs0[] = {"out0"};
 ::ttp::sdk::TacticDecl const kTactics0[] = {{0, "ttp::launchers::maskedRows", &ttp::launchers::maskedRows}};
-::ttp::sdk::OpDecl const kOp0{"torchtrt::masked_rows", "MaskedRows", "2", "torchtrt", kInputs0, 2, kOutputs0, 1, nullptr, 0, kTactics0, 1, &ttp::launchers::maskedRowsWorkspace};
+int64_t const kPrograms0[] = {36, 1414811731, 3, 2, 1, 1, 0, 1, 9, 2, 0, 0, 1, 1, 12, 1, 2, 13, 3, 2, 0, 0, 1, -1, 1, 2, 4, 0, 1, 3, 2, 1, 0, 3, 2, 0, 0, 40, 1414811731, 3, 2, 2, 1, 0, 1, 9, 2, 0, 0, 1, 1, 12, 1, 2, 13, 3, 2, 0, 0, 1, -1, 2, 2, 4, 0, 3, 2, 0, 1, 1, 3, 2, 1, 0, 3, 2, 0, 0, 44, 1414811731, 3, 2, 3, 1, 0, 1, 9, 2, 0, 0, 1, 1, 12, 1, 2, 13, 3, 2, 0, 0, 1, -1, 3, 2, 4, 0, 3, 2, 0, 1, 3, 2, 0, 2, 1, 3, 2, 1, 0, 3, 2, 0, 0, 48, 1414811731, 3, 2, 4, 1, 0, 1, 9, 2, 0, 0, 1, 1, 12, 1, 2, 13, 3, 2, 0, 0, 1, -1, 4, 2, 4, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 1, 3, 2, 1, 0, 3, 2, 0, 0, 52, 1414811731, 3, 2, 5, 1, 0, 1, 9, 2, 0, 0, 1, 1, 12, 1, 2, 13, 3, 2, 0, 0, 1, -1, 5, 2, 4, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 1, 3, 2, 1, 0, 3, 2, 0, 0, 56, 1414811731, 3, 2, 6, 1, 0, 1, 9, 2, 0, 0, 1, 1, 12, 1, 2, 13, 3, 2, 0, 0, 1, -1, 6, 2, 4, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 3, 2, 0, 5, 1, 3, 2, 1, 0, 3, 2, 0, 0, 60, 1414811731, 3, 2, 7, 1, 0, 1, 9, 2, 0, 0, 1, 1, 12, 1, 2, 13, 3, 2, 0, 0, 1, -1, 7, 2, 4, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 3, 2, 0, 5, 3, 2, 0, 6, 1, 3, 2, 1, 0, 3, 2, 0, 0, 64, 1414811731, 3, 2, 8, 1, 0, 1, 9, 2, 0, 0, 1, 1, 12, 1, 2, 13, 3, 2, 0, 0, 1, -1, 8, 2, 4, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 3, 2, 0, 5, 3, 2, 0, 6, 3, 2, 0, 7, 1, 3, 2, 1, 0, 3, 2, 0, 0};
+::ttp::sdk::OpDecl const kOp0{"torchtrt::masked_rows", "MaskedRows", "3", "torchtrt", kInputs0, 2, kOutputs0, 1, nullptr, 0, kTactics0, 1, &ttp::launchers::maskedRowsWorkspace, kPrograms0, 408};
 ::ttp::sdk::DeclaredOpRegistration const kRegistration0{kOp0};
-::ttp::sdk::InputDecl const kInputs1[] = {{"x", 131u, -1}, {"weight", 131u, 0}};
+::ttp::sdk::InputDecl const kInputs1[] = {{"x", 135u, -1}};
 char const* const kOutputs1[] = {"out0"};
-::ttp::plugin::FieldDesc const kFields1[] = {{"eps", FT::kFLOAT64, false, 1e-06, 0.0, kInf, false, kNaN}};
-::ttp::sdk::TacticDecl const kTactics1[] = {{0, "ttp::launchers::rmsNorm", &ttp::launchers::rmsNorm}, {1, "ttp::launchers::rmsNormWarpPerRow", &ttp::launchers::rmsNormWarpPerRow}, {2, "ttp::launchers::rmsNormBlockPerRow", &ttp::launchers::rmsNormBlockPerRow}};
-::ttp::sdk::OpDecl const kOp1{"torchtrt::rms_norm", "RMSNorm", "2", "torchtrt", kInputs1, 2, kOutputs1, 1, kFields1, 1, kTactics1, 3, nullptr};
+::ttp::plugin::FieldDesc const kFields1[] = {{"height", FT::kINT64, true, 0.0, 0.0, kInf, true, -2147483648.0}, {"width", FT::kINT64, true, 0.0, 0.0, kInf, true, -2147483648.0}, {"value", FT::kFLOAT64, false, 0.0, -kInf, kInf, true, kNaN}};
+::ttp::sdk::TacticDecl const kTactics1[] = {{0, "ttp::launchers::padTo", &ttp::launchers::padTo}};
+int64_t const kPrograms1[] = {24, 1414811731, 3, 1, 4, 0, 0, 1, -1, 4, 3, 2, 0, 0, 3, 2, 0, 1, 2, 5, 0, 2, 5, 1, 0};
+::ttp::sdk::OpDecl const kOp1{"torchtrt::pad_to", "PadTo", "2", "torchtrt", kInputs1, 1, kOutputs1, 1, kFields1, 3, kTactics1, 1, nullptr, kPrograms1, 25};
 ::ttp::sdk::DeclaredOpRegistration const kRegistration1{kOp1};
+::ttp::sdk::InputDecl const kInputs2[] = {{"x", 131u, -1}, {"weight", 131u, 0}};
+char const* const kOutputs2[] = {"out0"};
+::ttp::plugin::FieldDesc const kFields2[] = {{"eps", FT::kFLOAT64, false, 1e-06, 0.0, kInf, false, kNaN}};
+::ttp::sdk::TacticDecl const kTactics2[] = {{0, "ttp::launchers::rmsNorm", &ttp::launchers::rmsNorm}, {1, "ttp::launchers::rmsNormWarpPerRow", &ttp::launchers::rmsNormWarpPerRow}, {2, "ttp::launchers::rmsNormBlockPerRow", &ttp::launchers::rmsNormBlockPerRow}};
+int64_t const kPrograms2[] = {23, 1414811731, 3, 2, 1, 1, 0, 0, 1, -1, 1, 3, 2, 0, 0, 1, 3, 2, 1, 0, 3, 2, 0, 0, 27, 1414811731, 3, 2, 2, 1, 0, 0, 1, -1, 2, 3, 2, 0, 0, 3, 2, 0, 1, 1, 3, 2, 1, 0, 3, 2, 0, 1, 31, 1414811731, 3, 2, 3, 1, 0, 0, 1, -1, 3, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 1, 3, 2, 1, 0, 3, 2, 0, 2, 35, 1414811731, 3, 2, 4, 1, 0, 0, 1, -1, 4, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 1, 3, 2, 1, 0, 3, 2, 0, 3, 39, 1414811731, 3, 2, 5, 1, 0, 0, 1, -1, 5, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 1, 3, 2, 1, 0, 3, 2, 0, 4, 43, 1414811731, 3, 2, 6, 1, 0, 0, 1, -1, 6, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 3, 2, 0, 5, 1, 3, 2, 1, 0, 3, 2, 0, 5, 47, 1414811731, 3, 2, 7, 1, 0, 0, 1, -1, 7, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 3, 2, 0, 5, 3, 2, 0, 6, 1, 3, 2, 1, 0, 3, 2, 0, 6, 51, 1414811731, 3, 2, 8, 1, 0, 0, 1, -1, 8, 3, 2, 0, 0, 3, 2, 0, 1, 3, 2, 0, 2, 3, 2, 0, 3, 3, 2, 0, 4, 3, 2, 0, 5, 3, 2, 0, 6, 3, 2, 0, 7, 1, 3, 2, 1, 0, 3, 2, 0, 7};
+::ttp::sdk::OpDecl const kOp2{"torchtrt::rms_norm", "RMSNorm", "3", "torchtrt", kInputs2, 2, kOutputs2, 1, kFields2, 1, kTactics2, 3, nullptr, kPrograms2, 304};
+::ttp::sdk::DeclaredOpRegistration const kRegistration2{kOp2};
 } // namespace

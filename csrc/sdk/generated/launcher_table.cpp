@@ -4,6 +4,7 @@
 #include "sdk/ttp_sdk.h"
 
 namespace ttp::launchers { cudaError_t maskedRows(::ttp::sdk::LaunchArgs const& args); }
+namespace ttp::launchers { cudaError_t padTo(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t rmsNorm(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t rmsNormBlockPerRow(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t rmsNormWarpPerRow(::ttp::sdk::LaunchArgs const& args); }
@@ -13,7 +14,7 @@ namespace ttp::sdk
 {
 LauncherEntry const* launcherTable(int32_t& count)
 {
-    static LauncherEntry const table[] = {{"torchtrt::masked_rows", 0, &ttp::launchers::maskedRows, &ttp::launchers::maskedRowsWorkspace}, {"torchtrt::rms_norm", 0, &ttp::launchers::rmsNorm, nullptr}, {"torchtrt::rms_norm", 1, &ttp::launchers::rmsNormWarpPerRow, nullptr}, {"torchtrt::rms_norm", 2, &ttp::launchers::rmsNormBlockPerRow, nullptr}};
+    static LauncherEntry const table[] = {{"torchtrt::masked_rows", 0, &ttp::launchers::maskedRows, &ttp::launchers::maskedRowsWorkspace}, {"torchtrt::pad_to", 0, &ttp::launchers::padTo, nullptr}, {"torchtrt::rms_norm", 0, &ttp::launchers::rmsNorm, nullptr}, {"torchtrt::rms_norm", 1, &ttp::launchers::rmsNormWarpPerRow, nullptr}, {"torchtrt::rms_norm", 2, &ttp::launchers::rmsNormBlockPerRow, nullptr}};
     count = static_cast<int32_t>(sizeof(table) / sizeof(table[0]));
     return table;
 }

@@ -1,0 +1,138 @@
+"""ONNX graphs with our plugin nodes written by hand, as users insert plugins (onnx.helper, as onnx-graphsurgeon
+writes them): the node's op_type is the plugin name, its attributes are ``plugin_version``, ``plugin_namespace`` and
+the op's scalar arguments, nothing derived by torchtrt_plugins. Used by test_onnx_parser.py, whose worker parses them
+with TensorRT-RTX's ONNX parser and builds a plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from onnx import ModelProto, TensorProto, helper
+
+#: A size tensor's marker in a field: the SymInt comes from a shape input (csrc/sdk/ttp_sdk.h).
+SHAPE_INPUT_MARKER = -(2**31)
+
+
+@dataclass
+class Handwritten:
+    id: str
+    model: ModelProto
+    #: input name -> (min, opt, max) dims
+    profile: dict[str, list[list[int]]]
+    #: per plugin output: its rank and, where known, dims (-1 for a dynamic one)
+    outputs: list[list[int]] = field(default_factory=list)
+    declared: bool = False  # needs the declared libraries (examples/myops, torchtrt_plugins.vision)
+
+
+def _model(name: str, node, inputs, outputs, extra_nodes=()) -> ModelProto:
+    graph = helper.make_graph([*extra_nodes, node], name, inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _plugin(op_type: str, inputs, outputs, version: str, namespace: str, **attributes):
+    return helper.make_node(op_type, inputs, outputs, plugin_version=version, plugin_namespace=namespace, **attributes)
+
+
+def _value(name: str, dtype: int, dims: list) -> object:
+    return helper.make_tensor_value_info(name, dtype, dims)
+
+
+def models() -> list[Handwritten]:
+    f16, f32, i32, i64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64
+    cases = []
+
+    for rank in (2, 3):
+        dims = ["b", "s", 64][-rank:]
+        node = _plugin("RMSNorm", ["x", "w"], ["y"], "3", "torchtrt", eps=1e-5)
+        model = _model("rms_norm", node, [_value("x", f16, dims), _value("w", f16, [64])], [_value("y", f16, dims)])
+        shapes = [[1] * (rank - 1) + [64], [4] * (rank - 1) + [64], [16] * (rank - 1) + [64]]
+        cases.append(Handwritten(f"rms_norm-rank{rank}", model, {"x": shapes}, [[-1] * (rank - 1) + [64]]))
+
+    node = _plugin("PadTo", ["x"], ["y"], "2", "torchtrt", height=8, width=12, value=0.0)
+    model = _model("pad_to", node, [_value("x", f16, ["b", 3, "h", "w"])], [_value("y", f16, None)])
+    profile = {"x": [[1, 3, 4, 4], [2, 3, 16, 16], [4, 3, 32, 32]]}
+    cases.append(Handwritten("pad_to", model, profile, [[-1, 3, 8, 12]]))
+
+    # The height from another tensor's shape: a shape input, its field holding the marker.
+    height = [
+        helper.make_node("Shape", ["like"], ["like_shape"]),
+        helper.make_node("Slice", ["like_shape", "two", "three"], ["rows"]),
+    ]
+    node = _plugin(
+        "PadTo",
+        ["x", "rows"],
+        ["y"],
+        "2",
+        "torchtrt",
+        height=SHAPE_INPUT_MARKER,
+        width=12,
+        value=1.0,
+        tensorrt_plugin_shape_input_indices=[1],
+    )
+    graph = helper.make_graph(
+        [*height, node],
+        "pad_to_like",
+        [_value("x", f16, [1, 3, 5, 5]), _value("like", f16, [1, 1, "n", 7])],
+        [_value("y", f16, None)],
+        initializer=[helper.make_tensor("two", i64, [1], [2]), helper.make_tensor("three", i64, [1], [3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    cases.append(
+        Handwritten(
+            "pad_to-shape-input", model, {"like": [[1, 1, 1, 7], [1, 1, 9, 7], [1, 1, 40, 7]]}, [[1, 3, -1, 12]]
+        )
+    )
+
+    node = _plugin("MaskedRows", ["x", "mask"], ["y", "kept"], "3", "torchtrt")
+    model = _model(
+        "masked_rows",
+        node,
+        [_value("x", f32, ["n", 4]), _value("mask", i32, ["n"])],
+        [_value("y", f32, None), _value("kept", i64, [])],
+    )
+    profile = {"x": [[1, 4], [64, 4], [256, 4]], "mask": [[1], [64], [256]]}
+    cases.append(Handwritten("masked_rows", model, profile, [[-1, 4], []]))
+
+    node = _plugin(
+        "RoIAlign",
+        ["input", "rois"],
+        ["y"],
+        "2",
+        "torchtrt_vision",
+        spatial_scale=0.5,
+        pooled_height=3,
+        pooled_width=2,
+        sampling_ratio=2,
+        aligned=1,
+    )
+    model = _model(
+        "roi_align",
+        node,
+        [_value("input", f32, [1, 8, 16, 16]), _value("rois", f32, ["k", 5])],
+        [_value("y", f32, None)],
+    )
+    cases.append(Handwritten("roi_align", model, {"rois": [[1, 5], [8, 5], [32, 5]]}, [[-1, 8, 3, 2]], declared=True))
+
+    node = _plugin("NMS", ["dets", "scores"], ["keep", "count"], "2", "torchtrt_vision", iou_threshold=0.5)
+    model = _model(
+        "nms",
+        node,
+        [_value("dets", f32, ["n", 4]), _value("scores", f32, ["n"])],
+        [_value("keep", i64, None), _value("count", i64, [])],
+    )
+    profile = {"dets": [[1, 4], [32, 4], [128, 4]], "scores": [[1], [32], [128]]}
+    cases.append(Handwritten("nms", model, profile, [[-1], []], declared=True))
+
+    node = _plugin("ScaledAdd", ["x", "y"], ["z"], "1", "myops", alpha=0.5)
+    model = _model(
+        "scaled_add", node, [_value("x", f32, ["n", 3, 5]), _value("y", f32, ["n", 3, 5])], [_value("z", f32, None)]
+    )
+    profile = {"x": [[1, 3, 5], [4, 3, 5], [8, 3, 5]], "y": [[1, 3, 5], [4, 3, 5], [8, 3, 5]]}
+    cases.append(Handwritten("scaled_add", model, profile, [[-1, 3, 5]], declared=True))
+
+    node = _plugin("FilterAbove", ["x"], ["y", "count"], "1", "myops", threshold=0.25)
+    model = _model(
+        "filter_above", node, [_value("x", f32, ["n", 7])], [_value("y", f32, None), _value("count", i64, [])]
+    )
+    cases.append(Handwritten("filter_above", model, {"x": [[1, 7], [4, 7], [8, 7]]}, [[-1], []], declared=True))
+    return cases
