@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check (README "Verification tiers"), in steps so each device call stays under its time limit:
-#   bash scripts/gpu_check.sh [tests] [sanitizer] [bench] [bench-quick] [bench-graph] [lab] [peer-lab] [multi-gpu] [results]
+#   bash scripts/gpu_check.sh [tests] [sanitizer] [fuzz] [bench] [bench-quick] [bench-graph] [lab] [peer-lab] [multi-gpu]
+#                             [results]
 #                                                                          (default: tests sanitizer bench)
 # Installs the checkout, builds the native pieces, runs the cpu+gpu(+trt when present) tiers,
 # compute-sanitizer memcheck over the harness gpu tests, and the benchmarks. Logs and results go to
@@ -10,6 +11,8 @@
 # (e.g. "--ops rms_norm --sizes 1x4096,8x4096 --repeats 5"); pytest selection for the tests step: $PYTEST_ARGS.
 #   tests       cpu + gpu (+ trt) tiers
 #   sanitizer   compute-sanitizer memcheck over the gpu harness tests
+#   fuzz        scripts/fuzz_fields.sh memcheck $FUZZ_COUNT (default 20000): the createPlugin fuzz under
+#               compute-sanitizer (every creator of our, myops', torchvision's and the SDK test ops' libraries)
 #   bench       every benchmark, do_bench timer            bench-quick  the same, --quick
 #   bench-graph every benchmark, CUDA-graph timer (GPU time per call without host overhead)
 #   lab         scripts/kernel_lab: the kernels' configurations vs a copy of the same bytes (and the base
@@ -82,6 +85,11 @@ if has sanitizer; then
   compute-sanitizer --tool memcheck --error-exitcode 99 \
     $PY -m pytest tests/gpu -q -p no:cacheprovider -k "harness and not host" 2>&1 | tee "$OUT/sanitizer.log" | tail -8
   echo "sanitizer exit: ${PIPESTATUS[0]}" | tee -a "$OUT/sanitizer.log"
+fi
+if has fuzz; then
+  step "createPlugin fuzz under compute-sanitizer memcheck"
+  FUZZ_BUILD=$OUT/fuzz bash scripts/fuzz_fields.sh memcheck "${FUZZ_COUNT:-20000}" 2>&1 | tee "$OUT/fuzz.log" | tail -16
+  echo "fuzz exit: ${PIPESTATUS[0]}" | tee -a "$OUT/fuzz.log"
 fi
 bench() {  # bench <name> <args...>
   local name=$1

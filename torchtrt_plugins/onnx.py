@@ -75,9 +75,9 @@ class FieldAttribute:
 #: TENSOR: DOUBLE arrives as kFLOAT32 (the weights are converted first), INT16 fails the whole node ("unsupported
 #: datatype (5) when importing initializer"), and INT64, UINT8 and BOOL arrive with the type left at 0 (kFLOAT16)
 #: over the raw bytes. Hence: INT16 and INT64 fields go as INT and arrive as kINT32 (the value must fit in 32
-#: bits, and the plugin must read any integer field type, as ours do: FieldReader::number); FLOAT64 goes as a
-#: DOUBLE tensor (kFLOAT64 in TensorRT 10, kFLOAT32 in TensorRT-RTX). ``parsed_as`` is what TensorRT-RTX 1.7.1
-#: delivers.
+#: bits, and an INT64 field of ours takes kINT32: ``spec.PARSER_FIELD_TYPES``, ``FieldDesc::acceptsType``); FLOAT64
+#: goes as a DOUBLE tensor (kFLOAT64 in TensorRT 10, kFLOAT32 in TensorRT-RTX, which a FLOAT64 field takes too).
+#: ``parsed_as`` is what TensorRT-RTX 1.7.1 delivers.
 _ATTRIBUTE_FOR_FIELD: dict[str, FieldAttribute] = {
     "FLOAT32": FieldAttribute("FLOAT", "FLOAT32"),
     "FLOAT64": FieldAttribute("TENSOR", "FLOAT32", "float64"),

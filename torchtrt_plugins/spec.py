@@ -33,6 +33,13 @@ FIELD_NUMPY_DTYPES = {
 }
 
 
+#: The PluginFieldType TensorRT's ONNX parser delivers a field of each type as, where it differs: onnx-tensorrt's
+#: ``loadFields`` makes an INT attribute kINT32 and a FLOAT attribute kFLOAT32, and no attribute becomes kINT64
+#: (TensorRT-RTX also hands over a DOUBLE tensor as kFLOAT32; see ``torchtrt_plugins/onnx.py``). createPlugin takes
+#: these in place of the field's own type, and no other (``FieldDesc::acceptsType`` in csrc/plugins/plugin_common.cpp).
+PARSER_FIELD_TYPES = {"INT64": "INT32", "FLOAT64": "FLOAT32"}
+
+
 class SpecError(ValueError):
     """A user-supplied value that the op cannot take. The message names op, argument and expectation."""
 
@@ -68,16 +75,28 @@ class FieldSpec:
     def is_float(self) -> bool:
         return self.type.startswith("FLOAT")
 
+    @property
+    def accepted_types(self) -> tuple[str, ...]:
+        """The PluginFieldTypes createPlugin takes for this field: its own, then the one the ONNX parser delivers."""
+        parsed = PARSER_FIELD_TYPES.get(self.type)
+        return (self.type, parsed) if parsed else (self.type,)
+
     def expectation(self) -> str:
         if self.boolean:
             return "a bool"
         kind = "a float" if self.is_float else "an integer"
         parts = []
         if self.min is not None:
-            parts.append(f"{'>=' if self.min_inclusive else '>'} {self.min:g}")
+            parts.append(f"{'>=' if self.min_inclusive else '>'} {self._number(self.min)}")
         if self.max is not None:
-            parts.append(f"<= {self.max:g}")
+            parts.append(f"<= {self._number(self.max)}")
         return kind + (" " + " and ".join(parts) if parts else "")
+
+    def _number(self, value: float) -> str:
+        """Integers as integers (16777216, not 1.67772e+07), as createPlugin's messages print them."""
+        if not self.is_float and math.isfinite(value) and float(value).is_integer():
+            return str(int(value))
+        return f"{value:g}"
 
     def check(self, op: str, value: Any) -> Any:
         """Return the value coerced to the field's Python type, or raise SpecError.
@@ -267,3 +286,25 @@ def get(name: str) -> OpEntry:
         return _REGISTRY[qualname]
     except KeyError:
         raise KeyError(f"no op named {name!r} has a plugin; known: {sorted(_REGISTRY)}") from None
+
+
+def field_table(specs: Sequence[OpSpec]) -> str:
+    """The Markdown table of the plugins' fields (the README's "Plugin fields"): each field's PluginFieldType and the
+    type TensorRT's ONNX parser delivers it as (createPlugin takes both, and no other), the op argument feeding it,
+    its valid values (with the shape-input marker) and its default."""
+    rows = [
+        "| plugin | field | PluginFieldType (also taken: from ONNX) | argument | valid values | default |",
+        "|---|---|---|---|---|---|",
+    ]
+    for spec in specs:
+        plugin = f"`{spec.plugin_namespace}::{spec.plugin_name}` v{spec.plugin_version}"
+        if not spec.fields:
+            rows.append(f"| {plugin} | (none) | | | | |")
+        for f in spec.fields:
+            types = f"{f.type} ({f.accepted_types[1]})" if len(f.accepted_types) > 1 else f.type
+            values = "0 or 1 (a bool)" if f.boolean else f.expectation()
+            if f.shape_input:
+                values += f"; {f.shape_input_sentinel}: from a shape input"
+            default = "required" if f.required else repr(f.default)
+            rows.append(f"| {plugin} | `{f.name}` | {types} | `{f.arg or '-'}` | {values} | {default} |")
+    return "\n".join(rows) + "\n"

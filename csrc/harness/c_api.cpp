@@ -2,6 +2,7 @@
 //
 //   char* ttp_harness_run(char const* request, AllocateFn allocate, void* user);
 //   char* ttp_harness_bench(char const* request);
+//   char* ttp_harness_fuzz_fields(char const* request);   (fuzz.h)
 //   void  ttp_harness_free(char* result);
 //   int   ttp_harness_abi_version(void);
 //
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "fuzz.h"
 #include "harness.h"
 #include "run.h"
 
@@ -104,6 +106,16 @@ extern "C"
     {
         return ttp::harness::respond(
             request, [](ttp::harness::json::Value const& r) { return ttp::harness::runBench(r); });
+    }
+
+    __attribute__((visibility("default"))) char* ttp_harness_fuzz_fields(char const* request) noexcept
+    {
+        return ttp::harness::respond(request,
+            [](ttp::harness::json::Value const& r)
+            {
+                std::lock_guard<std::mutex> lock(ttp::harness::runLock());
+                return ttp::harness::runFieldFuzz(r);
+            });
     }
 
     __attribute__((visibility("default"))) void ttp_harness_free(char* result) noexcept

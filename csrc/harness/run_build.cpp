@@ -36,9 +36,6 @@ constexpr TypeName kTYPES[]
         {DataType::kFP8, "FP8", 8}, {DataType::kBF16, "BF16", 16}, {DataType::kINT64, "INT64", 64},
         {DataType::kINT4, "INT4", 4}, {DataType::kFP4, "FP4", 4}, {DataType::kE8M0, "E8M0", 8}};
 
-using GetCreatorsFn = nvinfer1::IPluginCreatorInterface* const* (*)(int32_t&);
-using SetLoggerFinderFn = void (*)(nvinfer1::ILoggerFinder*);
-
 nvinfer1::Dims toDims(std::vector<int64_t> const& values, char const* what)
 {
     if (values.size() > static_cast<size_t>(nvinfer1::Dims::MAX_DIMS))
@@ -328,23 +325,13 @@ json::Value Run::logSince(size_t start) const
 
 void Run::loadLibrary()
 {
-    // Libraries stay loaded: plugins keep static state and registered CUDA modules for the process lifetime.
-    static std::mutex mutex;
-    static std::map<std::string, void*> loaded;
+    try
     {
-        std::lock_guard<std::mutex> lock(mutex);
-        void*& handle = loaded[mRequest.library];
-        if (handle == nullptr)
-        {
-            handle = dlopen(mRequest.library.c_str(), RTLD_NOW | RTLD_LOCAL);
-            if (handle == nullptr)
-            {
-                char const* why = dlerror();
-                loaded.erase(mRequest.library);
-                throw Stop("dlopen(" + mRequest.library + ") failed: " + safeString(why));
-            }
-        }
-        mLibrary = handle;
+        mLibrary = openPluginLibrary(mRequest.library);
+    }
+    catch (std::runtime_error const& e)
+    {
+        throw Stop(e.what());
     }
     auto setLoggerFinder = reinterpret_cast<SetLoggerFinderFn>(dlsym(mLibrary, "setLoggerFinder"));
     auto getCreators = reinterpret_cast<GetCreatorsFn>(dlsym(mLibrary, "getCreators"));

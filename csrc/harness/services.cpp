@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdexcept>
 
 namespace ttp::harness
 {
@@ -60,6 +62,25 @@ HarnessLoggerFinder& loggerFinder()
     // Never destroyed: plugin libraries keep the pointer for the life of the process.
     static auto* finder = new HarnessLoggerFinder();
     return *finder;
+}
+
+void* openPluginLibrary(std::string const& path)
+{
+    static std::mutex mutex;
+    static std::map<std::string, void*> loaded;
+    std::lock_guard<std::mutex> lock(mutex);
+    void*& handle = loaded[path];
+    if (handle == nullptr)
+    {
+        handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (handle == nullptr)
+        {
+            char const* why = dlerror();
+            loaded.erase(path);
+            throw std::runtime_error("dlopen(" + path + ") failed: " + (why != nullptr ? why : "(no reason)"));
+        }
+    }
+    return handle;
 }
 
 // ------------------------------------------------------------------------------------------ registry

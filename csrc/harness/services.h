@@ -57,6 +57,14 @@ private:
 
 HarnessLoggerFinder& loggerFinder();
 
+// The entry points of a plugin library.
+using GetCreatorsFn = nvinfer1::IPluginCreatorInterface* const* (*)(int32_t&);
+using SetLoggerFinderFn = void (*)(nvinfer1::ILoggerFinder*);
+
+// dlopen(path), once per process: libraries stay loaded, since plugins keep static state and registered CUDA modules
+// for the process lifetime. Throws std::runtime_error with dlerror()'s reason.
+void* openPluginLibrary(std::string const& path);
+
 // Enough of IPluginRegistry for plugins: creators of the loaded library and shared resources with reference counts.
 class HarnessPluginRegistry final : public nvinfer1::IPluginRegistry
 {

@@ -1,11 +1,14 @@
 #include "plugin_common.h"
 
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
+#include <iterator>
 #include <limits>
+#include <system_error>
 
 namespace ttp::plugin
 {
@@ -130,45 +133,160 @@ FieldKind FieldDesc::kind() const noexcept
     }
 }
 
+namespace
+{
+
+// An integer field's value reaches the launchers as a double (LaunchArgs::scalars): it must be one exactly.
+constexpr int64_t kLARGEST_EXACT_INTEGER = int64_t{1} << 53;
+
+bool isExactInteger(double value) noexcept
+{
+    return std::isfinite(value) && std::nearbyint(value) == value && std::fabs(value) <= 9223372036854775808.0;
+}
+
+// Integers as integers ("16777216", not "1.67772e+07"); other values in the shortest form that reads back the same.
+std::string formatNumber(double value, bool integer)
+{
+    if (integer && isExactInteger(value) && value < 9223372036854775808.0)
+    {
+        return std::to_string(static_cast<int64_t>(value));
+    }
+    char text[32];
+    auto const [end, error] = std::to_chars(std::begin(text), std::end(text), value);
+    return error == std::errc() ? std::string(text, end) : std::string("?");
+}
+
+std::string formatNumber(float value)
+{
+    char text[32];
+    auto const [end, error] = std::to_chars(std::begin(text), std::end(text), value);
+    return error == std::errc() ? std::string(text, end) : std::string("?");
+}
+
+} // namespace
+
+std::string fieldTypeName(nvinfer1::PluginFieldType type)
+{
+    static constexpr char const* kNAMES[] = {"FLOAT16", "FLOAT32", "FLOAT64", "INT8", "INT16", "INT32", "CHAR", "DIMS",
+        "UNKNOWN", "BF16", "INT64", "FP8", "INT4", "FP4"};
+    auto const index = static_cast<int32_t>(type);
+    if (index >= 0 && index < static_cast<int32_t>(std::size(kNAMES)))
+    {
+        return kNAMES[index];
+    }
+    return concat("PluginFieldType ", index);
+}
+
+// TensorRT's ONNX parser picks a plugin field's type from the attribute, not from getFieldNames: onnx-tensorrt's
+// loadFields (onnxOpImporters.cpp, importPluginFromRegistry's field loader; builtin_op_importers.cpp before TensorRT
+// 10) makes an INT/INTS attribute kINT32 (read with get<int32_t>) and a FLOAT/FLOATS attribute kFLOAT32, and rejects
+// an INT64 tensor attribute; TensorRT-RTX 1.7.1 also delivers a DOUBLE tensor as kFLOAT32 (torchtrt_plugins/onnx.py).
+// So an INT64 field must take kINT32 and a FLOAT64 field kFLOAT32; no other type stands in for another.
+bool FieldDesc::acceptsType(nvinfer1::PluginFieldType given) const noexcept
+{
+    using FT = nvinfer1::PluginFieldType;
+    return given == type || (type == FT::kINT64 && given == FT::kINT32)
+           || (type == FT::kFLOAT64 && given == FT::kFLOAT32);
+}
+
+std::string FieldDesc::typeExpectation() const
+{
+    using FT = nvinfer1::PluginFieldType;
+    switch (type)
+    {
+    case FT::kINT64: return "INT64 (or INT32, as TensorRT's ONNX parser delivers an INT attribute)";
+    case FT::kFLOAT64: return "FLOAT64 (or FLOAT32, as TensorRT's ONNX parser delivers a FLOAT attribute)";
+    default: return fieldTypeName(type);
+    }
+}
+
 std::string FieldDesc::expectation() const
 {
-    std::ostringstream out;
-    out << (kind() == FieldKind::kFLOAT ? "a float" : "an integer");
+    bool const integer = kind() == FieldKind::kINT;
+    std::string out = integer ? "an integer" : "a float";
     if (std::isfinite(min))
     {
-        out << (minInclusive ? " >= " : " > ") << min;
+        out += concat(minInclusive ? " >= " : " > ", formatNumber(min, integer));
     }
     if (std::isfinite(max))
     {
-        out << (std::isfinite(min) ? " and" : "") << " <= " << max;
+        out += concat(std::isfinite(min) ? " and" : "", " <= ", formatNumber(max, integer));
     }
     if (!std::isnan(shapeInputSentinel))
     {
-        out << " (or " << shapeInputSentinel << ": taken from a shape input)";
+        out += concat(" (or ", formatNumber(shapeInputSentinel, integer), ": from a shape input)");
     }
-    return out.str();
+    return out;
 }
 
-FieldReader::FieldReader(char const* plugin, nvinfer1::PluginFieldCollection const* fc)
+FieldReader::FieldReader(
+    char const* plugin, nvinfer1::PluginFieldCollection const* fc, nvinfer1::PluginFieldCollection const& known)
     : mPlugin(plugin)
     , mFc(fc)
 {
-    if (fc != nullptr && fc->nbFields > 0 && fc->fields == nullptr)
+    if (fc == nullptr)
     {
-        throw PluginError(concat("field collection claims ", fc->nbFields, " fields but has none"));
+        return;
     }
+    if (fc->nbFields < 0 || (fc->nbFields > 0 && fc->fields == nullptr))
+    {
+        throw PluginError(concat(
+            "the field collection claims ", fc->nbFields, " fields", fc->fields == nullptr ? " but has none" : ""));
+    }
+    auto knownNames = [&]
+    {
+        std::string names;
+        for (int32_t k = 0; k < known.nbFields; ++k)
+        {
+            names += concat(k == 0 ? "" : ", ", known.fields[k].name);
+        }
+        return names;
+    };
+    for (int32_t i = 0; i < fc->nbFields; ++i)
+    {
+        char const* name = fc->fields[i].name;
+        if (name == nullptr)
+        {
+            throw PluginError(concat("field ", i, " has no name (expected one of: ", knownNames(), ")"));
+        }
+        bool isKnown = false;
+        for (int32_t k = 0; k < known.nbFields && !isKnown; ++k)
+        {
+            isKnown = std::strcmp(name, known.fields[k].name) == 0;
+        }
+        // An unknown (e.g. misspelled) field would otherwise be silently replaced by a default.
+        if (!isKnown)
+        {
+            throw PluginError(concat("unknown field '", name, "' (expected one of: ", knownNames(), ")"));
+        }
+        int32_t count = 0;
+        for (int32_t j = 0; j < fc->nbFields; ++j)
+        {
+            count += fc->fields[j].name != nullptr && std::strcmp(name, fc->fields[j].name) == 0 ? 1 : 0;
+        }
+        if (count > 1)
+        {
+            throw PluginError(concat("field '", name, "' is given ", count, " times (expected once)"));
+        }
+    }
+}
+
+nvinfer1::PluginField const* FieldReader::find(char const* name) const noexcept
+{
+    for (int32_t i = 0; mFc != nullptr && i < mFc->nbFields; ++i)
+    {
+        if (std::strcmp(mFc->fields[i].name, name) == 0)
+        {
+            return &mFc->fields[i];
+        }
+    }
+    return nullptr;
 }
 
 double FieldReader::number(FieldDesc const& desc) const
 {
-    nvinfer1::PluginField const* found = nullptr;
-    for (int32_t i = 0; mFc != nullptr && i < mFc->nbFields; ++i)
-    {
-        if (mFc->fields[i].name != nullptr && std::strcmp(mFc->fields[i].name, desc.name) == 0)
-        {
-            found = &mFc->fields[i];
-        }
-    }
+    using FT = nvinfer1::PluginFieldType;
+    nvinfer1::PluginField const* found = find(desc.name);
     if (found == nullptr)
     {
         if (desc.required)
@@ -182,36 +300,49 @@ double FieldReader::number(FieldDesc const& desc) const
         throw PluginError(concat("field '", desc.name, "' must hold exactly one value, got length ", found->length,
             found->data == nullptr ? " and no data" : ""));
     }
-    double value = 0;
-    bool const wantFloat = desc.kind() == FieldKind::kFLOAT;
-    switch (found->type)
+    if (!desc.acceptsType(found->type))
     {
-    case nvinfer1::PluginFieldType::kFLOAT32: value = *static_cast<float const*>(found->data); break;
-    case nvinfer1::PluginFieldType::kFLOAT64: value = *static_cast<double const*>(found->data); break;
-    case nvinfer1::PluginFieldType::kINT8: value = *static_cast<int8_t const*>(found->data); break;
-    case nvinfer1::PluginFieldType::kINT16: value = *static_cast<int16_t const*>(found->data); break;
-    case nvinfer1::PluginFieldType::kINT32: value = *static_cast<int32_t const*>(found->data); break;
-    case nvinfer1::PluginFieldType::kINT64:
-        value = static_cast<double>(*static_cast<int64_t const*>(found->data));
-        break;
-    default:
-        throw PluginError(concat("field '", desc.name, "' has unsupported PluginFieldType ",
-            static_cast<int32_t>(found->type), " (expected ", desc.expectation(), ")"));
+        throw PluginError(concat("field '", desc.name, "' has unsupported PluginFieldType ", fieldTypeName(found->type),
+            " (expected ", desc.typeExpectation(), ")"));
     }
-    bool const isFloatType
-        = found->type == nvinfer1::PluginFieldType::kFLOAT32 || found->type == nvinfer1::PluginFieldType::kFLOAT64;
-    if (!wantFloat && isFloatType)
+    if (found->type != FT::kINT32 && found->type != FT::kINT64 && found->type != FT::kFLOAT32
+        && found->type != FT::kFLOAT64)
     {
-        throw PluginError(concat("field '", desc.name, "' must be ", desc.expectation(), ", got a float field"));
+        throw PluginError(concat("field '", desc.name, "': its PluginFieldType ", fieldTypeName(found->type),
+            " cannot be read (fields are INT32, INT64, FLOAT32 or FLOAT64)"));
     }
-    if (desc.isShapeInputSentinel(value))
+    if (desc.kind() == FieldKind::kINT)
     {
+        int64_t const raw = found->type == FT::kINT64 ? *static_cast<int64_t const*>(found->data)
+                                                      : *static_cast<int32_t const*>(found->data);
+        auto const value = static_cast<double>(raw);
+        // Compared as integers: -2^63 + 1 and -2^63 are one double.
+        if (desc.isShapeInputSentinel(value) && raw == static_cast<int64_t>(desc.shapeInputSentinel))
+        {
+            return value;
+        }
+        bool const lowOk = desc.minInclusive ? value >= desc.min : value > desc.min;
+        if (!lowOk || value > desc.max)
+        {
+            throw PluginError(concat("field '", desc.name, "' must be ", desc.expectation(), ", got ", raw));
+        }
+        // The launchers take scalars as doubles (LaunchArgs::scalars).
+        if (raw < -kLARGEST_EXACT_INTEGER || raw > kLARGEST_EXACT_INTEGER)
+        {
+            throw PluginError(concat("field '", desc.name, "' must be ", desc.expectation(),
+                " and within +-2^53 (the launchers take it as a double), got ", raw));
+        }
         return value;
     }
+    double const value = found->type == FT::kFLOAT32 ? *static_cast<float const*>(found->data)
+                                                     : *static_cast<double const*>(found->data);
     bool const lowOk = desc.minInclusive ? value >= desc.min : value > desc.min;
     if (!std::isfinite(value) || !lowOk || value > desc.max)
     {
-        throw PluginError(concat("field '", desc.name, "' must be ", desc.expectation(), ", got ", value));
+        // A FLOAT32 as given: through a double, 0.1f would read 0.10000000149011612.
+        std::string const got = found->type == FT::kFLOAT32 ? formatNumber(*static_cast<float const*>(found->data))
+                                                            : formatNumber(value, false);
+        throw PluginError(concat("field '", desc.name, "' must be ", desc.expectation(), ", got ", got));
     }
     return value;
 }

@@ -91,14 +91,26 @@ struct FieldDesc
     {
         return value == shapeInputSentinel;
     }
+    // Whether createPlugin takes the field as `given`: its own type, or the one TensorRT's ONNX parser delivers it as.
+    bool acceptsType(nvinfer1::PluginFieldType given) const noexcept;
+    // "FLOAT64 (or FLOAT32, as TensorRT's ONNX parser delivers a FLOAT attribute)"
+    std::string typeExpectation() const;
+    // "an integer >= 1 and <= 16777216 (or -9223372036854775808: from a shape input)"
     std::string expectation() const;
 };
 
-// Reads and validates fields from a PluginFieldCollection. Throws PluginError naming plugin and field.
+// "INT64", "FLOAT32", ...; "PluginFieldType <n>" for a value outside the enumeration.
+std::string fieldTypeName(nvinfer1::PluginFieldType type);
+
+// Reads and validates the fields of a PluginFieldCollection: they come from plans and ONNX graphs others wrote, so
+// createPlugin is a trust boundary. The constructor checks the collection as a whole against `known` (the creator's
+// getFieldNames): a valid count, and every field named, known and given once; number() checks one field's type,
+// length and value. Both throw PluginError naming the field and what was expected.
 class FieldReader
 {
 public:
-    FieldReader(char const* plugin, nvinfer1::PluginFieldCollection const* fc);
+    FieldReader(
+        char const* plugin, nvinfer1::PluginFieldCollection const* fc, nvinfer1::PluginFieldCollection const& known);
 
     double number(FieldDesc const& desc) const;
     float getFloat(FieldDesc const& desc) const
@@ -111,6 +123,8 @@ public:
     }
 
 private:
+    nvinfer1::PluginField const* find(char const* name) const noexcept;
+
     char const* mPlugin;
     nvinfer1::PluginFieldCollection const* mFc;
 };
@@ -480,7 +494,11 @@ public:
         nvinfer1::TensorRTPhase phase) noexcept override
     {
         return guarded<nvinfer1::IPluginV3*>(Plugin::kNAME, "createPlugin", nullptr,
-            [&] { return static_cast<nvinfer1::IPluginV3*>(Plugin::create(FieldReader(Plugin::kNAME, fc), phase)); });
+            [&]
+            {
+                return static_cast<nvinfer1::IPluginV3*>(
+                    Plugin::create(FieldReader(Plugin::kNAME, fc, mCollection), phase));
+            });
     }
 
     nvinfer1::PluginFieldCollection const* getFieldNames() noexcept override

@@ -1025,8 +1025,7 @@ public:
             {
                 throw PluginError(mRules.error);
             }
-            checkNames(fc);
-            plugin::FieldReader reader(mDecl.pluginName, fc);
+            plugin::FieldReader reader(mDecl.pluginName, fc, mCollection);
             std::vector<double> scalars;
             for (int32_t f = 0; f < mDecl.nbFields; ++f)
             {
@@ -1052,27 +1051,6 @@ public:
     }
 
 private:
-    // An unknown (e.g. misspelled) field is an error: it would otherwise be silently replaced by a default.
-    void checkNames(nvinfer1::PluginFieldCollection const* fc) const
-    {
-        for (int32_t i = 0; fc != nullptr && fc->fields != nullptr && i < fc->nbFields; ++i)
-        {
-            char const* name = fc->fields[i].name;
-            bool known = false;
-            std::string expected;
-            for (auto const& field : mFields)
-            {
-                known = known || (name != nullptr && std::strcmp(name, field.name) == 0);
-                expected += concat(expected.empty() ? "" : ", ", field.name);
-            }
-            if (!known)
-            {
-                throw PluginError(
-                    concat("unknown field '", name ? name : "(null)", "' (expected one of: ", expected, ")"));
-            }
-        }
-    }
-
     Rules mRules;
     std::vector<nvinfer1::PluginField> mFields;
     nvinfer1::PluginFieldCollection mCollection{};

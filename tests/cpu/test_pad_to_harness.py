@@ -153,7 +153,9 @@ INVALID = [
     # One below the marker is no size.
     pytest.param([("height", "INT64", -(2**31) - 1), ("width", "INT64", 3)], "height", ">= 0", id="below-marker"),
     pytest.param([("height", "INT64", 3)], "width", "missing field 'width'", id="missing"),
-    pytest.param([("height", "FLOAT32", 3.0), ("width", "INT64", 3)], "height", "got a float field", id="float"),
+    pytest.param(
+        [("height", "FLOAT32", 3.0), ("width", "INT64", 3)], "height", "unsupported PluginFieldType FLOAT32", id="float"
+    ),
     pytest.param(
         [("height", "INT64", 3), ("width", "INT64", 3), ("value", "FLOAT64", math.nan)],
         "value",

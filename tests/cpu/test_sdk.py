@@ -47,18 +47,10 @@ def test_plugin_library_exports_and_links_only_what_it_must(library):
     assert "nvinfer" not in needed and "torch" not in needed and "c10" not in needed
 
 
-def _shapes_call(k=3):
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    graph = make_fx(lambda x, w, y: torch.ops.sdk_test.shapes(x, w, y.shape[0], k), tracing_mode="symbolic")(
-        torch.zeros(6, 5), torch.zeros(5), torch.zeros(9)
-    )
-    (node,) = [n for n in graph.graph.nodes if n.target == torch.ops.sdk_test.shapes.default]
-    return converters.plan_node(node)
-
-
 def test_creator_fields_are_the_schema_scalars(library):
-    result = run_call(_shapes_call(), TensorArg((6, 5)), TensorArg((5,)), library=library.plugins, shape_inputs=[9])
+    result = run_call(
+        sdk_ops.shapes_call(), TensorArg((6, 5)), TensorArg((5,)), library=library.plugins, shape_inputs=[9]
+    )
     result.assert_conformant()
     creator = result.creator("Shapes", namespace="sdk_test")
     assert [(f["name"], f["type"]) for f in creator["fields"]] == [
@@ -76,7 +68,7 @@ def test_creator_fields_are_the_schema_scalars(library):
 def test_output_shapes_match_the_python_evaluation(library, k):
     """The C++ plugin's IExprBuilder expressions, at min/opt/max and concrete, equal the program evaluated in Python
     (which tests/cpu/test_declare.py checks against the fake kernel)."""
-    call = _shapes_call(k)
+    call = sdk_ops.shapes_call(k)
     points = {"min": ((1, 5), 1), "opt": ((6, 5), 4), "max": ((30, 5), 20), "concrete": ((6, 5), 9)}
     result = run_call(
         call,
@@ -122,7 +114,7 @@ def test_data_dependent_size_is_a_size_tensor(library):
     ids=["misspelled", "out-of-range", "legacy-program"],
 )
 def test_create_plugin_rejects_bad_fields_naming_op_and_field(library, change, message):
-    call = _shapes_call()
+    call = sdk_ops.shapes_call()
     fields = [(f.name, f.type, f.value) for f in call.fields]
     bad = change(fields)
     result = run_plugin(

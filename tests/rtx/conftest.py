@@ -106,7 +106,7 @@ class ValidCase:
 
 @dataclass(frozen=True)
 class InvalidField:
-    """A valid call with one field broken: dropped (``value`` None) or replaced by ``value``."""
+    """A valid call with one field broken: dropped (``value`` None), replaced by ``value``, or given twice."""
 
     entry: spec_mod.OpEntry
     field: str
@@ -120,6 +120,8 @@ class InvalidField:
     def call(self) -> PluginCall:
         call = example_call(self.entry.spec)
         fields = [f for f in call.fields if f.name != self.field]
+        if self.kind == "duplicated":
+            fields += [f for f in call.fields if f.name == self.field]
         if self.value is not None:
             fields.append(self.value)
         return dataclasses.replace(call, fields=fields)
@@ -147,10 +149,15 @@ def invalid_fields(entry: spec_mod.OpEntry) -> list[InvalidField]:
 
         if fspec.required:
             cases.append(case("missing", None))
-        # CHAR is text, never a number; an integer field must also refuse a float.
+        # CHAR is text, never a number; an integer field must also refuse a float and a float field an integer; the
+        # only stand-ins are the types TensorRT's ONNX parser delivers (INT32 for INT64, FLOAT32 for FLOAT64).
         cases.append(case("type_char", FieldValue(fspec.name, "CHAR", 1)))
         if not fspec.is_float:
             cases.append(case("type_float32", FieldValue(fspec.name, "FLOAT32", float(good))))
+            cases.append(case("type_int16", FieldValue(fspec.name, "INT16", int(good))))
+        else:
+            cases.append(case("type_int32", FieldValue(fspec.name, "INT32", 1)))  # in range: refused for its type
+        cases.append(case("duplicated", FieldValue(fspec.name, fspec.type, good)))
         for kind, value in _out_of_range(fspec):
             cases.append(case(kind, FieldValue(fspec.name, fspec.type, value)))
         if fspec.is_float:

@@ -73,3 +73,20 @@ NONZERO_COUNT = ttp.declare(
     example_inputs=(torch.zeros(4, 3),),
 )
 BROKEN = ttp.declare("sdk_test::broken", library=LIBRARY, launcher="sdk_test::failing", dtypes={"x": (torch.float32,)})
+
+
+def shapes_call(k: int = 3, symbolic: bool = True, **scalars):
+    """The converter's plan of ``sdk_test::shapes`` on x (6, 5) and w (5,) with ``n`` = 9, the size of another
+    tensor: symbolic (traced: n becomes a shape input) or a constant."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torchtrt_plugins import converters
+
+    x, w = torch.zeros(6, 5), torch.zeros(5)
+    if not symbolic:
+        return converters.plan(SHAPES.spec, (x, w, 9, k), scalars)
+    graph = make_fx(lambda x, w, y: torch.ops.sdk_test.shapes(x, w, y.shape[0], k, **scalars), tracing_mode="symbolic")(
+        x, w, torch.zeros(9)
+    )
+    (node,) = [n for n in graph.graph.nodes if n.target == torch.ops.sdk_test.shapes.default]
+    return converters.plan_node(node)
