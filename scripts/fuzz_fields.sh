@@ -2,9 +2,12 @@
 # The createPlugin fuzz (csrc/harness/fuzz.h) long, under a sanitizer, over every creator of our plugin library, the
 # example package's, torchvision roi_align/nms' and the SDK's test ops, each library built for it:
 #
-#   bash scripts/fuzz_fields.sh asan     [COUNT] [SEED]   AddressSanitizer + LeakSanitizer (gcc's libasan; CPU only)
-#   bash scripts/fuzz_fields.sh memcheck [COUNT] [SEED]   compute-sanitizer --tool memcheck --leak-check full (GPU)
+#   bash scripts/fuzz_fields.sh asan     [COUNT] [SEED]   AddressSanitizer + LeakSanitizer (gcc's libasan)
 #   bash scripts/fuzz_fields.sh plain    [COUNT] [SEED]
+#
+# No compute-sanitizer mode: createPlugin and the field round trips make no CUDA call, and compute-sanitizer refuses
+# a program that makes none ("Target application terminated before first instrumented API call"); the fuzz's
+# memory errors are host memory errors, which AddressSanitizer finds.
 #
 # COUNT: iterations per creator (default 20000), SEED: default 1. Builds with CMake into $FUZZ_BUILD (default
 # /tmp/ttp_fuzz_<mode>): this project (plugin library, harness, the program ttp_fuzz_fields) and
@@ -30,12 +33,12 @@ case $MODE in
     HOST="-fsanitize=address -fno-omit-frame-pointer -g"
     LINK="-fsanitize=address"
     ;;
-  memcheck | plain)
+  plain)
     HOST="-g"
     LINK=""
     ;;
   *)
-    echo "usage: $0 asan|memcheck|plain [COUNT] [SEED]" >&2
+    echo "usage: $0 asan|plain [COUNT] [SEED]" >&2
     exit 2
     ;;
 esac
@@ -67,10 +70,6 @@ case $MODE in
   asan)
     ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=3 "$B/project/ttp_fuzz_fields" "$B/request.json" \
       > "$B/report.json" 2> "$B/sanitizer.log" || status=$?
-    ;;
-  memcheck)
-    compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 --log-file "$B/sanitizer.log" \
-      "$B/project/ttp_fuzz_fields" "$B/request.json" > "$B/report.json" || status=$?
     ;;
   plain) "$B/project/ttp_fuzz_fields" "$B/request.json" > "$B/report.json" 2> "$B/sanitizer.log" || status=$? ;;
 esac

@@ -11,8 +11,8 @@
 # (e.g. "--ops rms_norm --sizes 1x4096,8x4096 --repeats 5"); pytest selection for the tests step: $PYTEST_ARGS.
 #   tests       cpu + gpu (+ trt) tiers
 #   sanitizer   compute-sanitizer memcheck over the gpu harness tests
-#   fuzz        scripts/fuzz_fields.sh memcheck $FUZZ_COUNT (default 20000): the createPlugin fuzz under
-#               compute-sanitizer (every creator of our, myops', torchvision's and the SDK test ops' libraries)
+#   fuzz        scripts/fuzz_fields.sh asan $FUZZ_COUNT (default 20000): the createPlugin fuzz under AddressSanitizer
+#               (every creator of our, myops', torchvision's and the SDK test ops' libraries), built in /tmp
 #   bench       every benchmark, do_bench timer            bench-quick  the same, --quick
 #   bench-graph every benchmark, CUDA-graph timer (GPU time per call without host overhead)
 #   lab         scripts/kernel_lab: the kernels' configurations vs a copy of the same bytes (and the base
@@ -87,8 +87,8 @@ if has sanitizer; then
   echo "sanitizer exit: ${PIPESTATUS[0]}" | tee -a "$OUT/sanitizer.log"
 fi
 if has fuzz; then
-  step "createPlugin fuzz under compute-sanitizer memcheck"
-  FUZZ_BUILD=$OUT/fuzz bash scripts/fuzz_fields.sh memcheck "${FUZZ_COUNT:-20000}" 2>&1 | tee "$OUT/fuzz.log" | tail -16
+  step "createPlugin fuzz under AddressSanitizer"
+  FUZZ_BUILD=/tmp/ttp_fuzz JOBS=$(nproc) PYTHON=$PY bash scripts/fuzz_fields.sh asan "${FUZZ_COUNT:-20000}" 2>&1 | tee "$OUT/fuzz.log" | tail -16
   echo "fuzz exit: ${PIPESTATUS[0]}" | tee -a "$OUT/fuzz.log"
 fi
 bench() {  # bench <name> <args...>

@@ -2,7 +2,7 @@
 test instead of the run) over every creator of our plugin library, the example package's, torchvision's roi_align and
 nms and the SDK's test ops: no crash, no invalid field set accepted, no silent rejection, every created plugin
 survives the serialization round trip. A modest count here; scripts/fuzz_fields.sh runs it long, under
-AddressSanitizer with LeakSanitizer or under compute-sanitizer memcheck."""
+AddressSanitizer with LeakSanitizer."""
 
 from __future__ import annotations
 
