@@ -17,3 +17,35 @@ def import_myops():
     if str(EXAMPLE) not in sys.path:
         sys.path.insert(0, str(EXAMPLE))
     return importlib.import_module("myops")
+
+
+PYOPS = EXAMPLE.parent / "pyops"
+
+
+def pyops_unavailable() -> str | None:
+    """Why examples/pyops (kernels written in Python: Triton, CuPy) cannot be built here, or None."""
+    for module, package in (("triton", "triton"), ("liger_kernel", "liger-kernel"), ("cupy", "cupy-cuda13x")):
+        try:
+            importlib.import_module(module)
+        except Exception as err:  # noqa: BLE001 - any import failure means the example cannot be declared
+            return f"examples/pyops needs {package} ({module}: {type(err).__name__}: {err})"
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as err:  # noqa: BLE001 - libnvrtc not found
+        return f"examples/pyops compiles CUDA source with NVRTC: pip install nvidia-cuda-nvrtc ({err})"
+    return None
+
+
+def import_pyops():
+    import pytest
+
+    if not PYOPS.is_dir():
+        pytest.skip(f"the example package is not here ({PYOPS})", allow_module_level=True)
+    reason = pyops_unavailable()
+    if reason:
+        pytest.skip(reason, allow_module_level=True)
+    if str(PYOPS) not in sys.path:
+        sys.path.insert(0, str(PYOPS))
+    return importlib.import_module("pyops")

@@ -1119,12 +1119,18 @@ def kernel_sizes(source: str) -> int:
 # ---------------------------------------------------------------------------------------------- from Python
 
 
-def launch_from_python(declaration: Any, args: Sequence[Any], outputs: Sequence[torch.Tensor], tactic: int = 0) -> None:
+def launch_from_python(
+    declaration: Any,
+    args: Sequence[Any],
+    outputs: Sequence[torch.Tensor],
+    tactic: int = 0,
+    kwargs: Mapping[str, Any] | None = None,
+) -> None:
     """Launch the op's kernel for ``tactic`` the way its own package does (Triton's launcher; CuPy), writing
     ``outputs`` (contiguous CUDA tensors at the op's output shapes): the reference that check_op and the benchmarks
     compare the compiled launcher with."""
     kernel, index = declaration.aot_kernels[tactic]
-    bound = declaration.bind(*args)
+    bound = declaration.bind(*args, **(kwargs or {}))
     named = {a.name: bound[a.name] for a in declaration.schema.arguments}
     tensors = {a.name: bound[a.name].contiguous() for a in declaration.tensor_args}
     named.update(tensors)

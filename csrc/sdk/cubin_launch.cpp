@@ -147,13 +147,13 @@ cudaError_t functionFor(CubinKernel const& kernel, CUfunction& function)
         cudaFree(nullptr); // no current context yet: the runtime makes its device's primary context current
         if (d.ctxGetCurrent(&context) != CUDA_SUCCESS || context == nullptr)
         {
-            return failWith(cudaErrorInvalidContext, kernel, "no current CUDA context");
+            return failWith(cudaErrorDeviceUninitialized, kernel, "no current CUDA context");
         }
     }
     unsigned long long id = 0;
     if (d.ctxGetId(context, &id) != CUDA_SUCCESS)
     {
-        return failWith(cudaErrorInvalidContext, kernel, "cannot identify the current CUDA context");
+        return failWith(cudaErrorDeviceUninitialized, kernel, "cannot identify the current CUDA context");
     }
     std::lock_guard<std::mutex> lock(gMutex);
     auto found = gFunctions.find(Key{&kernel, id});

@@ -165,7 +165,7 @@ def _(gate, up, alpha=1.0):
 SWIGLU = ttp.declare(
     "pyops::swiglu",
     library=LIBRARY,
-    plugin_name="SwiGLU",
+    plugin_name="CuPySwiGLU",
     launcher=_swiglu_kernel("swiglu", 1),
     tactics={1: _swiglu_kernel("swiglu4", 4)},
     ranges={"alpha": ttp.Range(min=-100.0, max=100.0)},
