@@ -84,7 +84,7 @@ def test_onnx_export_gives_plugin_nodes_with_semantic_attributes(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tonnx.export(Block(), args, path)
-    nodes = [n for n in onnx.load(path).graph.node if n.domain == "pyops"]
+    nodes = [n for n in onnx.load(path).graph.node if n.domain == tonnx.domain(PY.SWIGLU.spec)]
     assert [n.op_type for n in nodes] == ["LigerRMSNorm", "CuPySwiGLU"]
     attributes = {a.name: onnx.helper.get_attribute_value(a) for n in nodes for a in n.attribute}
     assert attributes["eps"] == pytest.approx(1e-5) and attributes["alpha"] == pytest.approx(1.702)
