@@ -15,6 +15,7 @@ import sys  # noqa: E402
 import warnings  # noqa: E402
 
 import onnx  # noqa: E402
+import onnx.numpy_helper  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from example_package import PYOPS, import_pyops  # noqa: E402
@@ -87,6 +88,7 @@ def test_onnx_export_gives_plugin_nodes_with_semantic_attributes(tmp_path):
     nodes = [n for n in onnx.load(path).graph.node if n.domain == tonnx.domain(PY.SWIGLU.spec)]
     assert [n.op_type for n in nodes] == ["LigerRMSNorm", "CuPySwiGLU"]
     attributes = {a.name: onnx.helper.get_attribute_value(a) for n in nodes for a in n.attribute}
+    attributes = {k: onnx.numpy_helper.to_array(v).item() if hasattr(v, "dims") else v for k, v in attributes.items()}
     assert attributes["eps"] == pytest.approx(1e-5) and attributes["alpha"] == pytest.approx(1.702)
 
 
