@@ -467,7 +467,9 @@ class CudaKernel(Kernel):
     def declared_parameters(self, function: str) -> list[str]:
         """The parameter declarations of ``function`` (a name or a template's name expression) in the source."""
         base = function.split("<")[0].strip()
-        match = re.search(rf"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+{re.escape(base)}\s*\(", self.code)
+        match = re.search(
+            rf"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+{re.escape(base)}\s*\(", self.code
+        )
         if match is None:
             raise self.fail(f"its source defines no __global__ void {base}(...)")
         depth, start = 1, match.end()
@@ -621,7 +623,9 @@ def parse_archs(archs: str) -> list[tuple[int, bool]]:
             continue
         match = re.fullmatch(r"(?:sm_|compute_)?(\d+)([af]?)(?:-real)?", entry)
         if match is None:
-            raise KernelError(f"cannot compile kernels for CUDA architecture {entry!r} (expected e.g. 90, 90a, 90-real)")
+            raise KernelError(
+                f"cannot compile kernels for CUDA architecture {entry!r} (expected e.g. 90, 90a, 90-real)"
+            )
         value = (int(match.group(1)), match.group(2) == "a")
         if value not in out:
             out.append(value)
@@ -758,7 +762,11 @@ def _nvrtc_compile(kernel: CudaKernel, case: _Case, archs: list[tuple[int, bool]
         try:
             if kernel.names:
                 nvrtc.addNameExpression(program, function)
-            options = [*kernel.options, *(f"-I{d}" for d in _cuda_include_dirs()), f"-arch=sm_{arch}{'a' if exact else ''}"]
+            options = [
+                *kernel.options,
+                *(f"-I{d}" for d in _cuda_include_dirs()),
+                f"-arch=sm_{arch}{'a' if exact else ''}",
+            ]
             try:
                 nvrtc.compileProgram(program, options)
             except Exception as err:  # noqa: BLE001 - a compile error: NVRTC's log says why
@@ -841,9 +849,7 @@ def _derive_expressions(kernel: Kernel, ranks: tuple[int, ...], variant: Variant
             values.append(value)
         return torch.empty(values)
 
-    metas = {
-        a.name: _derive.TensorMeta((None,) * r, t) for a, r, t in zip(d.tensor_args, ranks, compiler.dtypes)
-    }
+    metas = {a.name: _derive.TensorMeta((None,) * r, t) for a, r, t in zip(d.tensor_args, ranks, compiler.dtypes)}
     try:
         derived = _derive.derive(
             d.label,
@@ -990,7 +996,9 @@ def _generate_tactic(kernel: Kernel, tactic: int, symbol: str, tag: str, archs: 
             f'::ttp::sdk::CubinKernel const k{tag}_{n}{{"{d.qualname}", "{kernel.name}", "{compiled.function}", '
             f"k{tag}_{n}_images, {len(images)}, {{{block}}}, {compiled.shared}u, {compiled.num_ctas}u}};"
         )
-    out.append(f"::ttp::sdk::CubinKernel const* const k{tag}[] = {{{', '.join(f'&k{tag}_{n}' for n in range(len(cases)))}}};")
+    out.append(
+        f"::ttp::sdk::CubinKernel const* const k{tag}[] = {{{', '.join(f'&k{tag}_{n}' for n in range(len(cases)))}}};"
+    )
     out += ["} // namespace", ""]
 
     # Expressions: per accepted input ranks (and per variant where they read meta).
@@ -1011,7 +1019,9 @@ def _generate_tactic(kernel: Kernel, tactic: int, symbol: str, tag: str, archs: 
         "    int32_t variant = -1;",
     ]
     for k, ranks in enumerate(ranks_list):
-        condition = " && ".join([f"args.nbInputs == {len(ranks)}"] + [f"args.inputs[{i}].rank == {r}" for i, r in enumerate(ranks)])
+        condition = " && ".join(
+            [f"args.nbInputs == {len(ranks)}"] + [f"args.inputs[{i}].rank == {r}" for i, r in enumerate(ranks)]
+        )
         body.append(f"    {'else ' if k else ''}if ({condition})")
         body.append("    {")
         per_variant = [
@@ -1042,7 +1052,9 @@ def _generate_tactic(kernel: Kernel, tactic: int, symbol: str, tag: str, archs: 
     combos = _dtype_combinations(d)
     body.append("    int32_t combo = -1;")
     for c, combo in enumerate(combos):
-        condition = " && ".join(f"args.inputs[{i}].dtype == ::ttp::DType::{_CXX_DTYPES[t]}" for i, t in enumerate(combo))
+        condition = " && ".join(
+            f"args.inputs[{i}].dtype == ::ttp::DType::{_CXX_DTYPES[t]}" for i, t in enumerate(combo)
+        )
         body.append(f"    {'else ' if c else ''}if ({condition or 'true'})")
         body.append("    {")
         body.append(f"        combo = {c};")
@@ -1186,7 +1198,9 @@ def _cupy_launch(kernel: CudaKernel, grid: tuple, values: list, tensors: dict, d
     function = kernel._cupy_functions.get(dtype)
     if function is None:
         if kernel.names:
-            module = cupy.RawModule(code=kernel.code, options=kernel.options, name_expressions=list(kernel.names.values()))
+            module = cupy.RawModule(
+                code=kernel.code, options=kernel.options, name_expressions=list(kernel.names.values())
+            )
         else:
             module = cupy.RawModule(code=kernel.code, options=kernel.options)
         function = module.get_function(kernel.function_for(dtype) if kernel.names else kernel.function_name)

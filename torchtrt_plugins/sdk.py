@@ -686,7 +686,11 @@ def _call(declaration: Any, plan: _Plan, tactic: int, device: torch.device) -> N
             status = plan.launcher(plan.args_pointer)
     if status != 0:
         phase = f", phase {plan.args.phase}" if plan.args.phase else ""
-        why = declaration.library.launchers().ttp_sdk_last_error().decode() if tactic in getattr(declaration, "aot_kernels", {}) else ""
+        why = (
+            declaration.library.launchers().ttp_sdk_last_error().decode()
+            if tactic in getattr(declaration, "aot_kernels", {})
+            else ""
+        )
         raise RuntimeError(
             f"{declaration.label}: launcher '{plan.launcher_name}' (tactic {tactic}{phase}) returned cudaError {status}"
             + (f": {why}" if why else "")

@@ -94,7 +94,8 @@ CubinImage const* pickImage(CubinKernel const& kernel, int32_t arch)
         {
             return &image;
         }
-        if (!image.exact && image.arch / 10 == arch / 10 && image.arch < arch && (best == nullptr || image.arch > best->arch))
+        if (!image.exact && image.arch / 10 == arch / 10 && image.arch < arch
+            && (best == nullptr || image.arch > best->arch))
         {
             best = &image;
         }
@@ -176,7 +177,8 @@ cudaError_t functionFor(CubinKernel const& kernel, CUfunction& function)
     if (image == nullptr)
     {
         return failWith(cudaErrorNoKernelImageForDevice, kernel, "no cubin for this device (sm_", std::to_string(arch),
-            "); the library holds ", archList(kernel), " (build it for this architecture: TORCHTRT_PLUGINS_CUDA_ARCHS)");
+            "); the library holds ", archList(kernel),
+            " (build it for this architecture: TORCHTRT_PLUGINS_CUDA_ARCHS)");
     }
     CUmodule module = nullptr;
     CUresult result = d.moduleLoadData(&module, image->data);

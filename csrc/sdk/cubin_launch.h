@@ -14,8 +14,8 @@ namespace ttp::sdk
 // One architecture's cubin of a kernel.
 struct CubinImage
 {
-    int32_t arch;   // compute capability * 10 + minor, e.g. 90
-    bool exact;     // an arch-specific image (sm_90a, sm_100a): runs on that compute capability only
+    int32_t arch; // compute capability * 10 + minor, e.g. 90
+    bool exact;   // an arch-specific image (sm_90a, sm_100a): runs on that compute capability only
     unsigned char const* data;
     size_t size;
 };
