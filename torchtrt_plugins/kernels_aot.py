@@ -1045,9 +1045,15 @@ def _generate_tactic(kernel: Kernel, tactic: int, symbol: str, tag: str, archs: 
             if reads_meta:
                 body.append("        }")
         body.append("    }")
+    fail = f'return ::ttp::sdk::launchFailure(cudaErrorInvalidValue, "{d.qualname}", "{kernel.name}", '
+    accepted = ", ".join(str(r) for r in ranks_list)
     body.append("    if (variant < 0)")
     body.append("    {")
-    body.append("        return cudaErrorInvalidValue; // inputs of a rank, or a size beyond the largest variant")
+    if kernel.select is not None:
+        bounds = f"select gives more than the largest variant bound {variants[-1].bound}"
+        body.append(f'        {fail}"inputs of ranks it was not compiled for (it takes {accepted}), or {bounds}");')
+    else:
+        body.append(f'        {fail}"inputs of ranks it was not compiled for (it takes {accepted})");')
     body.append("    }")
     combos = _dtype_combinations(d)
     body.append("    int32_t combo = -1;")
@@ -1061,7 +1067,7 @@ def _generate_tactic(kernel: Kernel, tactic: int, symbol: str, tag: str, archs: 
         body.append("    }")
     body.append("    if (combo < 0)")
     body.append("    {")
-    body.append("        return cudaErrorInvalidValue;")
+    body.append(f'        {fail}"input dtypes it was not compiled for");')
     body.append("    }")
     declarations, checks, pointers, aligned_terms = [], [], [], []
     expr_number = offset + 3
@@ -1071,6 +1077,9 @@ def _generate_tactic(kernel: Kernel, tactic: int, symbol: str, tag: str, archs: 
         slot = expr_number if p.kind == "expr" else -1
         expr_number += p.kind == "expr"
         decl, check = _param_cxx(kernel, p, index, slot)
+        check = check.replace(
+            "return cudaErrorInvalidValue;", f'{fail}"parameter {p.name} is out of its type\'s range");'
+        )
         declarations.append(f"    {decl}")
         if check:
             checks.append(f"    {check}")

@@ -206,6 +206,7 @@ cudaError_t launchCubin(CubinKernel const& kernel, uint64_t const grid[3], void*
 {
     try
     {
+        tLastError.clear();
         if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
         {
             return cudaSuccess;
@@ -252,6 +253,18 @@ cudaError_t launchCubin(CubinKernel const& kernel, uint64_t const grid[3], void*
     {
         return cudaErrorMemoryAllocation;
     }
+}
+
+cudaError_t launchFailure(cudaError_t status, char const* op, char const* kernel, char const* why) noexcept
+{
+    try
+    {
+        tLastError = std::string(op) + ": kernel '" + kernel + "': " + why;
+    }
+    catch (...) // std::bad_alloc: the status still says it failed
+    {
+    }
+    return status;
 }
 
 char const* cubinLaunchError() noexcept

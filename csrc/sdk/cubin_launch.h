@@ -39,8 +39,12 @@ struct CubinKernel
 // when no image fits the device (cubinLaunchError says which), a driver failure as cudaErrorLaunchFailure.
 cudaError_t launchCubin(CubinKernel const& kernel, uint64_t const grid[3], void** params, cudaStream_t stream) noexcept;
 
-// The last failure of launchCubin on this thread, naming the op, the kernel and why ("" when none).
+// The last failure of launchCubin or launchFailure on this thread, naming the op, the kernel and why ("" when
+// none).
 char const* cubinLaunchError() noexcept;
+
+// For a generated launcher that cannot launch: records "<op>: kernel '<kernel>': <why>" and returns `status`.
+cudaError_t launchFailure(cudaError_t status, char const* op, char const* kernel, char const* why) noexcept;
 
 // Floor and ceil division of sizes as the generated launchers evaluate grids and parameters: 0 for a zero divisor
 // (a grid over an empty dimension).
