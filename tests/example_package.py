@@ -49,3 +49,20 @@ def import_pyops():
     if str(PYOPS) not in sys.path:
         sys.path.insert(0, str(PYOPS))
     return importlib.import_module("pyops")
+
+
+def run_own_tests(folder: Path) -> None:
+    """An example package's own pytest, run from its folder as a user runs it; asserts that it passed."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert " passed" in result.stdout

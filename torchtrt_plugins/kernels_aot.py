@@ -829,6 +829,12 @@ def _uses_outputs(kernel: Kernel) -> bool:
     return any(callable(f) and names & set(_signature(f).parameters) for f in functions)
 
 
+def _uses_size(expr: Sequence[int]) -> bool:
+    from .sdk import _uses_size as uses  # sdk imports this module
+
+    return uses(expr)
+
+
 def _derive_expressions(kernel: Kernel, ranks: tuple[int, ...], variant: Variant) -> list[tuple[int, ...]]:
     """The select, grid and expr parameters as token expressions for inputs of ``ranks``, via the shape
     derivation: integer arguments stay symbols (ARG leaves)."""
@@ -869,21 +875,9 @@ def _derive_expressions(kernel: Kernel, ranks: tuple[int, ...], variant: Variant
     program = _derive.Program.parse(derived.program)
     exprs = list(program.outputs[0][1])
     for (what, _), expr in zip(functions, exprs):
-        if any(t in (_derive.SIZE, _derive.SHAPE) for t in _leaves(expr)):
+        if _uses_size(expr):
             raise kernel.fail(f"{what} depends on a size known only after the launch, so it cannot be evaluated")
     return exprs
-
-
-def _leaves(expr: Sequence[int]) -> list[int]:
-    out, i = [], 0
-    while i < len(expr):
-        code = expr[i]
-        if code in _derive._BINARY:
-            i += 1
-            continue
-        out.append(code)
-        i += 1 + _derive._OPERAND_COUNTS[code]
-    return out
 
 
 _CXX_BINARY = {
@@ -897,24 +891,23 @@ _CXX_BINARY = {
 }
 
 
+_CXX_LEAVES = {
+    _derive.CONST: "int64_t{{{0}}}",
+    _derive.DIM: "args.inputs[{0}].dims[{1}]",
+    _derive.ARG: "static_cast<int64_t>(args.scalars[{0}])",
+}
+
+
 def _cxx_expr(expr: Sequence[int]) -> str:
     """A token expression (postfix) as C++ over ``args``."""
     stack: list[str] = []
-    i = 0
-    while i < len(expr):
-        code = expr[i]
+    tokens = iter(expr)
+    for code in tokens:
         if code in _CXX_BINARY:
-            b, a = stack.pop(), stack.pop()
-            stack.append(_CXX_BINARY[code].format(a=a, b=b))
-            i += 1
-            continue
-        if code == _derive.CONST:
-            stack.append(f"int64_t{{{expr[i + 1]}}}")
-        elif code == _derive.DIM:
-            stack.append(f"args.inputs[{expr[i + 1]}].dims[{expr[i + 2]}]")
-        elif code == _derive.ARG:
-            stack.append(f"static_cast<int64_t>(args.scalars[{expr[i + 1]}])")
-        i += 1 + _derive._OPERAND_COUNTS[code]
+            right = stack.pop()
+            stack[-1] = _CXX_BINARY[code].format(a=stack[-1], b=right)
+        else:
+            stack.append(_CXX_LEAVES[code].format(*(next(tokens) for _ in range(_derive._OPERAND_COUNTS[code]))))
     return stack[0]
 
 

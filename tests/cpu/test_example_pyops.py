@@ -8,17 +8,15 @@ from torchtrt_plugins.testing import require_sdk_build
 
 require_sdk_build()
 
-import os  # noqa: E402
 import re  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 import warnings  # noqa: E402
 
 import onnx  # noqa: E402
 import onnx.numpy_helper  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from example_package import PYOPS, import_pyops  # noqa: E402
+from example_package import PYOPS, import_pyops, run_own_tests  # noqa: E402
 
 from torchtrt_plugins import _build, _derive, converters, kernels_aot  # noqa: E402
 from torchtrt_plugins import onnx as tonnx  # noqa: E402
@@ -93,13 +91,4 @@ def test_onnx_export_gives_plugin_nodes_with_semantic_attributes(tmp_path):
 
 
 def test_the_example_packages_own_tests_pass():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(PYOPS), os.environ.get("PYTHONPATH")) if p))
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=PYOPS,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert " passed" in result.stdout
+    run_own_tests(PYOPS)

@@ -24,6 +24,11 @@ import torchtrt_plugins as ttp
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 LIBRARY = ttp.sdk.PluginLibrary("pyops", sources=[])
+TOLERANCES = {
+    torch.float32: ttp.Tolerance(1e-5, 1e-5),
+    torch.float16: ttp.Tolerance(2e-3, 2e-3),
+    torch.bfloat16: ttp.Tolerance(1.6e-2, 1.6e-2),
+}
 
 #: Liger's casting mode "llama": rstd in fp32, the weight multiplied in the input's dtype.
 LLAMA = 0
@@ -80,11 +85,7 @@ LIGER_RMS_NORM = ttp.declare(
     dtypes={"x": FLOATS, "weight": FLOATS},
     same_dtype={"weight": "x"},
     reference=reference_liger_rms_norm,
-    tolerances={
-        torch.float32: ttp.Tolerance(1e-5, 1e-5),
-        torch.float16: ttp.Tolerance(2e-3, 2e-3),
-        torch.bfloat16: ttp.Tolerance(1.6e-2, 1.6e-2),
-    },
+    tolerances=TOLERANCES,
 )
 
 SWIGLU_SOURCE = r"""
@@ -172,9 +173,5 @@ SWIGLU = ttp.declare(
     dtypes={"gate": FLOATS, "up": FLOATS},
     same_dtype={"up": "gate"},
     reference=reference_swiglu,
-    tolerances={
-        torch.float32: ttp.Tolerance(1e-5, 1e-5),
-        torch.float16: ttp.Tolerance(2e-3, 2e-3),
-        torch.bfloat16: ttp.Tolerance(1.6e-2, 1.6e-2),
-    },
+    tolerances=TOLERANCES,
 )
