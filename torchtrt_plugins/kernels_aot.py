@@ -490,6 +490,11 @@ class CudaKernel(Kernel):
             self.dtype_of = tensors[0] if tensors else None
         if self.names and self.dtype_of not in tensors:
             raise self.fail(f"dtype_of must name a tensor argument of the op {tensors}, got {self.dtype_of!r}")
+        if self.names:
+            allowed = declaration.spec.inputs[tensors.index(self.dtype_of)].dtypes
+            missing = [str(d) for d in allowed if d not in self.names]
+            if missing:
+                raise self.fail(f"names= has no function for dtypes {missing} of argument '{self.dtype_of}'")
         functions = list(self.names.values()) or [self.function_name]
         declared = self.declared_parameters(functions[0])
         if len(declared) != len(self.params):
@@ -1218,7 +1223,7 @@ def _cupy_launch(kernel: CudaKernel, grid: tuple, values: list, tensors: dict, d
     }
     converted = []
     for p, v in zip(kernel.bound_params, values):
-        converted.append(v.data_ptr() if p.ctype == "ptr" else numpy_types[p.ctype](v))
+        converted.append(numpy.uint64(v.data_ptr()) if p.ctype == "ptr" else numpy_types[p.ctype](v))
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
     with stream:
         function(grid, kernel.block, tuple(converted), shared_mem=kernel.shared_mem)

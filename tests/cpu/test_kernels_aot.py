@@ -218,3 +218,17 @@ def test_the_generated_launcher_evaluates_grid_and_parameters_as_python_does(tmp
     expressions = _derive.Program.parse(derived.program).outputs[0][1]
     x, w = torch.empty(dims[0]), torch.empty(dims[1])
     assert _evaluate_in_cxx(tmp_path, expressions, dims) == [f(x, w) for f in FUNCTIONS]
+
+
+def test_a_template_without_a_function_for_a_declared_dtype_is_an_error():
+    kernel = cuda(
+        cupy.RawModule(code=aot_ops.SCALE_SOURCE),
+        names={torch.float32: "scale"},
+        grid=lambda x: (1,),
+        block=32,
+        params=["x", "out0", lambda x: x.numel(), "alpha"],
+    )
+    with pytest.raises(
+        kernels_aot.KernelError, match=r"names= has no function for dtypes \['torch.float16'\] of argument 'x'"
+    ):
+        declare(kernel, dtypes={"x": (torch.float32, torch.float16)})
