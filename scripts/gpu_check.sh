@@ -20,6 +20,8 @@
 #   peer-lab    scripts/kernel_lab/peers_lab.py $PEER_LAB_ARGS (default pad16): candidates beside the peers on the same
 #               buffers at several placements, and the load/store instructions of inductor's pad_to kernels
 #   multi-gpu   tests/gpu/test_multi_gpu.py alone (device 1, two GPUs at once; skips below 2 GPUs)
+#   pyops       kernels written in Python (examples/pyops: Liger's Triton RMSNorm, a CuPy SwiGLU): their gpu and cpu
+#               tests, then scripts/bench_pyops.py (GPU time vs the same kernel launched from Python, host time)
 #   results     the README's "Results (H100)" commands, each into its own folder under $OUT ($RESULTS names a subset:
 #               rms_bf16 rms_fp32 pad masked vision decoder)
 set -uo pipefail
@@ -77,6 +79,12 @@ fi
 if has multi-gpu; then
   step "pytest multi-gpu"
   $PY -m pytest tests/gpu/test_multi_gpu.py -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/multi_gpu.log" | tail -25
+fi
+if has pyops; then
+  step "pyops: kernels written in Python"
+  $PY -m pytest tests/gpu/test_example_pyops_gpu.py tests/cpu/test_kernels_aot.py -q -rs -p no:cacheprovider 2>&1 |
+    tee "$OUT/pyops_tests.log" | tail -25
+  $PY scripts/bench_pyops.py --out "$OUT/bench_pyops" 2>&1 | tee "$OUT/bench_pyops.log" | tail -80
 fi
 if has sanitizer; then
   step "compute-sanitizer memcheck over the gpu harness tests"

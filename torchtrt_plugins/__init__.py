@@ -13,6 +13,7 @@ from . import (
     sdk,
 )
 from .declare import Declaration, DeclarationError, Range, declare
+from .kernels_aot import cuda_kernel, triton_kernel
 from .lowering import lower, lower_with_report
 from .native import load_plugins, load_program, plugin_library_path
 from .spec import NAMESPACE, SpecError, Tolerance, all_ops, get, registered_ops
@@ -27,10 +28,12 @@ __all__ = [
     "SpecError",
     "Tolerance",
     "all_ops",
+    "cuda_kernel",
     "declare",
     "get",
     "registered_ops",
     "sdk",
+    "triton_kernel",
     "load_plugins",
     "load_program",
     "lower",

@@ -599,7 +599,12 @@ def cmd_sdk_generate(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for file_name, text in sdk.generated_sources(library.declarations).items():
+    try:
+        sources = sdk.generated_sources(library.declarations, args.archs or None)
+    except ValueError as err:  # a kernel written in Python that does not compile (kernels_aot.KernelError)
+        print(f"sdk generate: {err}", file=sys.stderr)
+        return 2
+    for file_name, text in sources.items():
         (out / file_name).write_text(text)
         written.append(out / file_name)
     if args.depfile:
@@ -673,6 +678,9 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--library", required=True, help="the sdk.PluginLibrary's name, e.g. myops")
     generate.add_argument("--out", required=True, help="folder for the generated .cpp files")
     generate.add_argument("--depfile", help="also write a Makefile-style depfile (the Python files imported)")
+    generate.add_argument(
+        "--archs", help="CUDA architectures to compile kernels written in Python for (CMake syntax, e.g. '80;90')"
+    )
     return parser
 
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from . import _derive
+from . import _derive, kernels_aot
 from . import spec as spec_mod
 from .spec import FieldSpec, OpEntry, OpSpec, SpecError, Tactic, TensorSpec, Tolerance
 
@@ -136,8 +136,8 @@ class Declaration:
         ranges: Mapping[str, Range] | None = None,
         dtypes: Mapping[str, Sequence[torch.dtype]] | None = None,
         same_dtype: Mapping[str, str] | None = None,
-        launcher: str | None = None,
-        tactics: Mapping[int, str] | None = None,
+        launcher: str | kernels_aot.Kernel | None = None,
+        tactics: Mapping[int, str | kernels_aot.Kernel] | None = None,
         workspace: str | None = None,
         library: Any = None,
         reference: Callable[..., Any] | None = None,
@@ -195,6 +195,8 @@ class Declaration:
                 raise DeclarationError(
                     f"{self.qualname}: same_dtype['{key}'] must name an earlier tensor argument, got {other!r}"
                 )
+        # A Python kernel (kernels_aot: Triton, CUDA source) stands for the C++ launcher generated for it.
+        launcher, tactics, self.aot_kernels = kernels_aot.expand_launchers(self.qualname, launcher, tactics)
         launchers = {0: launcher} if launcher else {}
         for value, symbol in (tactics or {}).items():
             if not isinstance(value, int) or value <= 0:
@@ -248,6 +250,7 @@ class Declaration:
             op_namespace=namespace,
             declaration=self,
         )
+        kernels_aot.bind_kernels(self)
         self._probing = example_inputs is not None
         self._example_ranks = (
             tuple(len(t.shape) for t in example_inputs if isinstance(t, torch.Tensor)) if example_inputs else None

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from . import _build, _derive
+from . import _build, _derive, kernels_aot
 from .spec import SpecError
 
 __all__ = [
@@ -197,12 +197,15 @@ def generate_op_tables(declarations: Sequence[Any], programs: Callable[[Any], li
     return "\n".join(out)
 
 
-def generated_sources(declarations: Sequence[Any]) -> dict[str, str]:
-    """The C++ files generated from a library's declarations, by file name: its op tables and its launcher table."""
+def generated_sources(declarations: Sequence[Any], archs: str | None = None) -> dict[str, str]:
+    """The C++ files generated from a library's declarations, by file name: its op tables and its launcher table,
+    each followed by the launchers of its Python kernels with their cubins for ``archs`` (CMake syntax; default
+    ``_build.cuda_archs()``), compiled now (kernels_aot)."""
     recipe = build_recipe()
+    kernels = kernels_aot.generate_source(declarations, archs or _build.cuda_archs())
     return {
-        recipe["generated_plugin_source"]: generate_op_tables(declarations),
-        recipe["generated_launcher_source"]: generate_launcher_table(declarations),
+        recipe["generated_plugin_source"]: generate_op_tables(declarations) + kernels,
+        recipe["generated_launcher_source"]: generate_launcher_table(declarations) + kernels,
     }
 
 
@@ -299,6 +302,8 @@ class PluginLibrary:
                 lib.ttp_sdk_launcher.argtypes = [ctypes.c_char_p, ctypes.c_int32]
                 lib.ttp_sdk_workspace_function.restype = ctypes.c_void_p
                 lib.ttp_sdk_workspace_function.argtypes = [ctypes.c_char_p]
+                lib.ttp_sdk_last_error.restype = ctypes.c_char_p
+                lib.ttp_sdk_last_error.argtypes = []
                 self._launchers = lib
             return self._launchers
 
@@ -333,6 +338,7 @@ class PluginLibrary:
         key = [
             generate_op_tables(self.declarations, programs=lambda d: [int(d.rules_fingerprint(), 16)]),
             generate_launcher_table(self.declarations),
+            kernels_aot.fingerprint(self.declarations, archs),
         ]
         directory = _build.cache_dir() / f"sdk-{self.name}-{self._inputs_hash(include, nvcc, archs, key)}"
         plugins = directory / f"lib{self.name}_plugins.so"
@@ -342,7 +348,7 @@ class PluginLibrary:
             if built_now:
                 _build._message(f"building plugin library {self.name} for sm_{archs} into {directory}")
                 directory.mkdir(parents=True, exist_ok=True)
-                for file_name, text in generated_sources(self.declarations).items():
+                for file_name, text in generated_sources(self.declarations, archs).items():
                     (directory / file_name).write_text(text)
                 self._compile(directory, include, nvcc, archs, plugins, launchers)
         self._build = LibraryBuild(directory, plugins, launchers, built_now)
@@ -680,8 +686,14 @@ def _call(declaration: Any, plan: _Plan, tactic: int, device: torch.device) -> N
             status = plan.launcher(plan.args_pointer)
     if status != 0:
         phase = f", phase {plan.args.phase}" if plan.args.phase else ""
+        why = (
+            declaration.library.launchers().ttp_sdk_last_error().decode()
+            if tactic in getattr(declaration, "aot_kernels", {})
+            else ""
+        )
         raise RuntimeError(
             f"{declaration.label}: launcher '{plan.launcher_name}' (tactic {tactic}{phase}) returned cudaError {status}"
+            + (f": {why}" if why else "")
         )
 
 

@@ -3,6 +3,7 @@
 // up once). Links the CUDA runtime only; no TensorRT.
 #include <cstring>
 
+#include "cubin_launch.h"
 #include "ttp_sdk.h"
 
 namespace ttp::sdk
@@ -55,4 +56,10 @@ extern "C" __attribute__((visibility("default"))) ttp::sdk::WorkspaceSize ttp_sd
 {
     ttp::sdk::LauncherEntry const* entry = find(op, 0);
     return entry == nullptr ? nullptr : entry->workspace;
+}
+
+// Why the last launch of a kernel compiled ahead of time failed on this thread ("" when none): names op and kernel.
+extern "C" __attribute__((visibility("default"))) char const* ttp_sdk_last_error()
+{
+    return ttp::sdk::cubinLaunchError();
 }

@@ -7,13 +7,11 @@ from torchtrt_plugins.testing import require_sdk_build
 
 require_sdk_build()
 
-import os  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from example_package import EXAMPLE, import_myops  # noqa: E402
+from example_package import EXAMPLE, import_myops, run_own_tests  # noqa: E402
 
 from torchtrt_plugins import converters  # noqa: E402
 from torchtrt_plugins.testing import check_op  # noqa: E402
@@ -55,13 +53,4 @@ def test_check_op(myops, op):
 
 
 def test_the_example_packages_own_tests_pass():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(EXAMPLE), os.environ.get("PYTHONPATH")) if p))
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=EXAMPLE,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert " passed" in result.stdout
+    run_own_tests(EXAMPLE)

@@ -10,7 +10,9 @@ From the user's own pytest::
 
 Each sample (a tuple of arguments, or ``(args, kwargs)``) goes through:
 
-- ``eager``: the op against ``reference`` (on the sample's device, and on CUDA when a GPU is there);
+- ``eager``: the op against ``reference`` (on the sample's device, and on CUDA when a GPU is there); for a kernel
+  written in Python (``kernels_aot``), every tactic also against the same kernel launched from Python where Triton
+  or CuPy is installed (reported as ``python kernel``);
 - ``opcheck``: ``torch.library.opcheck``;
 - ``compile``: ``torch.compile(fullgraph=True)`` against eager;
 - ``plan``: the op traced symbolically (``make_fx``), the converter's validator and plan for its node, and the
@@ -196,6 +198,22 @@ def _check_trt(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eage
     _assert_close(entry.spec, compiled(*cuda_args), eager, "torch_tensorrt.compile")
 
 
+def _check_python_kernels(declaration: Any, args: tuple, kwargs: dict) -> str | None:
+    """Each tactic's compiled kernel (the eager CUDA op) against the same kernel launched from Python (Triton's
+    launcher, CuPy): the reason it cannot run, or None."""
+    from .. import kernels_aot, sdk
+
+    for tactic, (kernel, _) in sorted(declaration.aot_kernels.items()):
+        missing = _missing("triton" if kernel.kind == "triton" else "cupy")
+        if missing:
+            return f"{missing}: kernel '{kernel.name}' cannot be launched from Python here"
+        ours = sdk.launch(declaration, *args, tactic=tactic, **kwargs)
+        outputs = [torch.empty_like(o) for o in _outputs(ours)]
+        kernels_aot.launch_from_python(declaration, args, outputs, tactic=tactic, kwargs=kwargs)
+        _assert_close(declaration.spec, ours, outputs, f"tactic {tactic}: compiled kernel vs {kernel.kind} from Python")
+    return None
+
+
 def _missing(module: str) -> str | None:
     try:
         importlib.import_module(module)
@@ -234,6 +252,13 @@ def check_op(
                 )
             else:
                 report.skipped["eager CUDA"] = "no CUDA GPU visible to torch"
+        declaration = getattr(entry.spec, "declaration", None)
+        if "eager" in checks and getattr(declaration, "aot_kernels", None):
+            why = _check_python_kernels(declaration, cuda_args, kwargs) if gpu else "no CUDA GPU visible to torch"
+            if why:
+                report.skipped["python kernel"] = why
+            elif "python kernel" not in report.passed:
+                report.passed.append("python kernel")
         if "opcheck" in checks:
             utils = tuple(opcheck_utils) if opcheck_utils is not None else torch.library._OPCHECK_DEFAULT_UTILS
             for sample_args in [args] + ([cuda_args] if gpu else []):
@@ -264,7 +289,7 @@ def check_op(
                 report.skipped["trt"] = missing
             else:
                 _check_trt(entry, overload, args, kwargs, eager)
-    report.passed = [c for c in checks if c not in report.skipped]
+    report.passed = [c for c in checks if c not in report.skipped] + report.passed
     return report
 
 

@@ -115,10 +115,13 @@ function(torchtrt_plugins_add_library name)
     list(APPEND pythonpath "$ENV{PYTHONPATH}")
   endif()
   string(JOIN ":" pythonpath ${pythonpath})
+  # Kernels written in Python (Triton, CUDA source) are compiled to cubin for the architectures CUDA code is built for.
+  string(JOIN "," archs ${CMAKE_CUDA_ARCHITECTURES})
   add_custom_command(
     OUTPUT "${plugin_table}" "${launcher_table}"
     COMMAND ${CMAKE_COMMAND} -E env "PYTHONPATH=${pythonpath}" ${python} -m torchtrt_plugins sdk generate
       --module ${arg_MODULE} --library ${name} --out "${generated}" --depfile "${generated}/generate.d"
+      --archs "${archs}"
     DEPFILE "${generated}/generate.d"
     COMMENT "torchtrt_plugins: op tables of ${name} from the declarations in ${arg_MODULE}"
     VERBATIM)

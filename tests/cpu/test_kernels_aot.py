@@ -1,0 +1,234 @@
+"""Kernels written in Python as declared ops' launchers (torchtrt_plugins.kernels_aot), on CPU: the mapping from the
+op's arguments to the kernel's parameters, the bad inputs (each error names the op, the kernel and what is wrong),
+compiling for named architectures with no GPU, and the generated C++ evaluating grids as Python does."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+
+import pytest
+import torch
+from example_package import pyops_unavailable
+
+if pyops_unavailable():
+    pytest.skip(pyops_unavailable(), allow_module_level=True)
+
+import aot_ops  # noqa: E402
+import cupy  # noqa: E402
+
+from torchtrt_plugins import Declaration, _derive, kernels_aot, triton_kernel  # noqa: E402
+from torchtrt_plugins import cuda_kernel as cuda  # noqa: E402
+
+FLOAT = {"x": (torch.float32,)}
+
+
+def triton_scale(**changes):
+    options = dict(
+        grid=lambda x, meta: (-(-x.numel() // meta["BLOCK"]),),
+        params={"x_ptr": "x", "out_ptr": "out0", "n": lambda x: x.numel()},
+        constexprs={"BLOCK": 256},
+    )
+    options.update(changes)
+    return triton_kernel(aot_ops.scale_kernel, **options)
+
+
+def cuda_scale(source=aot_ops.SCALE_SOURCE, **changes):
+    options = dict(
+        grid=lambda x: (-(-x.numel() // 128),), block=128, params=["x", "out0", lambda x: x.numel(), "alpha"]
+    )
+    options.update(changes)
+    return cuda(cupy.RawKernel(source, "scale"), **options)
+
+
+def declare(kernel, op="aot_test::scale", **options):
+    return Declaration(op, launcher=kernel, dtypes=options.pop("dtypes", FLOAT), **options)
+
+
+def test_triton_parameters_map_to_the_ops_arguments():
+    d = declare(triton_scale())
+    kinds = {p.name: (p.kind, p.index) for p in d.aot_kernels[0][0].bound_params}
+    assert kinds == {
+        "x_ptr": ("input", 0),
+        "out_ptr": ("output", 0),
+        "n": ("expr", -1),
+        "alpha": ("scalar", 0),
+        "BLOCK": ("constexpr", -1),
+    }
+    assert d.launchers == {0: "ttp_aot::aot_test_scale_t0"}
+
+
+@pytest.mark.parametrize(
+    ("kernel", "message"),
+    [
+        (lambda: triton_scale(params={"x_ptr": "x", "out_ptr": "out0"}), r"parameter 'n' takes nothing"),
+        (lambda: triton_scale(params={"x_ptr": "y", "out_ptr": "out0", "n": 1}), r"parameter 'x_ptr' takes 'y', which"),
+        (lambda: triton_scale(params={"nope": "x"}), r"params names 'nope', which is not a parameter"),
+        (lambda: triton_scale(constexprs={}), r"parameter 'BLOCK' is a tl.constexpr with no value"),
+        (
+            lambda: triton_scale(params={"x_ptr": "x", "out_ptr": "out0", "n": 4, "BLOCK": "alpha"}),
+            r"parameter 'BLOCK' is a tl.constexpr, but takes the op's scalar 'alpha'",
+        ),
+        (
+            lambda: triton_scale(params={"x_ptr": "x", "out_ptr": "x", "n": 4}),
+            r"output 'out0' is passed to no parameter",
+        ),
+        (lambda: triton_scale(grid=lambda rows: (rows,)), r"grid is a function of 'rows', which is not an argument"),
+        (lambda: cuda_scale(params=["x", "out0", "alpha"]), r"its signature has 4 parameters .* params= gives 3"),
+        (
+            lambda: cuda_scale(params=["x", "out0", "alpha", "alpha"]),
+            r"parameter 'n' \('long long n'\) takes float argument 'alpha'",
+        ),
+        (lambda: cuda_scale(params=["alpha", "out0", 4, "alpha"]), r"parameter 'x' \('float const\* x'\) is a pointer"),
+        (
+            lambda: cuda_scale(source=aot_ops.SCALE_SOURCE.replace("long long n", "struct S n")),
+            r"parameter 'n' has type 'struct S n', which the launcher cannot pass",
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_a_mapping_that_does_not_fit_names_op_kernel_and_parameter(kernel, message):
+    with pytest.raises(kernels_aot.KernelError, match=r"aot_test::scale: kernel '\w+': " + message):
+        declare(kernel())
+
+
+def test_a_pointer_to_another_dtype_than_the_declared_is_an_error():
+    with pytest.raises(kernels_aot.KernelError, match=r"takes input 'x', whose declared dtypes are .*float16"):
+        declare(cuda_scale(), dtypes={"x": (torch.float32, torch.float16)})
+
+
+def test_a_bool_tensor_cannot_go_to_a_triton_kernel():
+    kernel = triton_kernel(
+        aot_ops.scale_kernel,
+        grid=lambda x: (1,),
+        params={"x_ptr": "x", "out_ptr": "out0", "n": "mask", "alpha": 1.0},
+        constexprs={"BLOCK": 64},
+    )
+    with pytest.raises(kernels_aot.KernelError, match=r"aot_test::mask_scale: kernel 'scale_kernel': .*'mask'"):
+        Declaration("aot_test::mask_scale", launcher=kernel, dtypes={"x": (torch.float32,), "mask": (torch.bool,)})
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        (lambda x: (x.numel() * 0.5,), r"grid\[0\] must be an int"),
+        (lambda x: (1, 2, 3, 4), r"grid must give 1 to 3 sizes"),
+    ],
+)
+def test_a_grid_that_cannot_be_evaluated_is_an_error(grid, message):
+    d = declare(triton_scale(grid=grid))
+    with pytest.raises(kernels_aot.KernelError, match=r"aot_test::scale: kernel 'scale_kernel': " + message):
+        kernels_aot.generate_source([d], "90")
+
+
+def test_a_grid_over_a_data_dependent_size_is_an_error():
+    params = {"x_ptr": "x", "out_ptr": "out0", "n": lambda x: x.numel(), "alpha": "threshold"}
+    kernel = triton_scale(grid=lambda out0: (out0.shape[0],), params=params)
+    d = Declaration("aot_test::count_above", launcher=kernel, dtypes=FLOAT)
+    with pytest.raises(
+        kernels_aot.KernelError, match=r"count_above: kernel 'scale_kernel': grid\[0\] depends on a size"
+    ):
+        kernels_aot.generate_source([d], "90")
+
+
+def test_cuda_source_that_does_not_compile_shows_nvrtcs_log():
+    d = declare(cuda_scale(source=aot_ops.SCALE_SOURCE.replace("alpha * x[i]", "alpha * undefined_name[i]")))
+    with pytest.raises(kernels_aot.KernelError, match=r"(?s)aot_test::scale: kernel 'scale': NVRTC .*undefined_name"):
+        kernels_aot.generate_source([d], "90")
+
+
+@pytest.mark.parametrize("kind", ["triton", "cuda"])
+def test_an_architecture_the_compiler_cannot_target_is_an_error(kind):
+    d = declare(triton_scale() if kind == "triton" else cuda_scale())
+    with pytest.raises(kernels_aot.KernelError, match=r"aot_test::scale: kernel '\w+': .*sm_20"):
+        kernels_aot.generate_source([d], "20")
+    with pytest.raises(kernels_aot.KernelError, match=r"architecture 'native'"):
+        kernels_aot.generate_source([d], "native")
+
+
+@pytest.mark.parametrize("kind", ["triton", "cuda"])
+def test_compiles_for_named_architectures_without_a_gpu(kind):
+    d = declare(triton_scale() if kind == "triton" else cuda_scale())
+    source = kernels_aot.generate_source([d], "80;90-real;120;90-virtual")
+    for arch in (80, 90, 120):
+        assert f"_sm{arch}[]" in source
+    assert "_sm90-virtual" not in source and source.count("CubinImage const") == (2 if kind == "triton" else 1)
+    assert "cudaError_t aot_test_scale_t0(::ttp::sdk::LaunchArgs const& args)" in source
+
+
+def test_autotune_configs_become_tactics():
+    import triton
+
+    tuned = triton.autotune(
+        configs=[triton.Config({"BLOCK": 128}, num_warps=4), triton.Config({"BLOCK": 1024}, num_warps=8)], key=["n"]
+    )(aot_ops.scale_kernel)
+    kernel = triton_kernel(tuned, grid=triton_scale().grid, params=triton_scale().params)
+    d = declare(kernel)
+    assert d.launchers == {0: "ttp_aot::aot_test_scale_t0", 1: "ttp_aot::aot_test_scale_t1"}
+    assert [v.constexprs["BLOCK"] for t in (0, 1) for v in kernel.variants(t)] == [128, 1024]
+    assert [t.value for t in d.spec.tactics] == [1]
+
+
+def _evaluate_in_cxx(tmp_path, expressions, dims) -> list[int]:
+    """The generated C++ of token ``expressions``, compiled with the host compiler and run on inputs of ``dims``."""
+    import shutil
+
+    from torchtrt_plugins import sdk
+
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no host C++ compiler (g++)")
+    values = ", ".join(kernels_aot._cxx_expr(e) for e in expressions)
+    tensors = ", ".join(
+        f"{{nullptr, ttp::DType::kFLOAT32, {len(d)}, {{{', '.join(map(str, d)) or '0'}}}}}" for d in dims
+    )
+    (tmp_path / "e.cpp").write_text(
+        '#include "sdk/cubin_launch.h"\n#include "sdk/ttp_sdk.h"\n#include <algorithm>\n#include <cstdio>\n'
+        f"int main() {{ ttp::sdk::Tensor inputs[] = {{{tensors}}}; ttp::sdk::LaunchArgs args{{inputs, {len(dims)}}};"
+        f' long long values[] = {{{values}}}; for (long long v : values) std::printf("%lld\\n", v); }}\n'
+    )
+    includes = [f"-I{d}" for d in [sdk.include_dir(), *kernels_aot._cuda_include_dirs()]]
+    build = subprocess.run(
+        [compiler, "-std=c++17", *includes, str(tmp_path / "e.cpp"), "-o", str(tmp_path / "e")],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    return [int(v) for v in subprocess.run([str(tmp_path / "e")], capture_output=True, text=True).stdout.split()]
+
+
+FUNCTIONS = [
+    lambda x, w: math.prod(x.shape[:-1]),
+    lambda x, w: -(-x.numel() // 256),
+    lambda x, w: x.shape[-1] // 3 + 1,
+    lambda x, w: torch.sym_max(x.shape[0], w.shape[0]) * 2,
+    lambda x, w: torch.sym_min(x.shape[-1] - w.shape[0], 5),
+]
+
+
+@pytest.mark.parametrize("dims", [((7, 5, 300), (4,)), ((1, 4096), (4096,)), ((0, 9), (2,))])
+def test_the_generated_launcher_evaluates_grid_and_parameters_as_python_does(tmp_path, dims):
+    op = torch.ops.aot_test.mask_scale.default
+    metas = {
+        "x": _derive.TensorMeta((None,) * len(dims[0]), torch.float32),
+        "mask": _derive.TensorMeta((None,), torch.bool),
+    }
+    fake = lambda x, w: torch.empty([f(x, w) for f in FUNCTIONS])  # noqa: E731
+    derived = _derive.derive("t", op, op._schema.arguments, {}, metas, frozenset(), fake=fake)
+    expressions = _derive.Program.parse(derived.program).outputs[0][1]
+    x, w = torch.empty(dims[0]), torch.empty(dims[1])
+    assert _evaluate_in_cxx(tmp_path, expressions, dims) == [f(x, w) for f in FUNCTIONS]
+
+
+def test_a_template_without_a_function_for_a_declared_dtype_is_an_error():
+    kernel = cuda(
+        cupy.RawModule(code=aot_ops.SCALE_SOURCE),
+        names={torch.float32: "scale"},
+        grid=lambda x: (1,),
+        block=32,
+        params=["x", "out0", lambda x: x.numel(), "alpha"],
+    )
+    with pytest.raises(
+        kernels_aot.KernelError, match=r"names= has no function for dtypes \['torch.float16'\] of argument 'x'"
+    ):
+        declare(kernel, dtypes={"x": (torch.float32, torch.float16)})

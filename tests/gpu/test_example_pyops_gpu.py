@@ -1,0 +1,105 @@
+"""Kernels written in Python (examples/pyops: Liger-Kernel's Triton RMSNorm forward, a CuPy SwiGLU) on a GPU: each
+tactic's compiled cubin, launched from C++ by the eager op, against the reference and against the same kernel
+launched from Python (Triton's launcher, CuPy); the plugin through the harness (check_op); CUDA graph capture; a
+library built for another architecture failing with the op, the kernel and the architectures named."""
+
+from __future__ import annotations
+
+from torchtrt_plugins.testing import require_sdk_build
+
+require_sdk_build()
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from example_package import import_pyops  # noqa: E402
+
+from torchtrt_plugins import Declaration, kernels_aot, sdk  # noqa: E402
+from torchtrt_plugins.testing import check_op  # noqa: E402
+
+py = import_pyops()
+
+
+def _close(declaration, got, expected):
+    for g, e in zip(
+        got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)
+    ):
+        tolerance = declaration.spec.tolerance(e.dtype)
+        torch.testing.assert_close(g, e, atol=tolerance.atol, rtol=tolerance.rtol)
+
+
+@pytest.mark.parametrize("dtype", py.FLOATS)
+@pytest.mark.parametrize(
+    "shape", [(64,), (3, 255), (33, 1000), (2, 5, 2048), (7, 4096), (2, 10000), (1, 16384)], ids=str
+)
+def test_liger_rms_norm_against_reference_and_liger_launched_from_python(dtype, shape):
+    x = torch.randn(shape, dtype=dtype, device="cuda")
+    w = torch.randn(shape[-1], dtype=dtype, device="cuda")
+    got = torch.ops.pyops.liger_rms_norm(x, w, 1e-6, 0.5)
+    _close(py.LIGER_RMS_NORM, got, py.reference_liger_rms_norm(x, w, 1e-6, 0.5))
+    outputs = [torch.empty_like(o) for o in got]
+    kernels_aot.launch_from_python(py.LIGER_RMS_NORM, (x, w, 1e-6, 0.5), outputs)
+    assert torch.equal(got[0], outputs[0]) and torch.equal(got[1], outputs[1])
+
+
+def test_liger_rms_norm_beyond_the_largest_variant_is_an_error():
+    x = torch.randn(2, py.RMS_NORM_BLOCKS[-1] + 1, device="cuda")
+    bound = py.RMS_NORM_BLOCKS[-1]
+    message = rf"pyops::liger_rms_norm: kernel '_rms_norm_forward_kernel': .* largest variant bound {bound}"
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.pyops.liger_rms_norm(x, torch.ones(x.shape[-1], device="cuda"))
+
+
+@pytest.mark.parametrize("dtype", py.FLOATS)
+@pytest.mark.parametrize("shape", [(1,), (255,), (3, 5), (4097,), (33, 1029), (2, 3, 11008)], ids=str)
+@pytest.mark.parametrize("tactic", [0, 1])
+def test_swiglu_every_tactic_against_reference_and_cupy(dtype, shape, tactic):
+    gate = torch.randn(shape, dtype=dtype, device="cuda")
+    up = torch.randn(shape, dtype=dtype, device="cuda")
+    got = sdk.launch(py.SWIGLU, gate, up, 1.702, tactic=tactic)
+    _close(py.SWIGLU, got, py.reference_swiglu(gate, up, 1.702))
+    out = torch.empty_like(got)
+    kernels_aot.launch_from_python(py.SWIGLU, (gate, up, 1.702), [out], tactic=tactic)
+    assert torch.equal(got, out)
+
+
+def test_check_op_on_gpu():
+    rms = [(torch.randn(33, 1000), torch.randn(1000), 1e-5, 1.0), (torch.randn(2, 3, 4096), torch.randn(4096))]
+    report = check_op(torch.ops.pyops.liger_rms_norm, rms)
+    assert {"eager", "harness", "python kernel"} <= set(report.passed), report
+    swiglu = [(torch.randn(33, 129), torch.randn(33, 129), 0.25), (torch.randn(4099), torch.randn(4099), 1.702)]
+    report = check_op(torch.ops.pyops.swiglu, swiglu)
+    assert {"eager", "harness", "python kernel"} <= set(report.passed), report
+
+
+def test_eager_op_replays_in_a_cuda_graph():
+    x = torch.randn(8, 4096, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(4096, dtype=torch.bfloat16, device="cuda")
+    torch.ops.pyops.liger_rms_norm(x, w)  # the first call loads the module (not allowed inside a capture)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y, rstd = torch.ops.pyops.liger_rms_norm(x, w)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    _close(py.LIGER_RMS_NORM, (y, rstd), py.reference_liger_rms_norm(x, w))
+
+
+def test_a_library_without_this_architecture_names_op_kernel_and_architectures(monkeypatch):
+    import aot_ops
+
+    major, minor = torch.cuda.get_device_capability()
+    other = "80" if major != 8 else "90"
+    monkeypatch.setenv("TORCHTRT_PLUGINS_CUDA_ARCHS", other)
+    library = sdk.PluginLibrary("aot_arch_test", sources=[])
+    kernel = kernels_aot.triton_kernel(
+        aot_ops.scale_kernel,
+        grid=lambda x: (-(-x.numel() // 256),),
+        params={"x_ptr": "x", "out_ptr": "out0", "n": lambda x: x.numel()},
+        constexprs={"BLOCK": 256},
+    )
+    declaration = Declaration("aot_test::scale", launcher=kernel, library=library, dtypes={"x": (torch.float32,)})
+    library.add(declaration)
+    with pytest.raises(
+        RuntimeError,
+        match=rf"aot_test::scale: kernel 'scale_kernel': no cubin for this device \(sm_{major}{minor}\).*sm_{other}",
+    ):
+        sdk.launch(declaration, torch.randn(10, device="cuda"), 2.0)
