@@ -38,7 +38,13 @@ def test_liger_rms_norm_against_reference_and_liger_launched_from_python(dtype, 
     _close(py.LIGER_RMS_NORM, got, py.reference_liger_rms_norm(x, w, 1e-6, 0.5))
     outputs = [torch.empty_like(o) for o in got]
     kernels_aot.launch_from_python(py.LIGER_RMS_NORM, (x, w, 1e-6, 0.5), outputs)
-    assert torch.equal(got[0], outputs[0]) and torch.equal(got[1], outputs[1])
+    if shape[-1] % 16 == 0:
+        # Both compiled with every pointer and integer divisible by 16: the same code, the same bits.
+        assert torch.equal(got[0], outputs[0]) and torch.equal(got[1], outputs[1])
+    else:
+        # Triton's launcher specializes each argument on its own divisibility, our unaligned build on none: the
+        # same kernel compiled differently (seen on the H100: last-bit differences at widths 255 and 1000).
+        _close(py.LIGER_RMS_NORM, got, tuple(outputs))
 
 
 def test_liger_rms_norm_beyond_the_largest_variant_is_an_error():
