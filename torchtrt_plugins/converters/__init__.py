@@ -40,8 +40,8 @@ _registered = False
 def register_entry(entry: spec_mod.OpEntry) -> bool:
     """Register the converter of one op (ours or declared) with Torch-TensorRT; False when it is not installed. A
     mutating op also needs the converter of its functionalized form (``_functionalized``)."""
-    if entry.spec.mutated and not _functionalized.register():
-        return False
+    if entry.spec.mutated:
+        _functionalized.register()
     return _factory.register(entry, make_converter(entry))
 
 
