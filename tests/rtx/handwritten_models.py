@@ -56,10 +56,9 @@ def models() -> list[Handwritten]:
     inputs = [_value("x", f16, dims), _value("residual", f16, dims), _value("w", f16, [64])]
     model = _model("add_rms_norm", node, inputs, [_value("y", f16, dims), _value("residual_out", f16, dims)])
     shapes = [[1, 1, 64], [4, 4, 64], [16, 16, 64]]
-    for aliased_io in (False, True):
-        name = "add_rms_norm-aliased" if aliased_io else "add_rms_norm"
-        profile = {"x": shapes, "residual": shapes}
-        cases.append(Handwritten(name, model, profile, [[-1, -1, 64]] * 2, aliased_io=aliased_io))
+    # Built with the preview feature: NVIDIA's builder refuses an aliased output without it (test_builder.py).
+    profile = {"x": shapes, "residual": shapes}
+    cases.append(Handwritten("add_rms_norm", model, profile, [[-1, -1, 64]] * 2, aliased_io=True))
 
     node = _plugin("PadTo", ["x"], ["y"], "2", "torchtrt", height=8, width=12, value=0.0)
     model = _model("pad_to", node, [_value("x", f16, ["b", 3, "h", "w"])], [_value("y", f16, None)])
