@@ -50,7 +50,11 @@ def plugin_calls() -> list[converters.PluginCall]:
             for node in graph.nodes:
                 if node.op == "call_function" and _factory.entry_for_target(node.target) is not None:
                     calls.append(converters.plan_node(node))
-    return calls + _sdk_test_calls()
+    # add_rms_norm has no export case (torch's ONNX exporter cannot take its functionalized node): its plan here.
+    mutating = converters.plan(
+        spec_mod.get("add_rms_norm").spec, (torch.zeros(4, 8), torch.zeros(4, 8), torch.ones(8), 1e-6)
+    )
+    return calls + _sdk_test_calls() + [mutating]
 
 
 def seeds(calls: list[converters.PluginCall]) -> list[dict]:

@@ -148,6 +148,7 @@ class Declaration:
         data_dependent: bool | None = None,
         sizes_first: bool = False,
         example_inputs: Sequence[Any] | None = None,
+        mutates: Sequence[str] | None = None,
         doc: str = "",
     ):
         self.qualname = _qualname(op)
@@ -163,6 +164,7 @@ class Declaration:
             raise DeclarationError(f"{self.qualname}: size_opt must be in (0, 1], got {size_opt!r}")
         self._types = _schema_types(self.schema)
         self._check_schema()
+        self.mutated = self._mutated_args(mutates)
         self.tensor_args = [a for a in self.schema.arguments if self._types[a.name] == "Tensor"]
         self.scalar_args = [a for a in self.schema.arguments if self._types[a.name] != "Tensor"]
         self.num_arguments = len(self.schema.arguments)
@@ -246,6 +248,7 @@ class Declaration:
             tactics=tuple(Tactic(v, s) for v, s in self.launchers.items() if v != 0),
             tolerances=dict(tolerances or {}),
             requires_output_allocator=bool(data_dependent),
+            mutated=self.mutated,
             doc=doc,
             op_namespace=namespace,
             declaration=self,
@@ -275,10 +278,11 @@ class Declaration:
     def _check_schema(self) -> None:
         for argument in self.schema.arguments:
             type_name = self._types[argument.name]
-            if argument.alias_info is not None and argument.alias_info.is_write:
+            if argument.alias_info is not None and argument.alias_info.is_write and type_name != "Tensor":
                 raise DeclarationError(
-                    f"{self.qualname}: argument '{argument.name}' is mutated ({self.schema}); declared ops must be "
-                    "functional"
+                    f"{self.qualname}: argument '{argument.name}' is mutated but is not a tensor input (it is "
+                    f"{type_name}); a plugin updates in place only a plain Tensor argument, through an output aliased "
+                    "to it"
                 )
             if type_name != "Tensor" and type_name not in SCALAR_FIELD_TYPES:
                 raise DeclarationError(
@@ -288,10 +292,40 @@ class Declaration:
         if not self.schema.returns:
             raise DeclarationError(f"{self.qualname}: returns nothing; a plugin op must return tensors")
         for i, ret in enumerate(self.schema.returns):
+            if ret.alias_info is not None:
+                raise DeclarationError(
+                    f"{self.qualname}: return {i} aliases an argument ({self.schema}); a declared op returns new "
+                    "tensors and updates a mutated argument in place (declare it Tensor(a!) and return nothing for it)"
+                )
             if str(ret.type) != "Tensor":
                 raise DeclarationError(
                     f"{self.qualname}: return {i} has type {ret.type}, expected Tensor (or a tuple of Tensors)"
                 )
+
+    def _mutated_args(self, declared: Sequence[str] | None) -> tuple[str, ...]:
+        """The tensor arguments the schema marks as mutated (``Tensor(a!)``); ``mutates``, when given, must name
+        exactly those (a name that is not a tensor input of the op is an error)."""
+        mutated = tuple(a.name for a in self.schema.arguments if a.alias_info is not None and a.alias_info.is_write)
+        if declared is None:
+            return mutated
+        for name in declared:
+            if self._types.get(name) != "Tensor":
+                kind = f"a {self._types[name]} argument" if name in self._types else "no argument"
+                raise DeclarationError(
+                    f"{self.qualname}: mutates names '{name}', which is {kind} of {self.schema}; expected a tensor "
+                    f"input marked Tensor(a!) in the schema (mutated there: {list(mutated)})"
+                )
+            if name not in mutated:
+                raise DeclarationError(
+                    f"{self.qualname}: mutates names argument '{name}', which the schema does not mark as mutated "
+                    f"({self.schema}); declare it Tensor(a!) (torch.library.custom_op: mutates_args)"
+                )
+        missing = [name for name in mutated if name not in declared]
+        if missing:
+            raise DeclarationError(
+                f"{self.qualname}: the schema mutates {missing}, which mutates={list(declared)} leaves out"
+            )
+        return mutated
 
     def _field(self, argument: Any, declared: Range | None) -> FieldSpec:
         type_name = self._types[argument.name]

@@ -186,11 +186,15 @@ def generate_op_tables(declarations: Sequence[Any], programs: Callable[[Any], li
         out.append(f"::ttp::sdk::TacticDecl const kTactics{i}[] = {{{tactics}}};")
         tokens = programs(d)
         out.append(f"int64_t const kPrograms{i}[] = {{{', '.join(map(str, tokens))}}};")
+        aliased = spec.aliased_inputs
+        if aliased:
+            out.append(f"int32_t const kAliased{i}[] = {{{', '.join(map(str, aliased))}}};")
         out.append(
             f'::ttp::sdk::OpDecl const kOp{i}{{"{d.qualname}", "{spec.plugin_name}", "{spec.plugin_version}", '
             f'"{spec.plugin_namespace}", kInputs{i}, {len(spec.inputs)}, kOutputs{i}, {len(spec.outputs)}, '
             f"{f'kFields{i}' if fields else 'nullptr'}, {len(fields)}, kTactics{i}, {len(d.launchers)}, "
-            f"{'&' + d.workspace if d.workspace else 'nullptr'}, kPrograms{i}, {len(tokens)}}};"
+            f"{'&' + d.workspace if d.workspace else 'nullptr'}, kPrograms{i}, {len(tokens)}, "
+            f"{f'kAliased{i}' if aliased else 'nullptr'}, {len(aliased)}}};"
         )
         out.append(f"::ttp::sdk::DeclaredOpRegistration const kRegistration{i}{{kOp{i}}};")
     out += ["} // namespace", ""]
@@ -487,6 +491,9 @@ class _Plan:
         inputs = [_tensor_struct(label, t) for t in tensors]
         outputs = [_tensor_struct(label, torch.empty(0, dtype=d), s) for s, d in self.outputs]
         outputs += [_tensor_struct(label, torch.empty(0, dtype=torch.int64), ()) for _ in uppers]
+        # A mutated argument's output is the argument itself (the launcher updates it in place).
+        self.mutated = [declaration.spec.aliased_inputs, [declaration.argument_index[n] for n in declaration.mutated]]
+        outputs += [_tensor_struct(label, tensors[i]) for i in self.mutated[0]]
         self.in_structs = (_Tensor * max(len(inputs), 1))(*inputs)
         self.out_structs = (_Tensor * max(len(outputs), 1))(*outputs)
         scalars = [float(f.check(declaration.qualname, bound[f.arg])) for f in declaration.spec.fields]
@@ -562,7 +569,11 @@ class PreparedLaunch:
         self.outputs = [torch.full(shape, -1, dtype=dtype, device=device) for shape, dtype in plan.outputs]
         self.sizes = [torch.zeros((), dtype=torch.int64, device=device) for _ in range(plan.num_sizes)]
         self.workspace = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=device)
-        for structs, buffers in ((plan.in_structs, self.inputs), (plan.out_structs, self.outputs + self.sizes)):
+        mutated = [self.inputs[i] for i in plan.mutated[0]]  # updated in place at each call, as in an engine
+        for structs, buffers in (
+            (plan.in_structs, self.inputs),
+            (plan.out_structs, self.outputs + self.sizes + mutated),
+        ):
             for i, tensor in enumerate(buffers):
                 structs[i] = _tensor_struct(declaration.label, tensor)
         plan.args.workspace = self.workspace.data_ptr()
@@ -656,7 +667,11 @@ def launch(declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any) -> Any:
     index = device.index
     plan.args.stream = torch._C._cuda_getCurrentRawStream(index)
     plan.args.phase = 1 if sizes_first else 0
+    if plan.mutated[0]:
+        _bind_mutated(plan, inputs)
     _call(declaration, plan, tactic, device)
+    if plan.mutated[0]:
+        _write_back(plan, args, inputs)
     if sizes_first:
         counts = scratch[: 8 * plan.num_sizes].view(torch.int64).tolist()  # one host synchronization
         for i, ((shape, dtype), dims) in enumerate(zip(plan.outputs, plan.sized_dims, strict=True)):
@@ -676,6 +691,20 @@ def launch(declaration: Any, *args: Any, tactic: int = 0, **kwargs: Any) -> Any:
         counts = scratch[: 8 * plan.num_sizes].view(torch.int64).tolist()  # one host synchronization
         outputs = [_trim(o, plan.shapes, counts, dims) for o, dims in zip(outputs, plan.sized_dims, strict=True)]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _bind_mutated(plan: _Plan, inputs: list[torch.Tensor]) -> None:
+    """Point each mutated argument's output at the argument's (contiguous) memory."""
+    first = len(plan.outputs) + plan.num_sizes
+    for k, i in enumerate(plan.mutated[0]):
+        plan.out_structs[first + k].data = inputs[i].data_ptr()
+
+
+def _write_back(plan: _Plan, args: tuple, inputs: list[torch.Tensor]) -> None:
+    """A mutated argument that was not contiguous was updated in its contiguous copy: copy that back."""
+    for i, position in zip(*plan.mutated, strict=True):
+        if inputs[i] is not args[position]:
+            args[position].copy_(inputs[i])
 
 
 def _call(declaration: Any, plan: _Plan, tactic: int, device: torch.device) -> None:

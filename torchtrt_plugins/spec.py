@@ -176,6 +176,9 @@ class OpSpec:
     requires_output_allocator: bool = False
     #: Extra plugin outputs that the torch op does not return (e.g. size tensors).
     hidden_outputs: int = 0
+    #: The tensor inputs the op updates in place (``Tensor(a!)`` in its schema), in schema order. Each adds one
+    #: plugin output after the size tensors, aliased to that input (``IPluginV3OneBuildV2::getAliasedInput``).
+    mutated: tuple[str, ...] = ()
     #: The plugin's enqueue reads back to the host (waits for its stream). Undeclared, the conformance harness
     #: requires enqueue to be captured in a CUDA graph and replay to the same outputs; declared, it requires the
     #: opposite (a stale declaration is a violation too).
@@ -202,7 +205,13 @@ class OpSpec:
 
     @property
     def num_plugin_outputs(self) -> int:
-        return len(self.outputs) + self.hidden_outputs
+        return len(self.outputs) + self.hidden_outputs + len(self.mutated)
+
+    @property
+    def aliased_inputs(self) -> tuple[int, ...]:
+        """Per aliased plugin output (the last ``len(mutated)`` outputs), the index of the input it aliases."""
+        names = [t.name for t in self.inputs]
+        return tuple(names.index(name) for name in self.mutated)
 
     def input(self, name: str) -> TensorSpec:
         for spec in self.inputs:

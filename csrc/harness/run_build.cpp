@@ -570,6 +570,8 @@ void Run::buildPhaseQueries()
     mResult.set("output_types", std::move(types));
     if (mBuild.buildV2 != nullptr)
     {
+        // Per output, the input it aliases (-1: none), as TensorRT asks with kALIASED_PLUGIN_IO_10_03.
+        json::Value aliases = json::Value::array();
         for (int32_t i = 0; i < mNbOutputs; ++i)
         {
             int32_t aliased = -1;
@@ -578,7 +580,9 @@ void Run::buildPhaseQueries()
             {
                 mAliasedInputs[i] = aliased;
             }
+            aliases.push(aliased);
         }
+        mResult.set("aliased_inputs", std::move(aliases));
     }
     outputShapes();
 }

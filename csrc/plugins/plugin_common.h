@@ -154,12 +154,10 @@ std::string dimsString(nvinfer1::Dims const& dims);
 // ------------------------------------------------------------------------------------------ plugin base
 
 // The four IPluginV3 interfaces of one plugin object and the capability lookup over them, shared by PluginBase
-// and the SDK's generic plugin. `Core` is IPluginV3OneCore or a class deriving from it.
-template <typename Core = nvinfer1::IPluginV3OneCore>
-class PluginInterfaces : public nvinfer1::IPluginV3,
-                         public Core,
-                         public nvinfer1::IPluginV3OneBuild,
-                         public nvinfer1::IPluginV3OneRuntime
+// and the SDK's generic plugin. `Core` is IPluginV3OneCore or a class deriving from it; `Build` is
+// IPluginV3OneBuild or a class deriving from it (IPluginV3OneBuildV2 for aliased outputs).
+template <typename Core = nvinfer1::IPluginV3OneCore, typename Build = nvinfer1::IPluginV3OneBuild>
+class PluginInterfaces : public nvinfer1::IPluginV3, public Core, public Build, public nvinfer1::IPluginV3OneRuntime
 {
 public:
     PluginInterfaces() = default;
@@ -168,10 +166,16 @@ public:
         : Core(std::forward<Arg>(coreArg))
     {
     }
+    template <typename CoreArg, typename BuildArg>
+    PluginInterfaces(std::in_place_t /*tag*/, CoreArg&& coreArg, BuildArg&& buildArg)
+        : Core(std::forward<CoreArg>(coreArg))
+        , Build(std::forward<BuildArg>(buildArg))
+    {
+    }
     PluginInterfaces(PluginInterfaces const& other)
         : nvinfer1::IPluginV3(other)
         , Core(other)
-        , nvinfer1::IPluginV3OneBuild(other)
+        , Build(other)
         , nvinfer1::IPluginV3OneRuntime(other)
     {
     }
@@ -182,7 +186,7 @@ public:
         switch (type)
         {
         case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
-        case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
+        case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<Build*>(this);
         case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
         }
         return nullptr;

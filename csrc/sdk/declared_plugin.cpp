@@ -440,6 +440,22 @@ struct Rules
             {
                 throw PluginError("the library holds no shape program for it (regenerate the tables)");
             }
+            for (int32_t a = 0; a < decl.nbAliasedInputs; ++a)
+            {
+                int32_t const input = decl.aliasedInputs[a];
+                for (int32_t b = 0; b < a; ++b)
+                {
+                    if (decl.aliasedInputs[b] == input)
+                    {
+                        throw PluginError(
+                            concat("input ", input, " is aliased to two outputs (regenerate the tables)"));
+                    }
+                }
+                if (input < 0 || input >= decl.nbInputs)
+                {
+                    throw PluginError(concat("aliased input ", input, " is not an input (regenerate the tables)"));
+                }
+            }
             for (auto const& program : programs)
             {
                 // Output counts and types are asked before any rank is known: every program must agree on them.
@@ -462,11 +478,29 @@ struct Rules
     }
 };
 
-class DeclaredPlugin : public plugin::PluginInterfaces<Named<nvinfer1::IPluginV3OneCore>>
+// The build capability: IPluginV3OneBuildV2, which reports itself as version 2 (getAliasedInput) only for an op
+// with aliased outputs, so that a plugin without them presents the version-1 interface every TensorRT 10.x knows.
+class AliasingBuild : public nvinfer1::IPluginV3OneBuildV2
+{
+public:
+    explicit AliasingBuild(OpDecl const& decl)
+        : mAliasDecl(decl)
+    {
+    }
+    nvinfer1::InterfaceInfo getInterfaceInfo() const noexcept override
+    {
+        return nvinfer1::InterfaceInfo{"PLUGIN_V3ONE_BUILD", mAliasDecl.nbAliasedInputs > 0 ? 2 : 1, 0};
+    }
+
+protected:
+    OpDecl const& mAliasDecl;
+};
+
+class DeclaredPlugin : public plugin::PluginInterfaces<Named<nvinfer1::IPluginV3OneCore>, AliasingBuild>
 {
 public:
     DeclaredPlugin(OpDecl const& decl, std::vector<double> scalars, std::vector<ShapeProgram> const& programs)
-        : PluginInterfaces(std::in_place, decl)
+        : PluginInterfaces(std::in_place, decl, decl)
         , mFields(decl, std::move(scalars))
         , mPrograms(programs)
     {
@@ -487,7 +521,13 @@ public:
 
     int32_t getNbOutputs() const noexcept override
     {
-        return mDecl.nbOutputs + static_cast<int32_t>(mPrograms.front().sizes.size());
+        return firstAliased() + mDecl.nbAliasedInputs;
+    }
+
+    int32_t getAliasedInput(int32_t outputIndex) noexcept override
+    {
+        int32_t const a = outputIndex - firstAliased();
+        return a >= 0 && a < mDecl.nbAliasedInputs ? mDecl.aliasedInputs[a] : -1;
     }
 
     int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
@@ -571,6 +611,10 @@ public:
                         outputs[o].d[d] = symbolic(dims[d]);
                     }
                 }
+                for (int32_t a = 0; a < mDecl.nbAliasedInputs; ++a)
+                {
+                    outputs[firstAliased() + a] = inputs[mDecl.aliasedInputs[a]];
+                }
                 return int32_t{0};
             });
     }
@@ -603,7 +647,7 @@ public:
     }
 
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept override
+        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override
     {
         auto const rankOf = [&](int32_t i) { return in[i].desc.dims.nbDims; };
         if (checkInputs("configurePlugin", nbInputs, nbOutputs, rankOf) != 0)
@@ -616,6 +660,7 @@ public:
                 ShapeProgram const& program = programFor(rankOf);
                 checkSizes(program, maxOf(in, nbInputs).dims, "the profile's largest");
                 checkSizes(program, currentOf(in, nbInputs).dims, "the");
+                checkAliases(currentOf(in, nbInputs), currentOf(out, nbOutputs));
                 return int32_t{0};
             });
     }
@@ -687,8 +732,8 @@ public:
         return 0;
     }
 
-    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
-        nvinfer1::PluginTensorDesc const* /*out*/, int32_t nbOutputs) noexcept override
+    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+        int32_t nbOutputs) noexcept override
     {
         auto const rankOf = [&](int32_t i) { return in[i].dims.nbDims; };
         if (checkInputs("onShapeChange", nbInputs, nbOutputs, rankOf) != 0)
@@ -699,6 +744,7 @@ public:
             [&]
             {
                 checkSizes(programFor(rankOf), actualOf(in, nbInputs).dims, "the");
+                checkAliases(actualOf(in, nbInputs), actualOf(out, nbOutputs));
                 return int32_t{0};
             });
     }
@@ -793,8 +839,9 @@ private:
     {
         if (nbInputs != mDecl.nbInputs || nbOutputs != getNbOutputs())
         {
-            fail("expected ", mDecl.nbInputs, " inputs and ", getNbOutputs(), " outputs (", mDecl.nbOutputs, " and ",
-                mPrograms.front().sizes.size(), " size tensors), got ", nbInputs, " and ", nbOutputs);
+            fail("expected ", mDecl.nbInputs, " inputs and ", getNbOutputs(), " outputs (", mDecl.nbOutputs, ", ",
+                mPrograms.front().sizes.size(), " size tensors and ", mDecl.nbAliasedInputs, " updated inputs), got ",
+                nbInputs, " and ", nbOutputs);
         }
     }
 
@@ -911,8 +958,43 @@ private:
         }
     }
 
+    // Outputs: the op's returns, its size tensors, then one output per mutated input (aliased to it).
+    int32_t firstAliased() const noexcept
+    {
+        return mDecl.nbOutputs + static_cast<int32_t>(mPrograms.front().sizes.size());
+    }
+
+    // An aliased output is its input, updated in place: the same type and dims (-1 where the dims are open).
+    void checkAliases(Descs const& inputs, Descs const& outputs) const
+    {
+        for (int32_t a = 0; a < mDecl.nbAliasedInputs; ++a)
+        {
+            int32_t const i = mDecl.aliasedInputs[a];
+            auto const& inDims = inputs.dims[static_cast<size_t>(i)];
+            auto const& outDims = outputs.dims[static_cast<size_t>(firstAliased() + a)];
+            nvinfer1::DataType const outType = outputs.types[static_cast<size_t>(firstAliased() + a)];
+            bool same = inDims.nbDims == outDims.nbDims;
+            for (int32_t d = 0; same && d < inDims.nbDims; ++d)
+            {
+                same = inDims.d[d] < 0 || outDims.d[d] < 0 || inDims.d[d] == outDims.d[d];
+            }
+            if (!same || outType != inputs.types[static_cast<size_t>(i)])
+            {
+                fail("output ", firstAliased() + a, " updates argument '", mDecl.inputs[i].name,
+                    "' in place (aliased to input ", i, ") and must have its type ",
+                    plugin::dataTypeName(inputs.types[static_cast<size_t>(i)]), " and dims ",
+                    plugin::dimsString(inDims), ", got ", plugin::dataTypeName(outType), " and ",
+                    plugin::dimsString(outDims));
+            }
+        }
+    }
+
     nvinfer1::DataType outputType(int32_t o, nvinfer1::DataType const* inputTypes) const
     {
+        if (o >= firstAliased())
+        {
+            return inputTypes[mDecl.aliasedInputs[o - firstAliased()]]; // a mutated input
+        }
         if (o >= mDecl.nbOutputs)
         {
             return nvinfer1::DataType::kINT64; // a size tensor
@@ -971,6 +1053,12 @@ private:
         for (int32_t o = 0; o < getNbOutputs(); ++o)
         {
             nvinfer1::Dims dims{};
+            if (o >= firstAliased())
+            {
+                int32_t const i = mDecl.aliasedInputs[o - firstAliased()];
+                out.push_back(tensorOf(outputs ? outputs[o] : nullptr, outTypes[o], inDims[i], mDecl.inputs[i].name));
+                continue;
+            }
             if (o < mDecl.nbOutputs)
             {
                 auto const& exprs = program.outputs[static_cast<size_t>(o)].dims;

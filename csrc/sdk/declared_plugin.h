@@ -46,6 +46,11 @@ struct OpDecl
     // The shape programs, one per accepted combination of input ranks, each preceded by its token count.
     int64_t const* programs;
     int32_t nbProgramTokens;
+    // The inputs the op updates in place (its Tensor(a!) arguments), by input index: each has one plugin output,
+    // after the size tensors, of the input's type and dims, aliased to it (IPluginV3OneBuildV2::getAliasedInput).
+    // Last, so that tables generated before it leave it empty.
+    int32_t const* aliasedInputs;
+    int32_t nbAliasedInputs;
 };
 
 // Registers a creator for `decl` with getCreators; `decl` must outlive the library (a static table).

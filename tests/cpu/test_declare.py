@@ -227,7 +227,7 @@ def test_outputs_override_replaces_the_fake_kernel():
         (PLAIN, {"tactics": {0: "a::b"}}, r"tactic values must be ints > 0"),
         (PLAIN, {"dtypes": {"x": (torch.bool, torch.float32)}}, r"argument 'x' may be bool only on its own"),
         (LIST_ARG, {}, r"decl_test::list_arg: argument 'sizes' has type int\[\], which a plugin cannot take"),
-        (MUTATES, {}, r"decl_test::mutates: argument 'x' is mutated"),
+        (MUTATES, {"mutates": ("y",)}, r"decl_test::mutates: mutates names 'y', which is no argument"),
         ("decl_test::missing", {}, r"decl_test::missing: no such torch op"),
         (
             PLAIN,

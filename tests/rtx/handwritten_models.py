@@ -22,6 +22,8 @@ class Handwritten:
     #: per plugin output: its rank and, where known, dims (-1 for a dynamic one)
     outputs: list[list[int]] = field(default_factory=list)
     declared: bool = False  # needs the declared libraries (examples/myops, torchtrt_plugins.vision)
+    #: Built with PreviewFeature.ALIASED_PLUGIN_IO_10_03, under which the builder asks getAliasedInput.
+    aliased_io: bool = False
 
 
 def _model(name: str, node, inputs, outputs, extra_nodes=()) -> ModelProto:
@@ -47,6 +49,16 @@ def models() -> list[Handwritten]:
         model = _model("rms_norm", node, [_value("x", f16, dims), _value("w", f16, [64])], [_value("y", f16, dims)])
         shapes = [[1] * (rank - 1) + [64], [4] * (rank - 1) + [64], [16] * (rank - 1) + [64]]
         cases.append(Handwritten(f"rms_norm-rank{rank}", model, {"x": shapes}, [[-1] * (rank - 1) + [64]]))
+
+    # The residual updated in place: the plugin's second output, aliased to input 1.
+    dims = ["b", "s", 64]
+    node = _plugin("AddRMSNorm", ["x", "residual", "w"], ["y", "residual_out"], "1", "torchtrt", eps=1e-6)
+    inputs = [_value("x", f16, dims), _value("residual", f16, dims), _value("w", f16, [64])]
+    model = _model("add_rms_norm", node, inputs, [_value("y", f16, dims), _value("residual_out", f16, dims)])
+    shapes = [[1, 1, 64], [4, 4, 64], [16, 16, 64]]
+    # Built with the preview feature: NVIDIA's builder refuses an aliased output without it (test_builder.py).
+    profile = {"x": shapes, "residual": shapes}
+    cases.append(Handwritten("add_rms_norm", model, profile, [[-1, -1, 64]] * 2, aliased_io=True))
 
     node = _plugin("PadTo", ["x"], ["y"], "2", "torchtrt", height=8, width=12, value=0.0)
     model = _model("pad_to", node, [_value("x", f16, ["b", 3, "h", "w"])], [_value("y", f16, None)])

@@ -60,6 +60,8 @@ def main(job: dict) -> dict:
         ]
         if result["parsed"]:
             config = builder.create_builder_config()
+            if model.get("aliased_io"):
+                config.set_preview_feature(trt.PreviewFeature.ALIASED_PLUGIN_IO_10_03, True)
             profile = builder.create_optimization_profile()
             for i in range(network.num_inputs):
                 tensor = network.get_input(i)

@@ -88,6 +88,18 @@ CASES = (
         tags=("shape_inputs",),
     ),
     BuilderCase(
+        "add_rms_norm-aliased-bf16",
+        "add_rms_norm",
+        (
+            NetworkInput("x", torch.bfloat16, ((1, 1, 512), (4, 7, 512), (16, 64, 512))),
+            NetworkInput("residual", torch.bfloat16, ((1, 1, 512), (4, 7, 512), (16, 64, 512))),
+            NetworkInput("w", torch.bfloat16, ((512,),) * 3),
+        ),
+        args=lambda t: (1e-6,),
+        outputs=(0, 1),
+        tags=("aliased",),
+    ),
+    BuilderCase(
         "masked_rows-dds",
         "masked_rows",
         (
@@ -106,7 +118,9 @@ def _trt_dtype(trt: Any, dtype: torch.dtype) -> Any:
     return getattr(trt, str(dtype).removeprefix("torch."))
 
 
-def _build(trt: Any, trt_log: Any, registry: Any, case: BuilderCase) -> tuple[bytes | None, Any]:
+def _build(
+    trt: Any, trt_log: Any, registry: Any, case: BuilderCase, aliased_io: bool = True
+) -> tuple[bytes | None, Any]:
     """Build a plan for ``case``; ``(plan bytes or None, network)``."""
     spec = spec_mod.get(case.op).spec
     builder = trt.Builder(trt_log.logger)
@@ -145,6 +159,8 @@ def _build(trt: Any, trt_log: Any, registry: Any, case: BuilderCase) -> tuple[by
     for index in case.outputs:
         network.mark_output(layer.get_output(index))
     config = builder.create_builder_config()
+    if "aliased" in case.tags and aliased_io:  # the builder asks getAliasedInput only then
+        config.set_preview_feature(trt.PreviewFeature.ALIASED_PLUGIN_IO_10_03, True)
     config.add_optimization_profile(profile)
     return builder.build_serialized_network(network, config), network
 
@@ -154,6 +170,16 @@ def adapter(trt):
     reason = add_plugin_v3.unavailable_reason(trt)
     if reason:
         pytest.skip(f"rtx tier: {reason}")
+
+
+def test_aliased_output_needs_the_preview_feature(trt, trt_log, registry, adapter):
+    """NVIDIA's builder refuses a plugin that reports an aliased output (getAliasedInput) unless the network is built
+    with PreviewFeature.ALIASED_PLUGIN_IO_10_03: whoever builds a mutating op's engine must turn it on."""
+    (case,) = [c for c in CASES if "aliased" in c.tags]
+    with trt_log.capture() as records:
+        plan, _ = _build(trt, trt_log, registry, case, aliased_io=False)
+    errors = " ".join(r.message for r in trt_log.errors(records))
+    assert plan is None and "ALIASED_PLUGIN_IO_10_03 not enabled" in errors, errors
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])

@@ -122,7 +122,9 @@ def parser_reports(trt: Any, plugin_library: Path, tmp_path_factory: pytest.Temp
     for case in HANDWRITTEN:
         path = folder / f"handwritten-{case.id}.onnx"
         onnx.save(case.model, path)
-        models.append({"id": f"handwritten-{case.id}", "path": str(path), "profile": case.profile})
+        models.append(
+            {"id": f"handwritten-{case.id}", "path": str(path), "profile": case.profile, "aliased_io": case.aliased_io}
+        )
     probe = folder / "field_probe.onnx"
     onnx.save(_field_probe_model(), probe)
     job = folder / "job.json"

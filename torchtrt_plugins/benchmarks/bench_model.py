@@ -176,7 +176,7 @@ def with_our_ops(block: nn.Module, x: torch.Tensor) -> nn.Module:
         with torch.no_grad():
             gm = torch.export.export(block, (x,)).module()
         with common.our_lowering(True):  # even where TORCHTRT_PLUGINS_LOWERING=0
-            gm, report = lowering.lower_with_report(gm)
+            gm, report = lowering.lower_with_report(gm, residual_add=True)
         if sum(report.values()):
             common.note(f"decoder_block +torchtrt: torchtrt_plugins.lowering replaced {report}")
             return gm

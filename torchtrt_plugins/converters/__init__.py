@@ -7,7 +7,7 @@ and registers every converter with Torch-TensorRT when it imports (a no-op other
 from __future__ import annotations
 
 from .. import spec as spec_mod
-from . import _factory
+from . import _factory, _functionalized
 from ._factory import (
     PluginCall,
     create_plugin,
@@ -38,7 +38,10 @@ _registered = False
 
 
 def register_entry(entry: spec_mod.OpEntry) -> bool:
-    """Register the converter of one op (ours or declared) with Torch-TensorRT; False when it is not installed."""
+    """Register the converter of one op (ours or declared) with Torch-TensorRT; False when it is not installed. A
+    mutating op also needs the converter of its functionalized form (``_functionalized``)."""
+    if entry.spec.mutated:
+        _functionalized.register()
     return _factory.register(entry, make_converter(entry))
 
 

@@ -53,6 +53,8 @@ class PluginCall:
     num_outputs: int = 1
     num_op_outputs: int = 1
     requires_output_allocator: bool = False
+    #: The last plugin outputs: the new values of the op's mutated arguments, each aliased to its input.
+    num_mutated: int = 0
 
     @property
     def creator_key(self) -> tuple[str, str, str]:
@@ -119,7 +121,7 @@ def plan(
         # The plugin holds the op's shape rules; deriving them here checks the call against the fake kernel and
         # counts the size tensors the plugin adds.
         derived = spec.declaration.derive_for_values(is_symbolic=is_symbolic, **bound)
-        num_outputs = len(spec.outputs) + derived.num_size_tensors
+        num_outputs = len(spec.outputs) + derived.num_size_tensors + len(spec.mutated)
     return PluginCall(
         op=spec.name,
         plugin_name=spec.plugin_name,
@@ -132,6 +134,7 @@ def plan(
         num_outputs=num_outputs,
         num_op_outputs=len(spec.outputs),
         requires_output_allocator=spec.requires_output_allocator,
+        num_mutated=len(spec.mutated),
     )
 
 
@@ -165,18 +168,32 @@ def validate_node(node: torch.fx.Node, settings: Any = None) -> bool:
     entry = entry_for_target(node.target)
     if entry is None:
         return False
+    if entry.spec.mutated:
+        _LOGGER.info(
+            "torchtrt_plugins: %s stays in PyTorch: %s updates %s in place, which a graph of values cannot say; its "
+            "functionalized form (auto_functionalized_v2, what export makes of it) becomes the plugin",
+            node.name,
+            entry.spec.label,
+            list(entry.spec.mutated),
+        )
+        return False
+    return validate_call(entry, node.args, node.kwargs, node.name)
+
+
+def validate_call(entry: spec_mod.OpEntry, args: Sequence[Any], kwargs: dict, name: str) -> bool:
+    """Whether the plugin takes this call of the op (FX nodes or constants as arguments); logs why not."""
     if reason := _compat.plugin_layers_unavailable():  # TensorRT-RTX: emit could not add the layer
         _compat.warn_plugin_layers_unavailable(reason)
-        _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", node.name, reason)
+        _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", name, reason)
         return False
     try:
-        call = plan(entry.spec, node.args, node.kwargs)
+        call = plan(entry.spec, args, kwargs)
         fakes = [_fake_value(t) for t in call.tensor_inputs]
         if any(not isinstance(f, torch.Tensor) for f in fakes):
             raise spec_mod.SpecError(f"{entry.spec.label}: tensor inputs have no shape metadata")
         entry.spec.check_dtypes(fakes)
     except (spec_mod.SpecError, TypeError, ValueError) as err:
-        _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", node.name, err)
+        _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", name, err)
         return False
     return True
 
@@ -246,8 +263,9 @@ def _cast_input(ctx: Any, tensor: Any, dtype: torch.dtype, name: str, trt: Any):
     return layer.get_output(0)
 
 
-def emit(ctx: Any, call: PluginCall, target: Any, name: str):
-    """Add the plugin layer for ``call``; returns the op's outputs (a tensor, or a tuple)."""
+def emit(ctx: Any, call: PluginCall, target: Any, name: str, *, with_mutated: bool = False):
+    """Add the plugin layer for ``call``; returns the op's outputs (a tensor, or a tuple), followed, ``with_mutated``,
+    by the new values of its mutated arguments (the plugin's aliased outputs)."""
     from torch_tensorrt.dynamo.conversion.converter_utils import get_trt_tensor, set_layer_name
 
     trt = require_tensorrt()
@@ -265,6 +283,8 @@ def emit(ctx: Any, call: PluginCall, target: Any, name: str):
     layer = ctx.net.add_plugin_v3(inputs, shape_inputs, plugin)
     set_layer_name(layer, target, name)
     outputs = tuple(layer.get_output(i) for i in range(call.num_op_outputs))
+    if with_mutated:
+        outputs += tuple(layer.get_output(call.num_outputs - call.num_mutated + k) for k in range(call.num_mutated))
     return outputs[0] if len(outputs) == 1 else outputs
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from torch.fx import GraphModule
 
 from .. import _compat
-from . import rms_norm
+from . import add_rms_norm, rms_norm
 from ._fx import LoweringPass
 
 __all__ = [
@@ -43,6 +43,12 @@ _LOGGER = logging.getLogger(__name__)
 
 #: The passes ``lower`` runs, in this order.
 PASSES: list[LoweringPass] = [rms_norm.PASS]
+
+#: Run after ``PASSES`` with ``residual_add=True`` (and inside Torch-TensorRT): the residual add fused into the
+#: norms they made, as the mutating ``add_rms_norm`` in its functionalized form. Not by default: torch 2.13's ONNX
+#: exporter cannot translate that node (``auto_functionalized_v2`` with an op argument), so a graph lowered for
+#: ONNX export must not hold it.
+RESIDUAL_PASSES: list[LoweringPass] = [add_rms_norm.PASS]
 
 #: Key of the report in ``gm.meta``.
 META_KEY = "torchtrt_plugins_lowering"
@@ -78,9 +84,10 @@ def _propagate_fake_values(gm: GraphModule, example_inputs: Sequence[Any]) -> No
 
 
 def lower_with_report(
-    gm: GraphModule, example_inputs: Sequence[Any] | None = None
+    gm: GraphModule, example_inputs: Sequence[Any] | None = None, *, residual_add: bool = False
 ) -> tuple[GraphModule, dict[str, int]]:
-    """Run ``PASSES`` on ``gm`` in place; ``(gm, {pass name: number of subgraphs replaced})``.
+    """Run ``PASSES`` (and, ``residual_add``, ``RESIDUAL_PASSES``) on ``gm`` in place; ``(gm, {pass name: number
+    of subgraphs replaced})``.
 
     ``example_inputs`` (tensors, or fake tensors) fill in dtypes and shapes first, for graphs
     without them (``torch.fx.symbolic_trace``); graphs from ``torch.export`` have them already.
@@ -95,7 +102,8 @@ def lower_with_report(
         return gm, {}
     if example_inputs is not None:
         _propagate_fake_values(gm, example_inputs)
-    report = {lowering_pass.name: lowering_pass.run(gm) for lowering_pass in PASSES}
+    passes = PASSES + (RESIDUAL_PASSES if residual_add else [])
+    report = {lowering_pass.name: lowering_pass.run(gm) for lowering_pass in passes}
     if any(report.values()):
         gm.graph.lint()
         gm.recompile()
@@ -105,9 +113,9 @@ def lower_with_report(
     return gm, report
 
 
-def lower(gm: GraphModule, example_inputs: Sequence[Any] | None = None) -> GraphModule:
+def lower(gm: GraphModule, example_inputs: Sequence[Any] | None = None, *, residual_add: bool = False) -> GraphModule:
     """Rewrite known subgraphs of ``gm`` into our ops, in place; returns ``gm``. See ``lower_with_report``."""
-    return lower_with_report(gm, example_inputs)[0]
+    return lower_with_report(gm, example_inputs, residual_add=residual_add)[0]
 
 
 def torch_tensorrt_pass(gm: GraphModule, settings: Any = None) -> GraphModule:
@@ -122,7 +130,7 @@ def torch_tensorrt_pass(gm: GraphModule, settings: Any = None) -> GraphModule:
         _compat.warn_plugin_layers_unavailable(reason)
         _LOGGER.info("torchtrt_plugins lowering: skipped inside Torch-TensorRT: %s", reason)
         return gm
-    return lower(gm)
+    return lower(gm, residual_add=True)
 
 
 def register_with_torch_tensorrt() -> bool:

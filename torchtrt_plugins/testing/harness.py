@@ -164,6 +164,9 @@ class HarnessResult:
     enqueue_skipped: str | None
     #: Every plugin method the harness called, in order (``createPlugin``, ``clone``, ... ``~IPluginV3``).
     calls: list[str] = field(default_factory=list)
+    #: Per output, the input it aliases (getAliasedInput, -1: none); None where the plugin's build interface is
+    #: version 1 (no aliasing).
+    aliased_inputs: list[int] | None = None
 
     @property
     def rules(self) -> set[str]:
@@ -403,6 +406,7 @@ def _result(reply: dict, plugin: str, buffers: list[torch.Tensor], device: torch
         raw=reply,
         creators=reply.get("creators", []),
         output_types=reply.get("output_types", []),
+        aliased_inputs=reply.get("aliased_inputs"),
         output_shapes=reply.get("output_shapes", {}),
         size_tensors=reply.get("size_tensors", []),
         formats=[_combination(row) for row in reply.get("formats", [])],

@@ -42,6 +42,8 @@ class Case:
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    #: Copies of the arguments the op updates in place, as they were before the call.
+    before: tuple[Any, ...] = ()
 
     def call(self, tactic: int | None = None) -> Any:
         if tactic:
@@ -123,6 +125,29 @@ def check_rms_norm(case: Case, out: torch.Tensor) -> None:
     _assert_allclose(out, expected, tol.atol, tol.rtol, case.note)
 
 
+# ------------------------------------------------------------------------------------------ add_rms_norm
+
+
+def draw_add_rms_norm(data: st.DataObject, device: str) -> Case:
+    x, weight, eps, _ = draw_rms_norm(data, device).args
+    residual = tensor(data, tuple(x.shape), x.dtype, device, data.draw(st.sampled_from([1e-3, 1.0, 100.0])))
+    note = f"{x.dtype} {tuple(x.shape)} stride {x.stride()} residual stride {residual.stride()} eps {eps}"
+    return Case("add_rms_norm", (x, residual, weight, eps), note=note, before=(residual.clone(),))
+
+
+def check_add_rms_norm(case: Case, out: torch.Tensor) -> None:
+    from ..ops import add_rms_norm
+
+    x, residual, weight, eps = case.args
+    assert out.dtype == x.dtype and out.shape == x.shape, case.note
+    tol = add_rms_norm.SPEC.tolerance(x.dtype)
+    h = as_numpy(x) + as_numpy(case.before[0])
+    _assert_allclose(residual, h, tol.atol, tol.rtol, f"{case.note}: the residual, updated in place")
+    hs = as_numpy(residual)  # the norm is of the sum as rounded to the dtype
+    expected = hs / np.sqrt(np.mean(hs * hs, axis=-1, keepdims=True) + eps) * as_numpy(weight)
+    _assert_allclose(out, expected, tol.atol, tol.rtol, case.note)
+
+
 # ------------------------------------------------------------------------------------------ pad_to
 
 
@@ -192,6 +217,7 @@ class OpProps:
 
 CASES: dict[str, OpProps] = {
     "rms_norm": OpProps(draw_rms_norm, check_rms_norm),
+    "add_rms_norm": OpProps(draw_add_rms_norm, check_add_rms_norm),
     "pad_to": OpProps(draw_pad_to, check_pad_to),
     "masked_rows": OpProps(draw_masked_rows, check_masked_rows),
 }

@@ -1,0 +1,222 @@
+#include "add_rms_norm.h"
+#include "type_utils.cuh"
+
+namespace ttp
+{
+namespace
+{
+
+template <typename T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> addVec(Vec<T, VEC> const& a, Vec<T, VEC> const& b)
+{
+    Vec<T, VEC> out;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+    {
+        out.v[k] = fromFloat<T>(toFloat(a.v[k]) + toFloat(b.v[k]));
+    }
+    return out;
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ float squares(Vec<T, VEC> const& v)
+{
+    float s[2] = {0.F, 0.F};
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+    {
+        float const f = toFloat(v.v[k]);
+        s[k % 2] += f * f;
+    }
+    return s[0] + s[1];
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> normVec(Vec<T, VEC> const& h, Vec<T, VEC> const& w, float scale)
+{
+    Vec<T, VEC> out;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+    {
+        out.v[k] = fromFloat<T>(toFloat(h.v[k]) * scale * toFloat(w.v[k]));
+    }
+    return out;
+}
+
+// GROUP threads per row (GROUP <= 32: a slice of a warp, shuffles only; GROUP == BLOCK: the whole block), each
+// holding C vectors of the row in registers between the sum and the norm: x, residual and weight are read once,
+// residual and y written once. Launched as a programmatic dependent launch where the device takes one.
+// residual and residualOut may be the same buffer (hence no __restrict__ on them).
+template <typename T, int VEC, int GROUP, int C, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ x, T const* residual,
+    T const* __restrict__ w, T* residualOut, T* __restrict__ y, int64_t rows, int hidden, float eps)
+{
+    static_assert(GROUP <= kWarpSize || GROUP == BLOCK, "a row is a warp slice or the whole block");
+    using V = Vec<T, VEC>;
+    __shared__ float partial[BLOCK / kWarpSize];
+    allowDependents();
+    waitForPrerequisites();
+    int const lane = static_cast<int>(threadIdx.x) % GROUP;
+    int64_t const row = static_cast<int64_t>(blockIdx.x) * (BLOCK / GROUP) + threadIdx.x / GROUP;
+    bool const valid = row < rows;
+    int const nvec = hidden / VEC;
+    int64_t const offset = (valid ? row : 0) * hidden;
+    V const* xv = reinterpret_cast<V const*>(x + offset);
+    V const* rv = reinterpret_cast<V const*>(residual + offset);
+    V const* wv = reinterpret_cast<V const*>(w);
+    V sum[C];
+    V weight[C];
+    float s = 0.F;
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+    {
+        int const i = lane + c * GROUP;
+        if (valid && i < nvec)
+        {
+            sum[c] = addVec(loadVec<CachePolicy::kEVICT_FIRST>(xv + i), rv[i]);
+            weight[c] = wv[i];
+            s += squares(sum[c]);
+        }
+    }
+    if constexpr (GROUP <= kWarpSize)
+    {
+        s = groupSum<GROUP>(s);
+    }
+    else
+    {
+        s = blockSum<BLOCK>(s, partial);
+    }
+    float const scale = rsqrtf(s / static_cast<float>(hidden) + eps);
+    V* ov = reinterpret_cast<V*>(residualOut + offset);
+    V* yv = reinterpret_cast<V*>(y + offset);
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+    {
+        int const i = lane + c * GROUP;
+        if (valid && i < nvec)
+        {
+            ov[i] = sum[c];
+            yv[i] = normVec(sum[c], weight[c], scale);
+        }
+    }
+}
+
+// Rows too long for registers: the sum goes to residualOut on the first pass and is read back on the second.
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) addRmsNormLongKernel(T const* __restrict__ x, T const* residual,
+    T const* __restrict__ w, T* residualOut, T* __restrict__ y, int64_t rows, int64_t hidden, float eps)
+{
+    __shared__ float partial[BLOCK / kWarpSize];
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
+    {
+        int64_t const offset = row * hidden;
+        float s = 0.F;
+        for (int64_t i = threadIdx.x; i < hidden; i += BLOCK)
+        {
+            T const h = fromFloat<T>(toFloat(x[offset + i]) + toFloat(residual[offset + i]));
+            residualOut[offset + i] = h;
+            float const f = toFloat(h);
+            s += f * f;
+        }
+        float const scale = rsqrtf(blockSum<BLOCK>(s, partial) / static_cast<float>(hidden) + eps);
+        for (int64_t i = threadIdx.x; i < hidden; i += BLOCK)
+        {
+            y[offset + i] = fromFloat<T>(toFloat(residualOut[offset + i]) * scale * toFloat(w[i]));
+        }
+    }
+}
+
+template <typename T, int VEC, int GROUP, int C, int BLOCK>
+cudaError_t launchConfig(
+    T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
+{
+    constexpr int64_t kRowsPerBlock = BLOCK / GROUP;
+    int64_t const blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    if (blocks > 0x7fffffff)
+    {
+        return cudaErrorInvalidConfiguration;
+    }
+    return launchKernel(addRmsNormKernel<T, VEC, GROUP, C, BLOCK>, dim3(static_cast<unsigned>(blocks)), dim3(BLOCK),
+        stream, pdlSupported(), x, r, w, ro, y, rows, static_cast<int>(hidden), eps);
+}
+
+template <typename T, int VEC>
+cudaError_t launch(
+    T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
+{
+    // The fewest threads per row that leave each at most a few vectors in registers: short rows share a warp,
+    // long ones take a block (256 threads with 2-4 vectors each at hidden 4096-8192 in bf16).
+    int64_t const nvec = hidden / VEC;
+    if (nvec <= 4)
+        return launchConfig<T, VEC, 4, 1, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
+    if (nvec <= 8)
+        return launchConfig<T, VEC, 8, 1, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
+    if (nvec <= 16)
+        return launchConfig<T, VEC, 16, 1, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
+    if (nvec <= 32)
+        return launchConfig<T, VEC, 32, 1, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
+    if (nvec <= 64)
+        return launchConfig<T, VEC, 32, 2, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
+    if (nvec <= 128)
+        return launchConfig<T, VEC, 128, 1, 128>(x, r, w, ro, y, rows, hidden, eps, stream);
+    if (nvec <= 256)
+        return launchConfig<T, VEC, 128, 2, 128>(x, r, w, ro, y, rows, hidden, eps, stream);
+    if (nvec <= 512)
+        return launchConfig<T, VEC, 256, 2, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
+    if (nvec <= 1024)
+        return launchConfig<T, VEC, 256, 4, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
+    if (nvec <= 2048)
+        return launchConfig<T, VEC, 512, 4, 512>(x, r, w, ro, y, rows, hidden, eps, stream);
+    if (nvec <= 4096)
+        return launchConfig<T, VEC, 1024, 4, 1024>(x, r, w, ro, y, rows, hidden, eps, stream);
+    int resident = 0;
+    if (cudaError_t err = maxResidentBlocks(&resident, 4); err != cudaSuccess)
+    {
+        return err;
+    }
+    addRmsNormLongKernel<T, 512><<<static_cast<unsigned>(std::min<int64_t>(rows, resident)), 512, 0, stream>>>(
+        x, r, w, ro, y, rows, hidden, eps);
+    return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dispatch(void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t hidden,
+    float eps, cudaStream_t stream)
+{
+    constexpr int kVec = 16 / sizeof(T);
+    auto const* xt = static_cast<T const*>(x);
+    auto const* rt = static_cast<T const*>(r);
+    auto const* wt = static_cast<T const*>(w);
+    auto* rot = static_cast<T*>(ro);
+    auto* yt = static_cast<T*>(y);
+    bool const vectorized = hidden % kVec == 0 && isAligned(x, 16) && isAligned(r, 16) && isAligned(w, 16)
+                            && isAligned(ro, 16) && isAligned(y, 16);
+    return vectorized ? launch<T, kVec>(xt, rt, wt, rot, yt, rows, hidden, eps, stream)
+                      : launch<T, 1>(xt, rt, wt, rot, yt, rows, hidden, eps, stream);
+}
+
+} // namespace
+
+cudaError_t addRmsNorm(void const* x, void const* residual, void const* weight, void* residualOut, void* y,
+    int64_t rows, int64_t hidden, float eps, DType dtype, cudaStream_t stream)
+{
+    if (rows == 0 || hidden == 0)
+    {
+        return cudaSuccess;
+    }
+    if (rows < 0 || hidden < 0 || hidden > 0x7fffffff || x == nullptr || residual == nullptr || weight == nullptr
+        || residualOut == nullptr || y == nullptr)
+    {
+        return cudaErrorInvalidValue;
+    }
+    switch (dtype)
+    {
+    case DType::kFLOAT32: return dispatch<float>(x, residual, weight, residualOut, y, rows, hidden, eps, stream);
+    case DType::kFLOAT16: return dispatch<__half>(x, residual, weight, residualOut, y, rows, hidden, eps, stream);
+    case DType::kBFLOAT16:
+        return dispatch<__nv_bfloat16>(x, residual, weight, residualOut, y, rows, hidden, eps, stream);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+} // namespace ttp
