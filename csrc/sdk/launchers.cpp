@@ -3,12 +3,20 @@
 // up once). Links the CUDA runtime only; no TensorRT.
 #include <cstring>
 
-#include "ttp_sdk.h"
+#include "op_table.h"
 
 namespace ttp::sdk
 {
-// Generated from the declarations (torchtrt_plugins.sdk): every (op, tactic) -> launcher row.
+// Generated from the declarations (torchtrt_plugins.sdk): every (op, tactic) -> launcher row, and each op's eager
+// table.
 LauncherEntry const* launcherTable(int32_t& count);
+EagerOp const* const* eagerOpTable(int32_t& count);
+
+// Pageable memory: the copy returns once the sizes are on the host, the call's one synchronization.
+cudaError_t readSizes(int64_t* host, void const* device, int32_t count, cudaStream_t stream)
+{
+    return cudaMemcpyAsync(host, device, sizeof(int64_t) * static_cast<size_t>(count), cudaMemcpyDeviceToHost, stream);
+}
 } // namespace ttp::sdk
 
 namespace
@@ -55,4 +63,19 @@ extern "C" __attribute__((visibility("default"))) ttp::sdk::WorkspaceSize ttp_sd
 {
     ttp::sdk::LauncherEntry const* entry = find(op, 0);
     return entry == nullptr ? nullptr : entry->workspace;
+}
+
+// The op's table for the generic eager kernel (csrc/sdk/op_table.h), or null when the library does not hold the op.
+extern "C" __attribute__((visibility("default"))) ttp::sdk::EagerOp const* ttp_sdk_eager_op(char const* op)
+{
+    int32_t count = 0;
+    ttp::sdk::EagerOp const* const* table = ttp::sdk::eagerOpTable(count);
+    for (int32_t i = 0; i < count; ++i)
+    {
+        if (std::strcmp(table[i]->op, op) == 0)
+        {
+            return table[i];
+        }
+    }
+    return nullptr;
 }
