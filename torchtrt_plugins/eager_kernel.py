@@ -112,7 +112,9 @@ def build_prerequisites() -> list[str]:
     if _compiler() is None:
         reasons.append("no C++ compiler found (set CXX)")
     if _cuda_include_dir() is None:
-        reasons.append("the CUDA runtime headers (cuda_runtime_api.h) are not found: install the CUDA toolkit or set CUDA_HOME")
+        reasons.append(
+            "the CUDA runtime headers (cuda_runtime_api.h) are not found: install the CUDA toolkit or set CUDA_HOME"
+        )
     if not (Path(torch.__file__).parent / "include" / "torch" / "csrc" / "stable").is_dir():
         reasons.append(f"torch {torch.__version__} carries no stable-ABI headers (torch/csrc/stable)")
     if tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < TARGET_TORCH:
