@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from . import _build, _derive
+from . import _build, _derive, sdk
 
 #: The library's file name, prebuilt in a wheel's ``torchtrt_plugins/lib``.
 LIBRARY_NAME = "libtorchtrt_plugins_eager.so"
@@ -56,18 +56,10 @@ _declarations: list[Any] = []
 _handles: dict[str, ctypes.c_void_p] = {}
 #: The Python kernels replaced while they ran, kept alive past their own call (see :func:`install`).
 _replaced: list[Any] = []
-_DTYPES = {
-    code: dtype
-    for dtype, code in {
-        torch.float32: 0,
-        torch.float16: 1,
-        torch.bfloat16: 2,
-        torch.int8: 3,
-        torch.int32: 4,
-        torch.int64: 5,
-        torch.bool: 6,
-    }.items()
-}
+
+
+#: ttp::DType -> torch dtype (the hook's dtypes).
+_TORCH_DTYPES = {code: dtype for dtype, code in sdk.KERNEL_DTYPES.items()}
 
 
 class EagerKernelUnavailable(RuntimeError):
@@ -216,7 +208,7 @@ def _check(token, nb_inputs, dtypes, ranks, dims, nb_scalars, scalars, message, 
         for i in range(nb_inputs):
             shape = tuple(dims[offset + d] for d in range(ranks[i]))
             offset += ranks[i]
-            metas.append(_derive.TensorMeta(shape, _DTYPES[dtypes[i]]))
+            metas.append(_derive.TensorMeta(shape, _TORCH_DTYPES[dtypes[i]]))
         values = {}
         for k, argument in enumerate(declaration.scalar_args):
             kind = declaration._types[argument.name]
