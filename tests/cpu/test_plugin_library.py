@@ -37,7 +37,13 @@ def test_launcher_library_exports_only_the_sdk_entry_points(library):
     launchers = library.parent / "libtorchtrt_plugins_launchers.so"
     out = subprocess.run(["nm", "-D", "--defined-only", str(launchers)], capture_output=True, text=True, check=True)
     symbols = sorted(line.split()[-1] for line in out.stdout.splitlines() if line.split()[-2] in "TtWwDdBbRr")
-    assert symbols == ["ttp_sdk_launch", "ttp_sdk_launcher", "ttp_sdk_workspace", "ttp_sdk_workspace_function"]
+    assert symbols == [
+        "ttp_sdk_eager_op",
+        "ttp_sdk_launch",
+        "ttp_sdk_launcher",
+        "ttp_sdk_workspace",
+        "ttp_sdk_workspace_function",
+    ]
 
 
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils readelf missing")
