@@ -23,7 +23,8 @@
 #   pyops       kernels written in Python (examples/pyops: Liger's Triton RMSNorm, a CuPy SwiGLU): their gpu and cpu
 #               tests, then scripts/bench_pyops.py (GPU time vs the same kernel launched from Python, host time)
 #   results     the README's "Results (H100)" commands, each into its own folder under $OUT ($RESULTS names a subset:
-#               rms_bf16 rms_fp32 pad masked vision decoder)
+#               rms_bf16 rms_fp32 pad masked masked_widths vision decoder)
+#   eager-host  scripts/eager_overhead.py: host time per eager call of every declared op beside its torch peer
 set -uo pipefail
 STEPS=${*:-tests sanitizer bench}
 OUT=${OUT:-/tmp/gpu_check}
@@ -109,20 +110,29 @@ bench() {  # bench <name> <args...>
 has bench && bench bench
 has bench-quick && bench bench --quick
 has bench-graph && bench bench_graph --timer graph
-RESULTS=${RESULTS:-rms_bf16 rms_fp32 pad masked vision decoder}
+RESULTS=${RESULTS:-rms_bf16 rms_fp32 pad masked masked_widths vision decoder}
 result() { [[ " $RESULTS " == *" $1 "* ]] && bench "$@"; }
 if has results; then
-  R="--repeats 3 --timer do_bench,graph"
+  R="--repeats 3 --timer do_bench,graph,host"
   RMS="eager_composite,F.rms_norm,torch.compile,liger,torchtrt,plugin_enqueue"
   result rms_bf16 $R --ops rms_norm --dtypes bf16 --providers $RMS \
     --sizes 1x4096,8x4096,128x4096,1024x2048,4096x4096,4096x12288,100000x128
   result rms_fp32 $R --ops rms_norm --dtypes fp32 --sizes 1x4096,4096x4096 --providers $RMS
   result pad $R --ops pad_to --dtypes int8,bf16,fp16 --providers eager_composite,F.pad,torch.compile,torchtrt,plugin_enqueue \
     --sizes 8x64x224x224x256x256,8x64x256x256x224x224,16x32x512x512x480x544
-  result masked --repeats 3 --timer do_bench --ops masked_rows --dtypes bf16,fp32 \
+  result masked --repeats 3 --timer do_bench,host --ops masked_rows --dtypes bf16,fp32 \
     --sizes 4000000x16x50,10000000x8x50,1000000x64x50,10000000x1x50 \
     --providers 'eager_composite,x?mask?,torch.compile,torchtrt,plugin_enqueue'
+  # masked_rows against x[mask] at every row width from 4 to 4096 elements (about 64 MB of x each, half kept)
+  result masked_widths --repeats 3 --timer do_bench --ops masked_rows --dtypes bf16,fp16,fp32 \
+    --sizes 8000000x4x50,2000000x16x50,500000x64x50,125000x256x50,32000x1024x50,8000x4096x50 \
+    --providers 'x?mask?,torchtrt'
   result vision $R --ops nms,roi_align
   result decoder $R --ops decoder_block
+fi
+if has eager-host; then
+  step "eager host time"
+  $PY scripts/eager_overhead.py cpp 2>&1 | tee "$OUT/eager_host.log"
+  TORCHTRT_PLUGINS_EAGER=python $PY scripts/eager_overhead.py python 2>&1 | tee -a "$OUT/eager_host.log"
 fi
 step "done"

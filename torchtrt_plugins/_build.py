@@ -202,10 +202,10 @@ def cuda_archs() -> str:
     return DEFAULT_CUDA_ARCH
 
 
-def _hash_sources(root: Path, patterns: tuple[str, ...], extra: str) -> str:
+def _hash_sources(root: Path, patterns: tuple[str, ...], extra: str, exclude: tuple[str, ...] = ()) -> str:
     digest = hashlib.sha256(extra.encode())
     for pattern in patterns:
-        for path in sorted(p for p in root.glob(pattern) if p.is_file()):
+        for path in sorted(p for p in root.glob(pattern) if p.is_file() and not any(p.match(e) for e in exclude)):
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -237,6 +237,8 @@ class PluginBuild:
     launchers: Path | None = None
 
 
+#: Sources of the eager kernel alone (built against torch, not by CMake): no reason to rebuild the plugin library.
+_EAGER_ONLY = ("csrc/sdk/eager.cpp",)
 _NATIVE_PATTERNS = (
     "CMakeLists.txt",
     "csrc/kernels/**/*",
@@ -248,7 +250,8 @@ _NATIVE_PATTERNS = (
 
 def plugin_build_dir(root: Path, include: Path, nvcc: str, archs: str) -> Path:
     """The cache entry of the plugin library for these sources, headers, compiler and architectures."""
-    return cache_dir() / f"plugins-{_hash_sources(root, _NATIVE_PATTERNS, f'{include}|{archs}|{nvcc}')}"
+    key = _hash_sources(root, _NATIVE_PATTERNS, f"{include}|{archs}|{nvcc}", exclude=_EAGER_ONLY)
+    return cache_dir() / f"plugins-{key}"
 
 
 def prebuilt_libraries() -> PluginBuild | None:

@@ -759,7 +759,7 @@ def declare(op: Any, **options: Any) -> Declaration:
         if eager_cuda:
             from . import sdk
 
-            sdk.register_eager_kernel(declaration)
+            declaration.python_kernel = sdk.register_eager_kernel(declaration)
     if getattr(declaration.library, "ours", False):
         return declaration  # our catalogue: `import torchtrt_plugins` registers its converters and loads the library
     from . import converters, native

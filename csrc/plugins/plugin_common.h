@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/common.h"
+#include "sdk/rules.h"
 
 namespace ttp::plugin
 {
@@ -38,13 +39,8 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-template <typename... Args>
-std::string concat(Args const&... args)
-{
-    std::ostringstream out;
-    (out << ... << args);
-    return out.str();
-}
+// Streams its arguments into one string (the SDK's shape rules, which plugins share, define it).
+using sdk::rules::concat;
 
 // Runs fn(); any exception is logged as "<plugin>::<method>: <what>" and `onError` returned.
 template <typename R, typename F>

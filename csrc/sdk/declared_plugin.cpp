@@ -16,292 +16,26 @@ using plugin::concat;
 using plugin::PluginError;
 using plugin::Severity;
 
-// Shape program tokens (torchtrt_plugins/_derive.py). The compiled programs are version 3: their leaves are
-// constants, input dims, data-dependent sizes and integer fields (never a per-call shape input, token 3).
-constexpr int64_t kMAGIC = 0x54545053;
-constexpr int64_t kVERSION = 3;
-constexpr int64_t kCONST = 1, kDIM = 2, kSIZE = 4, kARG = 5;                                            // leaves
-constexpr int64_t kADD = 10, kSUB = 11, kMUL = 12, kFLOORDIV = 13, kCEILDIV = 14, kMIN = 15, kMAX = 16; // operators
+using rules::evaluate;
+using rules::Expr;
+using rules::FieldValues;
+using rules::kADD;
+using rules::kARG;
+using rules::kCEILDIV;
+using rules::kCONST;
+using rules::kDIM;
+using rules::kFLOORDIV;
+using rules::kMIN;
+using rules::kMUL;
+using rules::kSIZE;
+using rules::kSUB;
+using rules::ShapeProgram;
+using rules::usesSize;
 
-bool isBinary(int64_t token)
+// The dims of TensorRT descriptors as the shared rules read them.
+auto dimOf(nvinfer1::Dims const* dims)
 {
-    return token >= kADD && token <= kMAX;
-}
-
-int32_t operandCount(int64_t token)
-{
-    return token == kDIM ? 2 : 1;
-}
-
-int64_t floorDiv(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-using Expr = std::vector<int64_t>;
-
-struct Output
-{
-    int64_t dtypeCode; // >= 0: a DataType; -(i + 1): the type of input i
-    std::vector<Expr> dims;
-};
-
-// A parsed, validated shape program.
-struct ShapeProgram
-{
-    std::vector<int32_t> inputRanks;
-    std::vector<std::pair<Expr, Expr>> sizes; // (opt, upper)
-    std::vector<Output> outputs;
-    std::vector<std::pair<Expr, Expr>> checks; // input sizes the fake kernel requires to be equal
-
-    // `where` names the program in errors. The tables are generated, but a library built from a stale or edited
-    // table must fail here rather than index out of range later.
-    static ShapeProgram parse(int64_t const* tokens, size_t length, OpDecl const& decl, std::string const& where)
-    {
-        ShapeProgram program;
-        size_t pos = 0;
-        auto take = [&]() -> int64_t
-        {
-            if (pos >= length)
-            {
-                throw PluginError(concat(where, " ends early (", length, " tokens)"));
-            }
-            return tokens[pos++];
-        };
-        auto count = [&](char const* what, int64_t limit) -> int32_t
-        {
-            int64_t const n = take();
-            if (n < 0 || n > limit)
-            {
-                throw PluginError(concat(where, ": ", what, " must be in [0, ", limit, "], got ", n));
-            }
-            return static_cast<int32_t>(n);
-        };
-        if (take() != kMAGIC || take() != kVERSION)
-        {
-            throw PluginError(concat(where, " is not a version-", kVERSION, " shape program (regenerate the tables)"));
-        }
-        if (count("the input count", decl.nbInputs) != decl.nbInputs)
-        {
-            throw PluginError(concat(where, " describes another number of inputs than the op's ", decl.nbInputs));
-        }
-        for (int32_t i = 0; i < decl.nbInputs; ++i)
-        {
-            program.inputRanks.push_back(count("an input rank", kMAX_DIMS));
-        }
-        count("the per-call shape input count", 0);
-        int32_t const nbSizes = count("the size tensor count", 64);
-        auto expr = [&](bool sizesAllowed) -> Expr
-        {
-            int64_t const n = take();
-            if (n <= 0 || pos + static_cast<size_t>(n) > length)
-            {
-                throw PluginError(concat(where, " has a malformed expression"));
-            }
-            Expr e(tokens + pos, tokens + pos + n);
-            pos += static_cast<size_t>(n);
-            program.check(e, sizesAllowed ? nbSizes : 0, decl, where);
-            return e;
-        };
-        for (int32_t s = 0; s < nbSizes; ++s)
-        {
-            Expr opt = expr(false);
-            program.sizes.emplace_back(std::move(opt), expr(false));
-        }
-        if (count("the output count", decl.nbOutputs) != decl.nbOutputs)
-        {
-            throw PluginError(concat(where, " describes another number of outputs than the op's ", decl.nbOutputs));
-        }
-        for (int32_t o = 0; o < decl.nbOutputs; ++o)
-        {
-            Output out;
-            out.dtypeCode = take();
-            if (out.dtypeCode < -static_cast<int64_t>(decl.nbInputs) || out.dtypeCode > 16)
-            {
-                throw PluginError(concat(where, ": output ", o, " has dtype code ", out.dtypeCode));
-            }
-            int32_t const rank = count("an output rank", kMAX_DIMS);
-            for (int32_t d = 0; d < rank; ++d)
-            {
-                out.dims.push_back(expr(true));
-            }
-            program.outputs.push_back(std::move(out));
-        }
-        int32_t const nbChecks = count("the check count", 64);
-        for (int32_t c = 0; c < nbChecks; ++c)
-        {
-            Expr lhs = expr(false);
-            program.checks.emplace_back(std::move(lhs), expr(false));
-        }
-        if (pos != length)
-        {
-            throw PluginError(concat(where, " has ", length - pos, " trailing tokens"));
-        }
-        return program;
-    }
-
-    // Every operand in range and the postfix stack well formed; an ARG leaf reads an integer field.
-    void check(Expr const& e, int32_t nbSizes, OpDecl const& decl, std::string const& where) const
-    {
-        int32_t depth = 0;
-        for (size_t i = 0; i < e.size(); ++i)
-        {
-            int64_t const token = e[i];
-            if (isBinary(token))
-            {
-                if (depth < 2)
-                {
-                    throw PluginError(concat(where, ": operator without operands"));
-                }
-                --depth;
-                continue;
-            }
-            if ((token != kCONST && token != kDIM && token != kSIZE && token != kARG)
-                || i + operandCount(token) >= e.size())
-            {
-                throw PluginError(concat(where, ": bad token ", token));
-            }
-            int64_t const a = e[i + 1];
-            bool ok = true;
-            switch (token)
-            {
-            case kDIM:
-                ok = a >= 0 && a < static_cast<int64_t>(inputRanks.size()) && e[i + 2] >= 0 && e[i + 2] < inputRanks[a];
-                break;
-            case kSIZE: ok = a >= 0 && a < nbSizes; break;
-            case kARG: ok = a >= 0 && a < decl.nbFields && decl.fields[a].kind() != plugin::FieldKind::kFLOAT; break;
-            default: break;
-            }
-            if (!ok)
-            {
-                throw PluginError(concat(where, ": operand out of range in token ", token));
-            }
-            i += static_cast<size_t>(operandCount(token));
-            ++depth;
-        }
-        if (depth != 1)
-        {
-            throw PluginError(concat(where, ": expression leaves ", depth, " values"));
-        }
-    }
-};
-
-// The op's scalar fields as the shape rules read them (ARG leaves): a field's value, or, for a field holding the
-// shape-input marker, the shape input it stands for (they follow the tensor inputs in field order).
-struct FieldValues
-{
-    std::vector<double> values;
-    std::vector<int32_t> shapeInput; // per field: the index of its shape input, or -1
-    int32_t nbShapeInputs{0};
-
-    FieldValues(OpDecl const& decl, std::vector<double> scalars)
-        : values(std::move(scalars))
-    {
-        for (int32_t f = 0; f < decl.nbFields; ++f)
-        {
-            bool const marker = decl.fields[f].isShapeInputSentinel(values.at(static_cast<size_t>(f)));
-            shapeInput.push_back(marker ? nbShapeInputs++ : -1);
-        }
-    }
-};
-
-// Evaluates a postfix expression over any value type: `leaf(token, a, b)` makes leaves, `apply(op, x, y)` applies.
-template <typename T, typename Leaf, typename Apply>
-T evaluate(Expr const& e, Leaf&& leaf, Apply&& apply)
-{
-    std::vector<T> stack;
-    for (size_t i = 0; i < e.size(); ++i)
-    {
-        if (isBinary(e[i]))
-        {
-            T const y = stack.back();
-            stack.pop_back();
-            stack.back() = apply(e[i], stack.back(), y);
-            continue;
-        }
-        int64_t const b = operandCount(e[i]) == 2 ? e[i + 2] : 0;
-        stack.push_back(leaf(e[i], e[i + 1], b));
-        i += static_cast<size_t>(operandCount(e[i]));
-    }
-    return stack.back();
-}
-
-bool usesSize(Expr const& e)
-{
-    for (size_t i = 0; i < e.size(); ++i)
-    {
-        if (isBinary(e[i]))
-        {
-            continue;
-        }
-        if (e[i] == kSIZE)
-        {
-            return true;
-        }
-        i += static_cast<size_t>(operandCount(e[i]));
-    }
-    return false;
-}
-
-// Concrete value of an expression over input dims and fields; sizes take `sizes`.
-int64_t evaluateConcrete(
-    Expr const& e, nvinfer1::Dims const* inputs, FieldValues const& fields, std::vector<int64_t> const& sizes)
-{
-    return evaluate<int64_t>(
-        e,
-        [&](int64_t token, int64_t a, int64_t b) -> int64_t
-        {
-            switch (token)
-            {
-            case kCONST: return a;
-            case kDIM: return inputs[a].d[b];
-            case kSIZE: return sizes.at(static_cast<size_t>(a));
-            default:
-                if (fields.shapeInput[static_cast<size_t>(a)] >= 0)
-                {
-                    throw PluginError("a shape input value is not known here");
-                }
-                return static_cast<int64_t>(fields.values[static_cast<size_t>(a)]);
-            }
-        },
-        [](int64_t op, int64_t x, int64_t y) -> int64_t
-        {
-            switch (op)
-            {
-            case kADD: return x + y;
-            case kSUB: return x - y;
-            case kMUL: return x * y;
-            case kFLOORDIV:
-            case kCEILDIV:
-                if (y == 0)
-                {
-                    throw PluginError("division by zero in a shape expression");
-                }
-                return op == kFLOORDIV ? floorDiv(x, y) : -floorDiv(-x, y);
-            case kMIN: return x < y ? x : y;
-            default: return x > y ? x : y;
-            }
-        });
-}
-
-// Whether every input dim and field the expression reads is known (a dim >= 0, a field not from a shape input).
-bool known(Expr const& e, nvinfer1::Dims const* inputs, FieldValues const& fields)
-{
-    for (size_t i = 0; i < e.size(); ++i)
-    {
-        if (isBinary(e[i]))
-        {
-            continue;
-        }
-        if ((e[i] == kDIM && inputs[e[i + 1]].d[e[i + 2]] < 0)
-            || (e[i] == kARG && fields.shapeInput[static_cast<size_t>(e[i + 1])] >= 0))
-        {
-            return false;
-        }
-        i += static_cast<size_t>(operandCount(e[i]));
-    }
-    return true;
+    return [dims](int64_t input, int64_t axis) { return dims[input].d[axis]; };
 }
 
 nvinfer1::DimensionOperation dimensionOperation(int64_t op)
@@ -413,70 +147,42 @@ Descs actualOf(nvinfer1::PluginTensorDesc const* descs, int32_t count)
     return collect(descs, count, [](auto const& d) { return std::make_pair(d.dims, d.type); });
 }
 
-// The shape programs of an op, parsed once per library (its creator owns them, for as long as the library lives).
-struct Rules
+// Why an op's table of aliased inputs is unusable (each input aliased to one output at most), or empty.
+std::string aliasTableError(OpDecl const& decl)
 {
-    std::vector<ShapeProgram> programs;
-    std::string error; // why the generated programs are unusable, or empty
-
-    explicit Rules(OpDecl const& decl) noexcept
+    for (int32_t a = 0; a < decl.nbAliasedInputs; ++a)
     {
-        try
+        int32_t const input = decl.aliasedInputs[a];
+        if (input < 0 || input >= decl.nbInputs)
         {
-            size_t pos = 0;
-            auto const total = static_cast<size_t>(decl.nbProgramTokens);
-            while (pos < total)
-            {
-                auto const length = static_cast<size_t>(decl.programs[pos]);
-                std::string const where = concat("compiled shape program ", programs.size());
-                if (decl.programs[pos] <= 0 || pos + 1 + length > total)
-                {
-                    throw PluginError(concat(where, " has a bad length"));
-                }
-                programs.push_back(ShapeProgram::parse(decl.programs + pos + 1, length, decl, where));
-                pos += 1 + length;
-            }
-            if (programs.empty())
-            {
-                throw PluginError("the library holds no shape program for it (regenerate the tables)");
-            }
-            for (int32_t a = 0; a < decl.nbAliasedInputs; ++a)
-            {
-                int32_t const input = decl.aliasedInputs[a];
-                for (int32_t b = 0; b < a; ++b)
-                {
-                    if (decl.aliasedInputs[b] == input)
-                    {
-                        throw PluginError(
-                            concat("input ", input, " is aliased to two outputs (regenerate the tables)"));
-                    }
-                }
-                if (input < 0 || input >= decl.nbInputs)
-                {
-                    throw PluginError(concat("aliased input ", input, " is not an input (regenerate the tables)"));
-                }
-            }
-            for (auto const& program : programs)
-            {
-                // Output counts and types are asked before any rank is known: every program must agree on them.
-                bool same = program.sizes.size() == programs.front().sizes.size();
-                for (size_t o = 0; same && o < program.outputs.size(); ++o)
-                {
-                    same = program.outputs[o].dtypeCode == programs.front().outputs[o].dtypeCode;
-                }
-                if (!same)
-                {
-                    throw PluginError("its shape programs disagree on the output types or size tensors");
-                }
-            }
+            return concat("aliased input ", input, " is not an input (regenerate the tables)");
         }
-        catch (std::exception const& e)
+        for (int32_t b = 0; b < a; ++b)
         {
-            programs.clear();
-            error = e.what();
+            if (decl.aliasedInputs[b] == input)
+            {
+                return concat("input ", input, " is aliased to two outputs (regenerate the tables)");
+            }
         }
     }
-};
+    return {};
+}
+
+// What the shared shape rules know of a declared op.
+rules::OpShape opShape(OpDecl const& decl)
+{
+    rules::OpShape op{decl.op, {}, decl.nbOutputs, {}};
+    for (int32_t i = 0; i < decl.nbInputs; ++i)
+    {
+        op.inputs.emplace_back(decl.inputs[i].name);
+    }
+    for (int32_t f = 0; f < decl.nbFields; ++f)
+    {
+        plugin::FieldDesc const& field = decl.fields[f];
+        op.fields.push_back({field.name, field.kind() == plugin::FieldKind::kFLOAT, field.shapeInputSentinel});
+    }
+    return op;
+}
 
 // The build capability: IPluginV3OneBuildV2, which reports itself as version 2 (getAliasedInput) only for an op
 // with aliased outputs, so that a plugin without them presents the version-1 interface every TensorRT 10.x knows.
@@ -499,15 +205,17 @@ protected:
 class DeclaredPlugin : public plugin::PluginInterfaces<Named<nvinfer1::IPluginV3OneCore>, AliasingBuild>
 {
 public:
-    DeclaredPlugin(OpDecl const& decl, std::vector<double> scalars, std::vector<ShapeProgram> const& programs)
+    DeclaredPlugin(OpDecl const& decl, std::vector<double> scalars, rules::Rules const& rules)
         : PluginInterfaces(std::in_place, decl, decl)
-        , mFields(decl, std::move(scalars))
-        , mPrograms(programs)
+        , mFields(rules.op(), std::move(scalars))
+        , mRules(rules)
+        , mPrograms(rules.programs())
     {
     }
     DeclaredPlugin(DeclaredPlugin const& other)
         : PluginInterfaces(other)
         , mFields(other.mFields)
+        , mRules(other.mRules)
         , mPrograms(other.mPrograms)
         , mTactic(other.mTactic)
     {
@@ -870,77 +578,17 @@ private:
         }
     }
 
-    // The program for these input ranks; an error listing the accepted ranks if the fake kernel takes none.
     template <typename RankOf>
     ShapeProgram const& programFor(RankOf&& rankOf) const
     {
-        for (auto const& program : mPrograms)
-        {
-            bool match = true;
-            for (int32_t i = 0; match && i < mDecl.nbInputs; ++i)
-            {
-                match = rankOf(i) == program.inputRanks[static_cast<size_t>(i)];
-            }
-            if (match)
-            {
-                return program;
-            }
-        }
-        std::string names;
-        std::string got;
-        for (int32_t i = 0; i < mDecl.nbInputs; ++i)
-        {
-            names += concat(i ? ", " : "", mDecl.inputs[i].name);
-            got += concat(i ? ", " : "", rankOf(i));
-        }
-        std::string accepted;
-        for (auto const& program : mPrograms)
-        {
-            std::string ranks;
-            for (int32_t rank : program.inputRanks)
-            {
-                ranks += concat(ranks.empty() ? "" : ", ", rank);
-            }
-            accepted += concat(accepted.empty() ? "" : ", ", "(", ranks, ")");
-        }
-        fail("inputs (", names, ") have ranks (", got, "); the op's fake kernel accepts ", accepted);
+        return mRules.programFor(rankOf);
     }
 
     // The fake kernel's equalities between input sizes (e.g. weight's length and x's last dim), where the dims are
     // known.
     void checkSizes(ShapeProgram const& program, std::vector<nvinfer1::Dims> const& dims, char const* which) const
     {
-        for (auto const& [lhs, rhs] : program.checks)
-        {
-            if (!known(lhs, dims.data(), mFields) || !known(rhs, dims.data(), mFields))
-            {
-                continue;
-            }
-            int64_t const a = evaluateConcrete(lhs, dims.data(), mFields, {});
-            int64_t const b = evaluateConcrete(rhs, dims.data(), mFields, {});
-            if (a != b)
-            {
-                fail("input sizes break the op's fake kernel check ", describe(lhs), " == ", describe(rhs), ": ", which,
-                    " input dims give ", a, " and ", b);
-            }
-        }
-    }
-
-    std::string describe(Expr const& e) const
-    {
-        if (e.size() == 3 && e[0] == kDIM)
-        {
-            return concat("'", mDecl.inputs[e[1]].name, "'.shape[", e[2], "]");
-        }
-        if (e.size() == 2 && e[0] == kARG)
-        {
-            return concat("'", mDecl.fields[e[1]].name, "'");
-        }
-        if (e.size() == 2 && e[0] == kCONST)
-        {
-            return concat(e[1]);
-        }
-        return "(a size expression)";
+        mRules.checkSizes(program, dimOf(dims.data()), mFields, which);
     }
 
     void checkInputType(int32_t i, nvinfer1::DataType const* types) const
@@ -1042,7 +690,7 @@ private:
         std::vector<int64_t> uppers;
         for (auto const& size : program.sizes)
         {
-            uppers.push_back(evaluateConcrete(size.second, inDims, mFields, {}));
+            uppers.push_back(evaluateConcrete(size.second, dimOf(inDims), mFields));
         }
         std::vector<Tensor> in;
         for (int32_t i = 0; i < mDecl.nbInputs; ++i)
@@ -1067,7 +715,8 @@ private:
                 {
                     bool const known
                         = !usesSize(exprs[d]) && outDims[o].nbDims > static_cast<int32_t>(d) && outDims[o].d[d] >= 0;
-                    dims.d[d] = known ? outDims[o].d[d] : evaluateConcrete(exprs[d], inDims, mFields, uppers);
+                    dims.d[d]
+                        = known ? outDims[o].d[d] : evaluateConcrete(exprs[d], dimOf(inDims), mFields, uppers.data());
                 }
             }
             out.push_back(tensorOf(outputs ? outputs[o] : nullptr, outTypes[o], dims,
@@ -1083,6 +732,7 @@ private:
     }
 
     FieldValues mFields;
+    rules::Rules const& mRules;
     std::vector<ShapeProgram> const& mPrograms;
     int32_t mTactic{0};
     std::string mTimingCacheId;
@@ -1094,7 +744,8 @@ class DeclaredCreator : public Named<nvinfer1::IPluginCreatorV3One>
 public:
     explicit DeclaredCreator(OpDecl const& decl)
         : Named(decl)
-        , mRules(decl)
+        , mRules(opShape(decl), decl.programs, decl.nbProgramTokens)
+        , mAliasError(aliasTableError(decl))
     {
         for (int32_t f = 0; f < decl.nbFields; ++f)
         {
@@ -1109,9 +760,9 @@ public:
     {
         try
         {
-            if (!mRules.error.empty())
+            if (!mRules.error().empty() || !mAliasError.empty())
             {
-                throw PluginError(mRules.error);
+                throw PluginError(mRules.error().empty() ? mAliasError : mRules.error());
             }
             plugin::FieldReader reader(mDecl.pluginName, fc, mCollection);
             std::vector<double> scalars;
@@ -1119,7 +770,7 @@ public:
             {
                 scalars.push_back(reader.number(mDecl.fields[f]));
             }
-            return new DeclaredPlugin(mDecl, std::move(scalars), mRules.programs);
+            return new DeclaredPlugin(mDecl, std::move(scalars), mRules);
         }
         catch (std::exception const& e)
         {
@@ -1139,7 +790,8 @@ public:
     }
 
 private:
-    Rules mRules;
+    rules::Rules mRules;
+    std::string mAliasError; // why the op's aliased-input table is unusable, or empty
     std::vector<nvinfer1::PluginField> mFields;
     nvinfer1::PluginFieldCollection mCollection{};
 };

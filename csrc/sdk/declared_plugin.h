@@ -9,6 +9,7 @@
 #pragma once
 
 #include "plugins/plugin_common.h"
+#include "sdk/rules.h"
 #include "sdk/ttp_sdk.h"
 
 namespace ttp::sdk

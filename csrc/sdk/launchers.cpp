@@ -4,12 +4,21 @@
 #include <cstring>
 
 #include "cubin_launch.h"
+#include "op_table.h"
 #include "ttp_sdk.h"
 
 namespace ttp::sdk
 {
-// Generated from the declarations (torchtrt_plugins.sdk): every (op, tactic) -> launcher row.
+// Generated from the declarations (torchtrt_plugins.sdk): every (op, tactic) -> launcher row, and each op's eager
+// table.
 LauncherEntry const* launcherTable(int32_t& count);
+EagerOp const* const* eagerOpTable(int32_t& count);
+
+// Pageable memory: the copy returns once the sizes are on the host, the call's one synchronization.
+cudaError_t readSizes(int64_t* host, void const* device, int32_t count, cudaStream_t stream)
+{
+    return cudaMemcpyAsync(host, device, sizeof(int64_t) * static_cast<size_t>(count), cudaMemcpyDeviceToHost, stream);
+}
 } // namespace ttp::sdk
 
 namespace
@@ -62,4 +71,19 @@ extern "C" __attribute__((visibility("default"))) ttp::sdk::WorkspaceSize ttp_sd
 extern "C" __attribute__((visibility("default"))) char const* ttp_sdk_last_error()
 {
     return ttp::sdk::cubinLaunchError();
+}
+
+// The op's table for the generic eager kernel (csrc/sdk/op_table.h), or null when the library does not hold the op.
+extern "C" __attribute__((visibility("default"))) ttp::sdk::EagerOp const* ttp_sdk_eager_op(char const* op)
+{
+    int32_t count = 0;
+    ttp::sdk::EagerOp const* const* table = ttp::sdk::eagerOpTable(count);
+    for (int32_t i = 0; i < count; ++i)
+    {
+        if (std::strcmp(table[i]->op, op) == 0)
+        {
+            return table[i];
+        }
+    }
+    return nullptr;
 }

@@ -462,7 +462,7 @@ def test_combine_repeats_is_the_spread_across_runs():
 
 
 def test_timer_and_size_arguments():
-    assert common.parse_timers(None) == ("do_bench",)
+    assert common.parse_timers(None) == ("do_bench", "host")
     assert common.parse_timers("graph, do_bench,graph") == ("graph", "do_bench")
     with pytest.raises(ValueError, match="unknown"):
         common.parse_timers("events")
@@ -665,3 +665,10 @@ def test_our_ops_run_eagerly_from_their_launcher_library(monkeypatch):
     for module, op in (("bench_rms_norm", "rms_norm"), ("bench_pad_to", "pad_to")):
         reasons = [r(ctx) for r in requirements(module, "torchtrt") if r(ctx)]
         assert reasons and f"torchtrt::{op}" in reasons[0] and "cannot open shared object" in reasons[0]
+
+
+def test_host_timer_runs_calls_back_to_back_and_reports_no_bandwidth():
+    calls = []
+    timing = common.time_fn(lambda: calls.append(1), torch.device("cpu"), quick=True, timer="host")
+    assert len(calls) == 20 + 7 * common.HOST_CALLS and timing.p20_ms <= timing.median_ms <= timing.p80_ms
+    assert "host" in common.parse_timers(None)

@@ -171,7 +171,10 @@ def test_bench_quick_on_cpu_writes_csv_and_says_what_did_not_run(tmp_path, capsy
     assert {("rms_norm", "copy"), ("rms_norm", "eager_composite"), ("rms_norm", "torchtrt")} <= timed
     assert {("decoder_block", "eager"), ("decoder_block", "eager+torchtrt")} <= timed
     assert all(r["gpu"].startswith("cpu") and float(r["median_ms"]) > 0 for r in rows)
-    assert all(r["gbps"] and r["pct_of_copy"] for r in rows if r["op"] == "rms_norm")
+    rms_norm = [r for r in rows if r["op"] == "rms_norm"]
+    assert {r["timer"] for r in rms_norm} == set(common.DEFAULT_TIMERS)
+    # Bandwidth from GPU time only: host time says nothing of it.
+    assert all(bool(r["gbps"] and r["pct_of_copy"]) == (r["timer"] != "host") for r in rms_norm)
     with open(out_dir / common.NOT_RUN_FILE, newline="") as handle:
         not_run = {(r["op"], r["provider"]): r["reason"] for r in csv.DictReader(handle)}
     assert "CUDA GPU" in not_run[("rms_norm", "plugin_enqueue")]
@@ -203,7 +206,8 @@ def test_bench_quick_pad_to_and_masked_rows_on_cpu_write_csv_rows(tmp_path, caps
         for provider in ("copy", "eager_composite", "x[mask]", "torchtrt"):
             assert ("masked_rows", provider, shape) in timed
     assert all(r["dtype"] == "float32" and r["gpu"].startswith("cpu") and float(r["median_ms"]) > 0 for r in rows)
-    assert all(r["gbps"] and r["pct_of_copy"] for r in rows)  # both memory-bound: every row has bandwidth
+    # Both memory-bound: every GPU-time row has bandwidth; host-time rows have none.
+    assert all(bool(r["gbps"] and r["pct_of_copy"]) == (r["timer"] != "host") for r in rows)
     with open(out_dir / common.NOT_RUN_FILE, newline="") as handle:
         not_run = {(r["op"], r["provider"]): (r["status"], r["reason"]) for r in csv.DictReader(handle)}
     for op in ("pad_to", "masked_rows"):

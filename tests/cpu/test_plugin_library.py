@@ -38,6 +38,7 @@ def test_launcher_library_exports_only_the_sdk_entry_points(library):
     out = subprocess.run(["nm", "-D", "--defined-only", str(launchers)], capture_output=True, text=True, check=True)
     symbols = sorted(line.split()[-1] for line in out.stdout.splitlines() if line.split()[-2] in "TtWwDdBbRr")
     assert symbols == [
+        "ttp_sdk_eager_op",
         "ttp_sdk_last_error",
         "ttp_sdk_launch",
         "ttp_sdk_launcher",

@@ -37,6 +37,7 @@ def _exports(path) -> set[str]:
 def test_plugin_library_exports_and_links_only_what_it_must(library):
     assert _exports(library.plugins) == {"getCreators", "setLoggerFinder"}
     assert _exports(library.launchers) == {
+        "ttp_sdk_eager_op",
         "ttp_sdk_launch",
         "ttp_sdk_workspace",
         "ttp_sdk_launcher",

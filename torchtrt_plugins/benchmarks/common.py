@@ -69,8 +69,15 @@ QUANTILES = (0.5, 0.2, 0.8)
 COPY_PROVIDER = "copy"
 #: triton's do_bench flushes a 256 MB buffer before each rep so L2 never holds the inputs; so do we.
 L2_FLUSH_BYTES = 256 * 1024 * 1024
-#: Timers: "do_bench" (per call, host overhead included, L2 flushed before each call) or "graph".
-TIMERS = ("do_bench", "graph")
+#: Timers: "do_bench" (GPU time per call, L2 flushed before each call: the flush kernel hides the host's launch
+#: time, so this is not host-inclusive), "graph" (GPU time per call of calls replayed from one CUDA graph) and "host"
+#: (host wall time per call, no synchronization inside the loop: what an eager caller pays on the CPU).
+TIMERS = ("do_bench", "graph", "host")
+#: The timers of a run that names none: GPU time and host time, side by side.
+DEFAULT_TIMERS = ("do_bench", "host")
+#: Calls per host-timer sample: few enough that the GPU's launch queue never fills (the host would then wait for
+#: the GPU and time the GPU's work instead).
+HOST_CALLS = 200
 #: Calls captured in one CUDA graph by the graph timer; the time reported is the replay's over this.
 GRAPH_CALLS = 20
 
@@ -252,7 +259,27 @@ def time_cpu(fn: Callable[[], Any], warmup_ms: float = 10, rep_ms: float = 50) -
     return summarize(samples)
 
 
+def time_host(fn: Callable[[], Any], device: torch.device, samples: int = 15, calls: int = HOST_CALLS) -> Timing:
+    """Host wall time per call: ``calls`` calls back to back with no synchronization inside, the device drained
+    before each sample and after it (outside the timed span); median and p20/p80 over ``samples``."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(20):
+        fn()
+    sync()
+    out = []
+    for _ in range(samples):
+        sync()
+        begin = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter() - begin) * 1e3 / calls)
+        sync()
+    return summarize(out)
+
+
 def time_fn(fn: Callable[[], Any], device: torch.device, quick: bool = False, timer: str = "do_bench") -> Timing:
+    if timer == "host":
+        return time_host(fn, device, samples=7 if quick else 15)
     if device.type == "cuda":
         rep_ms = 50 if quick else 100
         return time_cuda_graph(fn, rep_ms=rep_ms) if timer == "graph" else time_cuda(fn, rep_ms=rep_ms)
@@ -587,10 +614,14 @@ class Result:
 
     @property
     def gbps(self) -> float | None:
+        if self.timer == "host":  # host time says nothing of bandwidth
+            return None
         return gbps(self.nbytes, self.timing.median_ms if self.timing else None)
 
     @property
     def pct_of_copy(self) -> float | None:
+        if self.timer == "host":
+            return None
         return pct_of_copy(self.timing.median_ms if self.timing else None, self.copy_ms)
 
     def row(self, env: Environment) -> dict[str, str]:
@@ -1244,8 +1275,8 @@ def run_suite(
 
 
 def parse_timers(text: str | None) -> tuple[str, ...]:
-    """``"do_bench,graph"`` -> the timers, in order; None or empty -> do_bench."""
-    timers = tuple(dict.fromkeys(t.strip() for t in (text or "do_bench").split(",") if t.strip()))
+    """``"do_bench,graph"`` -> the timers, in order; None or empty -> DEFAULT_TIMERS (GPU time and host time)."""
+    timers = tuple(dict.fromkeys(t.strip() for t in (text or ",".join(DEFAULT_TIMERS)).split(",") if t.strip()))
     unknown = [t for t in timers if t not in TIMERS]
     if unknown or not timers:
         raise ValueError(f"--timer: unknown {unknown or text!r}; use any of {list(TIMERS)}, comma-separated")
@@ -1266,9 +1297,10 @@ def add_timing_arguments(parser: Any) -> None:
     """--timer, --repeats and --sizes, shared by the scripts and ``torchtrt-plugins bench``."""
     parser.add_argument(
         "--timer",
-        default="do_bench",
-        help=f"do_bench (default: per call, host overhead included), graph (per call of {GRAPH_CALLS} calls "
-        "replayed in one CUDA graph: GPU time alone), or both: do_bench,graph (one row each)",
+        default=",".join(DEFAULT_TIMERS),
+        help="comma-separated, one row each: do_bench (GPU time per call, L2 flushed before each; it hides host "
+        f"time), graph (GPU time per call of {GRAPH_CALLS} calls replayed in one CUDA graph), host (host wall "
+        f"time per call, {HOST_CALLS} calls with no synchronization inside). Default: {','.join(DEFAULT_TIMERS)}",
     )
     parser.add_argument(
         "--repeats", type=int, default=1, help="time every provider this many times, interleaved; report the spread"

@@ -1,0 +1,810 @@
+// The eager CUDA kernel of every declared op, written once: one boxed torch kernel that reads the op's generated
+// table (csrc/sdk/op_table.h, handed out by the op library's `ttp_sdk_eager_op`), checks the arguments against the
+// declaration with the Python path's messages, derives the output shapes with the plugin's shape-rule code
+// (csrc/sdk/rules.h), allocates through torch's caching allocator on the current stream and calls the launcher.
+//
+// Built against LibTorch's stable ABI only (the C shims of torch/csrc/inductor/aoti_torch/c/shim.h and
+// torch/csrc/stable/c/shim.h, targeting torch 2.11), so one binary serves torch 2.11 and later. The shim's boxed
+// kernels get no user data, so each registration takes one of kSLOTS instantiations of `boxed<I>`, which forwards to
+// the one implementation with its slot's op. The current CUDA stream comes from libtorch_cuda, looked up when the
+// first call needs it: this library loads next to a CPU-only torch too (where no CUDA kernel is ever called).
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <dlfcn.h>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/c/shim.h>
+#include <torch/csrc/stable/stableivalue_conversions.h>
+
+#include "sdk/op_table.h"
+#include "sdk/rules.h"
+
+namespace ttp::sdk::eager
+{
+namespace
+{
+
+using rules::concat;
+
+constexpr size_t kSLOTS = 1024;
+constexpr int32_t kMAX_TENSORS = 32;
+constexpr int32_t kMAX_SCALARS = 64;
+constexpr int64_t kSCRATCH_ALIGN = 256;
+// A data-dependent output whose upper-bound buffer wastes more than this (and more than it keeps) is copied into one
+// of its actual size (ops that are not sizes_first; the Python path's rule).
+constexpr int64_t kTRIM_BYTES = 1 << 20;
+
+// Fake-kernel checks of a call signature not seen before: the declaring Python process runs the op's fake kernel on
+// these shapes and scalars, so that its own messages reach the user. Returns 0, or non-zero with `message` written.
+using CheckHook = int32_t (*)(int32_t token, int32_t nbInputs, int32_t const* dtypes, int32_t const* ranks,
+    int64_t const* dims, int32_t nbScalars, double const* scalars, char* message, int32_t messageSize);
+
+class EagerError : public std::runtime_error
+{
+public:
+    using std::runtime_error::runtime_error;
+};
+
+void shim(AOTITorchError err, char const* what)
+{
+    if (err != AOTI_TORCH_SUCCESS)
+    {
+        throw EagerError(concat("torchtrt_plugins eager kernel: torch's ", what, " failed"));
+    }
+}
+
+// An owned AtenTensorHandle.
+class Owned
+{
+public:
+    Owned() = default;
+    explicit Owned(AtenTensorHandle handle)
+        : mHandle(handle)
+    {
+    }
+    Owned(Owned&& other) noexcept
+        : mHandle(std::exchange(other.mHandle, nullptr))
+    {
+    }
+    Owned& operator=(Owned&& other) noexcept
+    {
+        std::swap(mHandle, other.mHandle);
+        return *this;
+    }
+    Owned(Owned const&) = delete;
+    Owned& operator=(Owned const&) = delete;
+    ~Owned()
+    {
+        if (mHandle != nullptr)
+        {
+            aoti_torch_delete_tensor_object(mHandle);
+        }
+    }
+    AtenTensorHandle get() const noexcept
+    {
+        return mHandle;
+    }
+    AtenTensorHandle release() noexcept
+    {
+        return std::exchange(mHandle, nullptr);
+    }
+
+private:
+    AtenTensorHandle mHandle{nullptr};
+};
+
+// torch's dtype codes (read through the shim: the enum's values are not part of the stable ABI) and our names.
+struct DTypes
+{
+    // ttp::DType -> torch code
+    std::array<int32_t, 7> kernel{};
+    std::vector<std::pair<int32_t, char const*>> names;
+
+    DTypes()
+    {
+        kernel = {aoti_torch_dtype_float32(), aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(),
+            aoti_torch_dtype_int8(), aoti_torch_dtype_int32(), aoti_torch_dtype_int64(), aoti_torch_dtype_bool()};
+        names = {{aoti_torch_dtype_float32(), "float32"}, {aoti_torch_dtype_float16(), "float16"},
+            {aoti_torch_dtype_bfloat16(), "bfloat16"}, {aoti_torch_dtype_int8(), "int8"},
+            {aoti_torch_dtype_int32(), "int32"}, {aoti_torch_dtype_int64(), "int64"}, {aoti_torch_dtype_bool(), "bool"},
+            {aoti_torch_dtype_float64(), "float64"}, {aoti_torch_dtype_uint8(), "uint8"},
+            {aoti_torch_dtype_int16(), "int16"}, {aoti_torch_dtype_uint16(), "uint16"},
+            {aoti_torch_dtype_uint32(), "uint32"}, {aoti_torch_dtype_uint64(), "uint64"},
+            {aoti_torch_dtype_complex32(), "complex32"}, {aoti_torch_dtype_complex64(), "complex64"},
+            {aoti_torch_dtype_complex128(), "complex128"}, {aoti_torch_dtype_float8_e4m3fn(), "float8_e4m3fn"},
+            {aoti_torch_dtype_float8_e5m2(), "float8_e5m2"}};
+    }
+
+    int32_t toKernel(int32_t torchCode) const noexcept
+    {
+        for (size_t k = 0; k < kernel.size(); ++k)
+        {
+            if (kernel[k] == torchCode)
+            {
+                return static_cast<int32_t>(k);
+            }
+        }
+        return -1;
+    }
+
+    std::string name(int32_t torchCode) const
+    {
+        for (auto const& [code, text] : names)
+        {
+            if (code == torchCode)
+            {
+                return text;
+            }
+        }
+        return concat("dtype ", torchCode);
+    }
+};
+
+DTypes const& dtypes()
+{
+    static DTypes const table;
+    return table;
+}
+
+// TensorRT DataType value (a shape program's output type) -> ttp::DType.
+int32_t kernelDTypeOfCode(int64_t code)
+{
+    switch (code)
+    {
+    case 0: return static_cast<int32_t>(DType::kFLOAT32);
+    case 1: return static_cast<int32_t>(DType::kFLOAT16);
+    case 2: return static_cast<int32_t>(DType::kINT8);
+    case 3: return static_cast<int32_t>(DType::kINT32);
+    case 4: return static_cast<int32_t>(DType::kBOOL);
+    case 7: return static_cast<int32_t>(DType::kBFLOAT16);
+    case 8: return static_cast<int32_t>(DType::kINT64);
+    default: return -1;
+    }
+}
+
+// Python's repr of a float, which the Python path's messages print: shortest round trip, exponent form below 1e-4
+// and from 1e16 on.
+std::string pythonRepr(double value)
+{
+    if (std::isnan(value))
+    {
+        return "nan";
+    }
+    if (std::isinf(value))
+    {
+        return value > 0 ? "inf" : "-inf";
+    }
+    char buffer[64];
+    auto const result = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::scientific);
+    std::string const text(buffer, result.ptr);
+    size_t const e = text.find('e');
+    std::string mantissa = text.substr(0, e);
+    int const exponent = std::stoi(text.substr(e + 1));
+    bool const negative = mantissa[0] == '-';
+    std::string digits;
+    for (char c : mantissa)
+    {
+        if (c >= '0' && c <= '9')
+        {
+            digits += c;
+        }
+    }
+    std::string out = negative ? "-" : "";
+    if (exponent >= -4 && exponent < 16)
+    {
+        if (exponent >= 0)
+        {
+            auto const whole = static_cast<size_t>(exponent) + 1;
+            if (digits.size() < whole)
+            {
+                digits.append(whole - digits.size(), '0');
+            }
+            std::string const fraction = digits.substr(whole);
+            return out + digits.substr(0, whole) + "." + (fraction.empty() ? "0" : fraction);
+        }
+        return out + "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+    }
+    out += digits.substr(0, 1);
+    if (digits.size() > 1)
+    {
+        out += "." + digits.substr(1);
+    }
+    int const magnitude = exponent < 0 ? -exponent : exponent;
+    return out + (exponent < 0 ? "e-" : "e+") + (magnitude < 10 ? "0" : "") + std::to_string(magnitude);
+}
+
+std::string deviceName(int32_t type, int32_t index)
+{
+    if (type == aoti_torch_device_type_cuda())
+    {
+        return concat("cuda:", index);
+    }
+    if (type == aoti_torch_device_type_cpu())
+    {
+        return "cpu";
+    }
+    if (type == aoti_torch_device_type_meta())
+    {
+        return "meta";
+    }
+    return concat("device type ", type, index >= 0 ? concat(":", index) : "");
+}
+
+using CurrentStream = AOTITorchError (*)(int32_t, void**);
+
+// aoti_torch_get_current_cuda_stream, from the libtorch_cuda the process has loaded (null with a CPU-only torch).
+CurrentStream currentStreamFunction()
+{
+    static CurrentStream const function = []() -> CurrentStream
+    {
+        void* library = dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_NOLOAD);
+        void* symbol = library != nullptr ? dlsym(library, "aoti_torch_get_current_cuda_stream") : nullptr;
+        return reinterpret_cast<CurrentStream>(symbol);
+    }();
+    return function;
+}
+
+struct Registration
+{
+    EagerOp const* op;
+    rules::Rules rules;
+    CheckHook hook;
+    int32_t hookToken;
+    TorchLibraryHandle library{nullptr};
+    std::mutex mutex;
+    std::unordered_set<std::string> checked; // call signatures whose fake-kernel checks passed
+
+    Registration(EagerOp const* decl, rules::OpShape shape, CheckHook checkHook, int32_t token)
+        : op(decl)
+        , rules(std::move(shape), decl->programs, decl->nbProgramTokens)
+        , hook(checkHook)
+        , hookToken(token)
+    {
+    }
+};
+
+// One input tensor of a call: its metadata as read once.
+struct Input
+{
+    Owned handle;
+    Owned contiguous; // a contiguous copy, where the argument is not
+    int32_t dtype;    // torch code
+    int32_t kernelDType;
+    int64_t rank;
+    int64_t* sizes;
+    int64_t* strides;
+    int32_t deviceType;
+    int32_t deviceIndex;
+};
+
+// The call's input dims as the shared rules read them.
+struct InputDims
+{
+    Input const* inputs;
+    int64_t operator()(int64_t input, int64_t axis) const
+    {
+        return inputs[input].sizes[axis];
+    }
+};
+
+bool isContiguous(Input const& in)
+{
+    int64_t expected = 1;
+    for (int64_t d = in.rank - 1; d >= 0; --d)
+    {
+        if (in.sizes[d] != 1 && in.strides[d] != expected)
+        {
+            return false;
+        }
+        expected *= in.sizes[d];
+    }
+    return true;
+}
+
+Owned emptyTensor(int32_t rank, int64_t const* dims, int32_t torchDtype, int32_t device)
+{
+    int64_t strides[kMAX_DIMS];
+    int64_t step = 1;
+    for (int32_t d = rank - 1; d >= 0; --d)
+    {
+        strides[d] = step;
+        step *= dims[d] > 1 ? dims[d] : 1;
+    }
+    AtenTensorHandle out = nullptr;
+    shim(aoti_torch_empty_strided(rank, dims, strides, torchDtype, aoti_torch_device_type_cuda(), device, &out),
+        "empty_strided");
+    return Owned(out);
+}
+
+void* dataOf(AtenTensorHandle handle)
+{
+    void* data = nullptr;
+    shim(aoti_torch_get_data_ptr(handle, &data), "get_data_ptr");
+    return data;
+}
+
+class Call
+{
+public:
+    Call(Registration& registration, StableIValue* stack, uint64_t nbArguments)
+        : mReg(registration)
+        , mOp(*registration.op)
+    {
+        if (nbArguments != static_cast<uint64_t>(mOp.nbArguments))
+        {
+            throw EagerError(concat(mOp.label, ": expected ", mOp.nbArguments, " arguments, got ", nbArguments));
+        }
+        // Take every argument first: the tensors are owned references the stack hands over.
+        for (int32_t a = 0; a < mOp.nbArguments; ++a)
+        {
+            int32_t const slot = mOp.arguments[a];
+            if (slot >= 0)
+            {
+                mInputs[slot].handle = Owned(torch::stable::detail::to<AtenTensorHandle>(stack[a]));
+                continue;
+            }
+            int32_t const s = -slot - 1;
+            switch (mOp.scalars[s].kind)
+            {
+            case ScalarKind::kFLOAT: mScalars[s] = torch::stable::detail::to<double>(stack[a]); break;
+            case ScalarKind::kINT:
+                mInts[s] = torch::stable::detail::to<int64_t>(stack[a]);
+                mScalars[s] = static_cast<double>(mInts[s]);
+                break;
+            case ScalarKind::kBOOL: mScalars[s] = torch::stable::detail::to<bool>(stack[a]) ? 1.0 : 0.0; break;
+            }
+        }
+    }
+
+    // The checks in the Python path's order: dtypes, scalar ranges, the fake kernel's shape checks, devices.
+    void check()
+    {
+        auto const& table = dtypes();
+        for (int32_t i = 0; i < mOp.nbInputs; ++i)
+        {
+            Input& in = mInputs[i];
+            AtenTensorHandle h = in.handle.get();
+            shim(aoti_torch_get_dtype(h, &in.dtype), "get_dtype");
+            shim(aoti_torch_get_dim(h, &in.rank), "get_dim");
+            shim(aoti_torch_get_sizes(h, &in.sizes), "get_sizes");
+            shim(aoti_torch_get_strides(h, &in.strides), "get_strides");
+            shim(aoti_torch_get_device_type(h, &in.deviceType), "get_device_type");
+            shim(aoti_torch_get_device_index(h, &in.deviceIndex), "get_device_index");
+            in.kernelDType = table.toKernel(in.dtype);
+            EagerInput const& decl = mOp.inputs[i];
+            if (in.kernelDType < 0 || (decl.dtypeMask >> in.kernelDType & 1U) == 0)
+            {
+                throw EagerError(concat(mOp.label, ": argument '", decl.name, "' must have dtype in {", decl.dtypes,
+                    "}, got ", table.name(in.dtype)));
+            }
+            if (decl.sameDtypeAs >= 0 && mInputs[decl.sameDtypeAs].dtype != in.dtype)
+            {
+                throw EagerError(concat(mOp.label, ": argument '", decl.name, "' must have the same dtype as '",
+                    mOp.inputs[decl.sameDtypeAs].name, "' (torch.", table.name(mInputs[decl.sameDtypeAs].dtype),
+                    "), got torch.", table.name(in.dtype)));
+            }
+        }
+        for (int32_t s = 0; s < mOp.nbScalars; ++s)
+        {
+            checkScalar(s);
+        }
+        if (mReg.hook != nullptr)
+        {
+            checkWithFakeKernel();
+        }
+        mProgram = &mReg.rules.programFor([&](int32_t i) { return static_cast<int32_t>(mInputs[i].rank); });
+        mFields = rules::FieldValues(mReg.rules.op(), std::vector<double>(mScalars, mScalars + mOp.nbScalars));
+        try
+        {
+            mReg.rules.checkSizes(*mProgram, dimOf(), mFields, "the");
+        }
+        catch (rules::RuleError const& e)
+        {
+            throw EagerError(concat(mOp.label, ": ", e.what()));
+        }
+        Input const& first = mInputs[0];
+        for (int32_t i = 0; i < mOp.nbInputs; ++i)
+        {
+            Input const& in = mInputs[i];
+            if (in.deviceType != aoti_torch_device_type_cuda() || in.deviceType != first.deviceType
+                || in.deviceIndex != first.deviceIndex)
+            {
+                throw EagerError(concat(mOp.label, ": argument '", mOp.inputs[i].name, "' must be a CUDA tensor on ",
+                    deviceName(first.deviceType, first.deviceIndex), " (the device of '", mOp.inputs[0].name,
+                    "'), got device ", deviceName(in.deviceType, in.deviceIndex)));
+            }
+        }
+    }
+
+    // Launches the op; its outputs go to the stack.
+    void run(StableIValue* stack)
+    {
+        int32_t const device = mInputs[0].deviceIndex;
+        int32_t current = -1;
+        shim(aoti_torch_get_current_device_index(&current), "get_current_device_index");
+        DeviceGuardHandle guard = nullptr;
+        if (current != device)
+        {
+            shim(aoti_torch_create_device_guard(device, &guard), "create_device_guard");
+        }
+        std::unique_ptr<DeviceGuardOpaque, AOTITorchError (*)(DeviceGuardHandle)> guarded(
+            guard, &aoti_torch_delete_device_guard);
+        CurrentStream const currentStream = currentStreamFunction();
+        if (currentStream == nullptr)
+        {
+            throw EagerError(concat(mOp.label, ": this torch has no CUDA (libtorch_cuda is not loaded)"));
+        }
+        void* stream = nullptr;
+        shim(currentStream(device, &stream), "get_current_cuda_stream");
+
+        Tensor in[kMAX_TENSORS];
+        for (int32_t i = 0; i < mOp.nbInputs; ++i)
+        {
+            Input& input = mInputs[i];
+            AtenTensorHandle h = input.handle.get();
+            if (!isContiguous(input))
+            {
+                AtenTensorHandle copy = nullptr;
+                shim(aoti_torch_clone(h, &copy), "clone");
+                input.contiguous = Owned(copy);
+                h = copy;
+            }
+            in[i] = Tensor{nullptr, static_cast<DType>(input.kernelDType), static_cast<int32_t>(input.rank), {}};
+            int64_t numel = 1;
+            for (int64_t d = 0; d < input.rank; ++d)
+            {
+                in[i].dims[d] = input.sizes[d];
+                numel *= input.sizes[d];
+            }
+            in[i].data = numel != 0 ? dataOf(h) : nullptr;
+        }
+        auto const nbSizes = static_cast<int32_t>(mProgram->sizes.size());
+        int64_t uppers[64];
+        for (int32_t s = 0; s < nbSizes; ++s)
+        {
+            uppers[s] = rules::evaluateConcrete(mProgram->sizes[static_cast<size_t>(s)].second, dimOf(), mFields);
+        }
+        // Output dims at their upper bounds (a data-dependent dim evaluated with the sizes' upper bounds).
+        Tensor out[kMAX_TENSORS];
+        int32_t outDtypes[kMAX_TENSORS];
+        for (int32_t o = 0; o < mOp.nbOutputs; ++o)
+        {
+            auto const& decl = mProgram->outputs[static_cast<size_t>(o)];
+            int64_t const code = decl.dtypeCode;
+            int32_t const kernel = code < 0 ? mInputs[-code - 1].kernelDType : kernelDTypeOfCode(code);
+            if (kernel < 0)
+            {
+                throw EagerError(concat(mOp.label, ": output ", o, " has TensorRT type ", code, ", no torch dtype"));
+            }
+            outDtypes[o] = dtypes().kernel[static_cast<size_t>(kernel)];
+            out[o] = Tensor{nullptr, static_cast<DType>(kernel), static_cast<int32_t>(decl.dims.size()), {}};
+            for (size_t d = 0; d < decl.dims.size(); ++d)
+            {
+                out[o].dims[d] = rules::evaluateConcrete(decl.dims[d], dimOf(), mFields, uppers);
+            }
+        }
+        for (int32_t s = 0; s < nbSizes; ++s)
+        {
+            out[mOp.nbOutputs + s] = Tensor{nullptr, DType::kINT64, 0, {}};
+        }
+        LaunchArgs args{in, mOp.nbInputs, out, mOp.nbOutputs + nbSizes, mScalars, mOp.nbScalars, nullptr, 0, 0,
+            static_cast<cudaStream_t>(stream), kPHASE_ALL};
+        size_t const workspace = mOp.workspace != nullptr ? mOp.workspace(args) : 0;
+        int64_t const sizesBytes = (8 * nbSizes + kSCRATCH_ALIGN - 1) / kSCRATCH_ALIGN * kSCRATCH_ALIGN;
+        int64_t const scratchBytes = sizesBytes + static_cast<int64_t>(workspace);
+        Owned scratch;
+        if (scratchBytes != 0)
+        {
+            scratch = emptyTensor(1, &scratchBytes, aoti_torch_dtype_uint8(), device);
+            auto* base = static_cast<char*>(dataOf(scratch.get()));
+            for (int32_t s = 0; s < nbSizes; ++s)
+            {
+                out[mOp.nbOutputs + s].data = base + 8 * s;
+            }
+            args.workspace = workspace != 0 ? base + sizesBytes : nullptr;
+            args.workspaceSize = workspace;
+        }
+        Owned outputs[kMAX_TENSORS];
+        bool const sizesFirst = nbSizes != 0 && mOp.sizesFirst != 0;
+        if (!sizesFirst)
+        {
+            allocate(out, outDtypes, outputs, device);
+        }
+        args.phase = sizesFirst ? kPHASE_SIZES : kPHASE_ALL;
+        launch(args);
+        if (nbSizes != 0)
+        {
+            int64_t counts[64];
+            cudaError_t const err = mOp.readSizes(counts, out[mOp.nbOutputs].data, nbSizes, args.stream);
+            if (err != cudaSuccess)
+            {
+                throw EagerError(concat(
+                    mOp.label, ": reading the data-dependent sizes returned cudaError ", static_cast<int32_t>(err)));
+            }
+            for (int32_t o = 0; o < mOp.nbOutputs; ++o)
+            {
+                auto const& decl = mProgram->outputs[static_cast<size_t>(o)];
+                for (size_t d = 0; d < decl.dims.size(); ++d)
+                {
+                    if (rules::usesSize(decl.dims[d]))
+                    {
+                        out[o].dims[d] = rules::evaluateConcrete(decl.dims[d], dimOf(), mFields, counts);
+                    }
+                }
+            }
+            if (sizesFirst)
+            {
+                allocate(out, outDtypes, outputs, device);
+                args.phase = kPHASE_OUTPUTS;
+                launch(args);
+            }
+            else
+            {
+                trim(out, outputs);
+            }
+        }
+        for (int32_t o = 0; o < mOp.nbOutputs; ++o)
+        {
+            stack[o] = torch::stable::detail::from(outputs[o].release());
+        }
+    }
+
+private:
+    InputDims dimOf() const
+    {
+        return InputDims{mInputs};
+    }
+
+    void checkScalar(int32_t s) const
+    {
+        EagerScalar const& decl = mOp.scalars[s];
+        double const value = mScalars[s];
+        bool ok = decl.kind != ScalarKind::kFLOAT || std::isfinite(value);
+        ok = ok && (decl.minInclusive ? value >= decl.min : value > decl.min) && value <= decl.max;
+        if (!ok)
+        {
+            std::string const shown = decl.kind == ScalarKind::kFLOAT ? pythonRepr(value)
+                                      : decl.kind == ScalarKind::kINT ? std::to_string(mInts[s])
+                                                                      : (value != 0 ? "True" : "False");
+            throw EagerError(
+                concat(mOp.label, ": argument '", decl.name, "' must be ", decl.expectation, ", got ", shown));
+        }
+    }
+
+    void checkWithFakeKernel()
+    {
+        std::string key;
+        int32_t ranks[kMAX_TENSORS];
+        int32_t kernelDtypes[kMAX_TENSORS];
+        std::vector<int64_t> dims;
+        for (int32_t i = 0; i < mOp.nbInputs; ++i)
+        {
+            Input const& in = mInputs[i];
+            ranks[i] = static_cast<int32_t>(in.rank);
+            kernelDtypes[i] = in.kernelDType;
+            dims.insert(dims.end(), in.sizes, in.sizes + in.rank);
+            key.append(reinterpret_cast<char const*>(&ranks[i]), sizeof(int32_t));
+            key.append(reinterpret_cast<char const*>(&in.dtype), sizeof(int32_t));
+        }
+        key.append(reinterpret_cast<char const*>(dims.data()), dims.size() * sizeof(int64_t));
+        key.append(reinterpret_cast<char const*>(mScalars), static_cast<size_t>(mOp.nbScalars) * sizeof(double));
+        {
+            std::lock_guard<std::mutex> lock(mReg.mutex);
+            if (mReg.checked.count(key) != 0)
+            {
+                return;
+            }
+        }
+        char message[2048] = {0};
+        if (mReg.hook(mReg.hookToken, mOp.nbInputs, kernelDtypes, ranks, dims.data(), mOp.nbScalars, mScalars, message,
+                static_cast<int32_t>(sizeof(message)))
+            != 0)
+        {
+            throw EagerError(message[0] != 0 ? message : concat(mOp.label, ": its fake kernel rejects the call"));
+        }
+        std::lock_guard<std::mutex> lock(mReg.mutex);
+        if (mReg.checked.size() >= 4096) // many distinct shapes (e.g. a varying batch): start over
+        {
+            mReg.checked.clear();
+        }
+        mReg.checked.insert(std::move(key));
+    }
+
+    void allocate(Tensor* out, int32_t const* outDtypes, Owned* outputs, int32_t device) const
+    {
+        for (int32_t o = 0; o < mOp.nbOutputs; ++o)
+        {
+            outputs[o] = emptyTensor(out[o].rank, out[o].dims, outDtypes[o], device);
+            out[o].data = out[o].numel() != 0 ? dataOf(outputs[o].get()) : nullptr;
+        }
+    }
+
+    // The written part of upper-bound outputs (their leading elements) at the actual shapes in `out`.
+    void trim(Tensor const* out, Owned* outputs) const
+    {
+        for (int32_t o = 0; o < mOp.nbOutputs; ++o)
+        {
+            int64_t upper = 0;
+            shim(aoti_torch_get_numel(outputs[o].get(), &upper), "get_numel");
+            int64_t const kept = out[o].numel();
+            if (kept == upper)
+            {
+                continue;
+            }
+            int64_t strides[kMAX_DIMS];
+            int64_t step = 1;
+            for (int32_t d = out[o].rank - 1; d >= 0; --d)
+            {
+                strides[d] = step;
+                step *= out[o].dims[d] > 1 ? out[o].dims[d] : 1;
+            }
+            AtenTensorHandle view = nullptr;
+            shim(aoti_torch__reinterpret_tensor(outputs[o].get(), out[o].rank, out[o].dims, strides, 0, &view),
+                "reinterpret_tensor");
+            Owned result(view);
+            int64_t const element = dtypeSize(out[o].dtype);
+            int64_t const wasted = (upper - kept) * element;
+            if (wasted > kTRIM_BYTES && wasted > kept * element)
+            {
+                AtenTensorHandle copy = nullptr;
+                shim(aoti_torch_clone(view, &copy), "clone");
+                result = Owned(copy);
+            }
+            outputs[o] = std::move(result);
+        }
+    }
+
+    void launch(LaunchArgs const& args) const
+    {
+        cudaError_t const status = mOp.launch(args);
+        if (status != cudaSuccess)
+        {
+            throw EagerError(concat(mOp.label, ": launcher '", mOp.launcherName, "' (tactic 0",
+                args.phase != kPHASE_ALL ? concat(", phase ", args.phase) : "", ") returned cudaError ",
+                static_cast<int32_t>(status)));
+        }
+    }
+
+    Registration& mReg;
+    EagerOp const& mOp;
+    Input mInputs[kMAX_TENSORS];
+    double mScalars[kMAX_SCALARS]{};
+    int64_t mInts[kMAX_SCALARS]{};
+    rules::ShapeProgram const* mProgram{nullptr};
+    rules::FieldValues mFields;
+};
+
+std::array<std::atomic<Registration*>, kSLOTS> gSlots{};
+std::atomic<size_t> gNextSlot{0};
+
+template <size_t I>
+void boxed(StableIValue* stack, uint64_t nbArguments, uint64_t /*nbOutputs*/)
+{
+    Registration* registration = gSlots[I].load(std::memory_order_acquire);
+    Call call(*registration, stack, nbArguments);
+    call.check();
+    call.run(stack);
+}
+
+using Boxed = void (*)(StableIValue*, uint64_t, uint64_t);
+
+template <size_t... I>
+constexpr std::array<Boxed, sizeof...(I)> boxedTable(std::index_sequence<I...> /*slots*/)
+{
+    return {&boxed<I>...};
+}
+
+constexpr std::array<Boxed, kSLOTS> kBOXED = boxedTable(std::make_index_sequence<kSLOTS>{});
+
+void write(char* error, int32_t size, std::string const& text)
+{
+    if (error != nullptr && size > 0)
+    {
+        std::strncpy(error, text.c_str(), static_cast<size_t>(size) - 1);
+        error[size - 1] = '\0';
+    }
+}
+
+} // namespace
+} // namespace ttp::sdk::eager
+
+using namespace ttp::sdk;
+
+// The table version this kernel reads (op libraries generate kEAGER_TABLE_VERSION tables).
+extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_table_version()
+{
+    return kEAGER_TABLE_VERSION;
+}
+
+// Registers the eager kernel of `op` (an op library's ttp_sdk_eager_op) with torch's dispatcher for `dispatchKey`
+// ("CUDA"), under the op `name` ("ns::op", the table's own op when null: another op of the same schema, e.g. a test's).
+// `hook` (may be null) runs the op's fake kernel on call signatures not seen before, `token` being what it
+// is called with. Returns 0 and a handle for ttp_eager_unregister, or non-zero with `error` written.
+extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_register(EagerOp const* op, char const* name,
+    char const* dispatchKey, eager::CheckHook hook, int32_t token, void** handle, char* error, int32_t errorSize)
+{
+    using namespace eager;
+    try
+    {
+        if (op == nullptr || op->version != kEAGER_TABLE_VERSION)
+        {
+            throw EagerError(concat("the op library's eager table has version ", op ? op->version : -1,
+                ", this kernel reads version ", kEAGER_TABLE_VERSION, " (rebuild the op library)"));
+        }
+        if (op->nbInputs < 1 || op->nbInputs > kMAX_TENSORS || op->nbOutputs > kMAX_TENSORS
+            || op->nbScalars > kMAX_SCALARS)
+        {
+            throw EagerError(concat(op->op, ": the eager kernel takes 1 to ", kMAX_TENSORS, " tensor inputs, up to ",
+                kMAX_TENSORS, " outputs and ", kMAX_SCALARS, " scalars"));
+        }
+        rules::OpShape shape{op->op, {}, op->nbOutputs, {}};
+        for (int32_t i = 0; i < op->nbInputs; ++i)
+        {
+            shape.inputs.emplace_back(op->inputs[i].name);
+        }
+        for (int32_t s = 0; s < op->nbScalars; ++s)
+        {
+            shape.fields.push_back({op->scalars[s].name, op->scalars[s].kind == ScalarKind::kFLOAT, std::nan("")});
+        }
+        auto registration = std::make_unique<Registration>(op, std::move(shape), hook, token);
+        if (!registration->rules.error().empty())
+        {
+            throw EagerError(concat(op->op, ": ", registration->rules.error()));
+        }
+        if (registration->rules.nbSizes() > 64 || op->nbOutputs + registration->rules.nbSizes() > kMAX_TENSORS)
+        {
+            throw EagerError(concat(op->op, ": too many outputs and data-dependent sizes for the eager kernel"));
+        }
+        size_t const slot = gNextSlot.fetch_add(1);
+        if (slot >= kSLOTS)
+        {
+            throw EagerError(concat("the eager kernel serves at most ", kSLOTS, " registrations per process"));
+        }
+        std::string const qualified(name != nullptr ? name : op->op);
+        size_t const split = qualified.find("::");
+        if (split == std::string::npos)
+        {
+            throw EagerError(concat("expected an op name 'namespace::name', got '", qualified, "'"));
+        }
+        std::string const ns = qualified.substr(0, split);
+        std::string const opName = qualified.substr(split + 2);
+        shim(aoti_torch_library_init_impl(ns.c_str(), dispatchKey, __FILE__, __LINE__, &registration->library),
+            "library_init_impl");
+        gSlots[slot].store(registration.get(), std::memory_order_release);
+        if (torch_library_impl(registration->library, opName.c_str(), kBOXED[slot], TORCH_ABI_VERSION)
+            != AOTI_TORCH_SUCCESS)
+        {
+            aoti_torch_delete_library_object(registration->library);
+            throw EagerError(concat(qualified, ": torch refused the kernel registration for ", dispatchKey));
+        }
+        *handle = registration.release(); // lives as long as its registration (and, unregistered, the process)
+        return 0;
+    }
+    catch (std::exception const& e)
+    {
+        write(error, errorSize, e.what());
+    }
+    return 1;
+}
+
+// Removes the registration: the op has no such kernel afterwards (tests; a process otherwise keeps it).
+extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_unregister(void* handle)
+{
+    auto* registration = static_cast<eager::Registration*>(handle);
+    if (registration == nullptr || registration->library == nullptr)
+    {
+        return 1;
+    }
+    aoti_torch_delete_library_object(registration->library);
+    registration->library = nullptr;
+    return 0;
+}

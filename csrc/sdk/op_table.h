@@ -1,0 +1,70 @@
+// A declared op as its eager torch kernel needs it, generated from the declaration into the op library's launcher
+// table (lib<name>_launchers.so, which links the CUDA runtime only: no torch, no TensorRT). The library hands it out
+// through `ttp_sdk_eager_op`, and the generic eager kernel (csrc/sdk/eager.cpp, the one piece compiled against
+// torch) registers one boxed torch kernel per op from it: the same declaration, shape rules and launchers as the
+// plugin.
+#pragma once
+
+#include <cstdint>
+
+#include "sdk/ttp_sdk.h"
+
+namespace ttp::sdk
+{
+
+// Bumped whenever a field below changes: the eager kernel refuses a table of another version.
+constexpr int32_t kEAGER_TABLE_VERSION = 1;
+
+struct EagerInput
+{
+    char const* name;
+    uint32_t dtypeMask;  // bit (1 << ttp::DType) per accepted dtype
+    int32_t sameDtypeAs; // an earlier input whose dtype this one must share, or -1
+    char const* dtypes;  // the accepted dtypes as the checks name them: "float32, float16"
+};
+
+enum class ScalarKind : int32_t
+{
+    kFLOAT = 0,
+    kINT = 1,
+    kBOOL = 2,
+};
+
+struct EagerScalar
+{
+    char const* name;
+    ScalarKind kind;
+    double min; // -inf / inf when unbounded
+    double max;
+    bool minInclusive;
+    char const* expectation; // "a float > 0": what the checks say the value must be
+};
+
+// Reads `count` int64 sizes from device memory on `stream` (one host synchronization).
+using SizesReader = cudaError_t (*)(int64_t* host, void const* device, int32_t count, cudaStream_t stream);
+// The SizesReader of every op library (csrc/sdk/launchers.cpp): the library's CUDA runtime does the copy.
+cudaError_t readSizes(int64_t* host, void const* device, int32_t count, cudaStream_t stream);
+
+struct EagerOp
+{
+    int32_t version;   // kEAGER_TABLE_VERSION
+    char const* op;    // "ns::name"
+    char const* label; // "ns.name", how messages name the op
+    // Per schema argument, in order: a tensor input's index (>= 0) or -(scalar index + 1).
+    int32_t const* arguments;
+    int32_t nbArguments;
+    EagerInput const* inputs;
+    int32_t nbInputs;
+    int32_t nbOutputs;
+    EagerScalar const* scalars;
+    int32_t nbScalars;
+    Launcher launch; // tactic 0
+    char const* launcherName;
+    WorkspaceSize workspace; // may be null
+    int32_t sizesFirst;      // the launcher takes kPHASE_SIZES then kPHASE_OUTPUTS
+    int64_t const* programs; // as OpDecl::programs
+    int32_t nbProgramTokens;
+    SizesReader readSizes;
+};
+
+} // namespace ttp::sdk

@@ -1,0 +1,141 @@
+"""The C++ eager kernel of declared ops (csrc/sdk/eager.cpp) without a GPU: it builds against this torch's stable ABI
+and imports nothing else from torch; it registers with the dispatcher in place of the Python kernel on the first
+call; its checks give the Python path's messages (dtypes, ranges, the fake kernel's own checks, devices), which we
+see by registering sdk_test::shapes's table for the CPU key of an op with the same schema; without it, the Python
+kernel stays and one warning says why."""
+
+from __future__ import annotations
+
+from torchtrt_plugins.testing import require_sdk_build
+
+require_sdk_build()
+
+import subprocess  # noqa: E402
+import warnings  # noqa: E402
+
+import pytest  # noqa: E402
+import sdk_ops  # noqa: E402
+import torch  # noqa: E402
+
+from torchtrt_plugins import _build, eager_kernel, sdk, spec  # noqa: E402
+
+# An op with sdk_test::shapes's schema and no kernel, so the C++ kernel can take its CPU key.
+_LIB = torch.library.Library("ttp_eager_test", "DEF")
+_LIB.define("shapes(Tensor x, Tensor w, SymInt n, int k, bool flag=False, float scale=1.0) -> (Tensor, Tensor)")
+
+
+@pytest.fixture(scope="module")
+def eager_library():
+    try:
+        return eager_kernel.library_path()
+    except _build.BuildError as err:
+        pytest.fail(f"the eager kernel must build wherever a C++ compiler and the CUDA headers are: {err}")
+
+
+@pytest.fixture(scope="module")
+def on_cpu(eager_library):
+    sdk_ops.LIBRARY.build()
+    handle = eager_kernel.register(sdk_ops.SHAPES, name="ttp_eager_test::shapes", dispatch_key="CPU")
+    yield torch.ops.ttp_eager_test.shapes
+    eager_kernel.unregister(handle)
+
+
+def test_links_only_torch_stable_abi_shims(eager_library):
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(eager_library)], capture_output=True, text=True)
+    symbols = [line.split()[-1] for line in out.stdout.splitlines()]
+    from_torch = [s for s in symbols if "@" not in s and not s.startswith(("_ITM", "__gmon"))]
+    assert from_torch and all(s.startswith(("aoti_torch_", "torch_")) for s in from_torch), from_torch
+    needed = subprocess.run(["readelf", "-d", str(eager_library)], capture_output=True, text=True).stdout
+    assert "libtorch_cpu.so" in needed and "libtorch_python" not in needed and "libc10" not in needed
+
+
+def _python_error(*args) -> str:
+    with pytest.raises(Exception) as info:
+        sdk.launch(sdk_ops.SHAPES, *args)
+    return str(info.value)
+
+
+def _cpp_error(op, *args) -> str:
+    with pytest.raises(RuntimeError) as info:
+        op(*args)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param((torch.zeros(6, 5, dtype=torch.int32), torch.zeros(5, dtype=torch.int32), 9, 3), id="dtype"),
+        pytest.param((torch.zeros(6, 5), torch.zeros(5, dtype=torch.float16), 9, 3), id="same-dtype"),
+        pytest.param((torch.zeros(6, 5), torch.zeros(5), 9, 17), id="int-range"),
+        pytest.param((torch.zeros(6, 5), torch.zeros(5), 9, 3, False, 0.0), id="float-range"),
+        pytest.param((torch.zeros(6, 5), torch.zeros(5), 9, 3, False, float("inf")), id="float-inf"),
+        pytest.param((torch.zeros(6, 5), torch.zeros(4), 9, 3), id="fake-kernel-check"),
+        pytest.param((torch.zeros(6, 5), torch.zeros(5), 9, 3), id="device"),
+    ],
+)
+def test_checks_give_the_python_paths_messages(on_cpu, args):
+    expected = _python_error(*args)
+    assert expected and expected in _cpp_error(on_cpu, *args)
+
+
+def test_rank_the_fake_kernel_rejects_is_an_error_naming_the_op(on_cpu):
+    message = _cpp_error(on_cpu, torch.zeros(6, 5, 1), torch.zeros(5), 9, 3)
+    assert message == _python_error(torch.zeros(6, 5, 1), torch.zeros(5), 9, 3) or "sdk_test.shapes" in message
+
+
+def test_python_float_repr_in_range_messages(on_cpu):
+    for scale in (-1e-05, -0.0001, -1e16, -123456789012.5):
+        args = (torch.zeros(6, 5), torch.zeros(5), 9, 3, False, scale)
+        assert _cpp_error(on_cpu, *args).endswith(f"got {scale!r}")
+
+
+def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(eager_library):
+    declaration = spec.get("rms_norm").spec.declaration
+    before = torch._C._dispatch_dump("torchtrt::rms_norm")
+    assert "eager.cpp" not in before
+    try:
+        # Called as the dispatcher would for CUDA; it redispatches, here to the CPU reference.
+        declaration.python_kernel(torch.ones(2, 8), torch.ones(8), 1e-6)
+        after = [line for line in torch._C._dispatch_dump("torchtrt::rms_norm").splitlines() if "CUDA" in line]
+        assert len(after) == 1 and "eager.cpp" in after[0] and "boxed" in after[0], after
+    finally:
+        sdk.reset_eager_kernel(declaration)
+    assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm")
+
+
+@pytest.fixture
+def unavailable(monkeypatch):
+    monkeypatch.setattr(eager_kernel, "_library", None)
+    monkeypatch.setattr(eager_kernel, "_unavailable", "BuildError: no C++ compiler found (set CXX)")
+    monkeypatch.setattr(eager_kernel, "_warned", False)
+    declaration = spec.get("rms_norm").spec.declaration
+    yield declaration
+    sdk.reset_eager_kernel(declaration)
+
+
+def test_python_kernel_stays_with_one_warning_saying_why(unavailable, monkeypatch):
+    monkeypatch.delenv(eager_kernel.ENV, raising=False)
+    declaration = unavailable
+    x = torch.ones(2, 8)
+    with pytest.warns(RuntimeWarning, match=r"C\+\+ eager kernel .* unavailable \(BuildError: no C\+\+ compiler"):
+        with pytest.raises(Exception, match="must be a CUDA tensor"):  # the Python path ran
+            declaration.python_kernel(x, torch.ones(8), 1e-6)
+    other = spec.get("pad_to").spec.declaration
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(Exception, match="must be a CUDA tensor"):
+                declaration.python_kernel(x, torch.ones(8), 1e-6)
+            with pytest.raises(Exception, match="must be a CUDA tensor"):
+                other.python_kernel(torch.ones(1, 1, 2, 2), 3, 3, 0.0)
+    finally:
+        sdk.reset_eager_kernel(other)
+    assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm")
+
+
+def test_python_kernel_by_choice_warns_nothing(unavailable, monkeypatch):
+    monkeypatch.setenv(eager_kernel.ENV, "python")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(Exception, match="must be a CUDA tensor"):
+            unavailable.python_kernel(torch.ones(2, 8), torch.ones(8), 1e-6)
