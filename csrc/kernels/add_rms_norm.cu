@@ -1,6 +1,8 @@
 #include "add_rms_norm.h"
 #include "type_utils.cuh"
 
+#include <iterator>
+
 namespace ttp
 {
 namespace
@@ -16,19 +18,6 @@ __device__ __forceinline__ Vec<T, VEC> addVec(Vec<T, VEC> const& a, Vec<T, VEC> 
         out.v[k] = fromFloat<T>(toFloat(a.v[k]) + toFloat(b.v[k]));
     }
     return out;
-}
-
-template <typename T, int VEC>
-__device__ __forceinline__ float squares(Vec<T, VEC> const& v)
-{
-    float s[2] = {0.F, 0.F};
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-    {
-        float const f = toFloat(v.v[k]);
-        s[k % 2] += f * f;
-    }
-    return s[0] + s[1];
 }
 
 template <typename T, int VEC>
@@ -75,7 +64,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         {
             sum[c] = addVec(loadVec<CachePolicy::kEVICT_FIRST>(xv + i), rv[i]);
             weight[c] = wv[i];
-            s += squares(sum[c]);
+            s += sumSquares(sum[c]);
         }
     }
     if constexpr (GROUP <= kWarpSize)
@@ -140,43 +129,45 @@ cudaError_t launchConfig(
         stream, pdlSupported(), x, r, w, ro, y, rows, static_cast<int>(hidden), eps);
 }
 
-template <typename T, int VEC>
+// GROUP threads per row, C vectors each, BLOCK threads per block: rows of up to GROUP * C vectors.
+struct RowConfig
+{
+    int group;
+    int c;
+    int block;
+};
+
+// The fewest threads per row that leave each at most a few vectors in registers: short rows share a warp, long ones
+// take a block (256 threads with 2-4 vectors each at hidden 4096-8192 in bf16). Ordered by the rows they take.
+constexpr RowConfig kRowConfigs[] = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32, 1, 256}, {32, 2, 256}, {128, 1, 128},
+    {128, 2, 128}, {256, 2, 256}, {256, 4, 256}, {512, 4, 512}, {1024, 4, 1024}};
+
+// The first configuration from kRowConfigs[I] on that holds the row; past the last, the two-pass kernel.
+template <typename T, int VEC, size_t I = 0>
 cudaError_t launch(
     T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
-    // The fewest threads per row that leave each at most a few vectors in registers: short rows share a warp,
-    // long ones take a block (256 threads with 2-4 vectors each at hidden 4096-8192 in bf16).
-    int64_t const nvec = hidden / VEC;
-    if (nvec <= 4)
-        return launchConfig<T, VEC, 4, 1, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
-    if (nvec <= 8)
-        return launchConfig<T, VEC, 8, 1, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
-    if (nvec <= 16)
-        return launchConfig<T, VEC, 16, 1, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
-    if (nvec <= 32)
-        return launchConfig<T, VEC, 32, 1, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
-    if (nvec <= 64)
-        return launchConfig<T, VEC, 32, 2, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
-    if (nvec <= 128)
-        return launchConfig<T, VEC, 128, 1, 128>(x, r, w, ro, y, rows, hidden, eps, stream);
-    if (nvec <= 256)
-        return launchConfig<T, VEC, 128, 2, 128>(x, r, w, ro, y, rows, hidden, eps, stream);
-    if (nvec <= 512)
-        return launchConfig<T, VEC, 256, 2, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
-    if (nvec <= 1024)
-        return launchConfig<T, VEC, 256, 4, 256>(x, r, w, ro, y, rows, hidden, eps, stream);
-    if (nvec <= 2048)
-        return launchConfig<T, VEC, 512, 4, 512>(x, r, w, ro, y, rows, hidden, eps, stream);
-    if (nvec <= 4096)
-        return launchConfig<T, VEC, 1024, 4, 1024>(x, r, w, ro, y, rows, hidden, eps, stream);
-    int resident = 0;
-    if (cudaError_t err = maxResidentBlocks(&resident, 4); err != cudaSuccess)
+    if constexpr (I < std::size(kRowConfigs))
     {
-        return err;
+        constexpr RowConfig kConfig = kRowConfigs[I];
+        if (hidden / VEC <= kConfig.group * kConfig.c)
+        {
+            return launchConfig<T, VEC, kConfig.group, kConfig.c, kConfig.block>(
+                x, r, w, ro, y, rows, hidden, eps, stream);
+        }
+        return launch<T, VEC, I + 1>(x, r, w, ro, y, rows, hidden, eps, stream);
     }
-    addRmsNormLongKernel<T, 512><<<static_cast<unsigned>(std::min<int64_t>(rows, resident)), 512, 0, stream>>>(
-        x, r, w, ro, y, rows, hidden, eps);
-    return cudaGetLastError();
+    else
+    {
+        int resident = 0;
+        if (cudaError_t err = maxResidentBlocks(&resident, 4); err != cudaSuccess)
+        {
+            return err;
+        }
+        addRmsNormLongKernel<T, 512><<<static_cast<unsigned>(std::min<int64_t>(rows, resident)), 512, 0, stream>>>(
+            x, r, w, ro, y, rows, hidden, eps);
+        return cudaGetLastError();
+    }
 }
 
 template <typename T>
@@ -209,14 +200,8 @@ cudaError_t addRmsNorm(void const* x, void const* residual, void const* weight, 
     {
         return cudaErrorInvalidValue;
     }
-    switch (dtype)
-    {
-    case DType::kFLOAT32: return dispatch<float>(x, residual, weight, residualOut, y, rows, hidden, eps, stream);
-    case DType::kFLOAT16: return dispatch<__half>(x, residual, weight, residualOut, y, rows, hidden, eps, stream);
-    case DType::kBFLOAT16:
-        return dispatch<__nv_bfloat16>(x, residual, weight, residualOut, y, rows, hidden, eps, stream);
-    default: return cudaErrorInvalidValue;
-    }
+    return withFloatType(dtype,
+        [&](auto t) { return dispatch<decltype(t)>(x, residual, weight, residualOut, y, rows, hidden, eps, stream); });
 }
 
 } // namespace ttp

@@ -13,20 +13,6 @@ constexpr int64_t kMaxGridBlocks = 0x7fffffff; // grid-stride loops cover anythi
 // Launches of at most this many rows are latency-bound (a fraction of one wave).
 constexpr int64_t kFewRows = 1024;
 
-template <typename T, int VEC>
-__device__ __forceinline__ float sumSquares(Vec<T, VEC> const& v)
-{
-    // Two chains, not one: the reduction is on the critical path of a latency-bound launch.
-    float s[2] = {0.F, 0.F};
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-    {
-        float const f = toFloat(v.v[k]);
-        s[k % 2] += f * f;
-    }
-    return s[0] + s[1];
-}
-
 // The weight offset is added in fp32: (1 + w) formed in a half dtype would round twice (Gemma's norm does not).
 template <typename T, int VEC>
 __device__ __forceinline__ Vec<T, VEC> scaleVec(
@@ -453,14 +439,8 @@ cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, in
     {
         return cudaErrorInvalidValue;
     }
-    switch (dtype)
-    {
-    case DType::kFLOAT32: return dispatch<float>(x, weight, y, rows, hidden, eps, weightOffset, tactic, stream);
-    case DType::kFLOAT16: return dispatch<__half>(x, weight, y, rows, hidden, eps, weightOffset, tactic, stream);
-    case DType::kBFLOAT16:
-        return dispatch<__nv_bfloat16>(x, weight, y, rows, hidden, eps, weightOffset, tactic, stream);
-    default: return cudaErrorInvalidValue;
-    }
+    return withFloatType(dtype,
+        [&](auto t) { return dispatch<decltype(t)>(x, weight, y, rows, hidden, eps, weightOffset, tactic, stream); });
 }
 
 } // namespace ttp

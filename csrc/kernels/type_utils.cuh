@@ -1,6 +1,8 @@
 // Device helpers shared by the kernels: element conversion, vector loads, reductions, launch bounds.
 #pragma once
 
+#include "common.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -51,6 +53,21 @@ struct alignas(sizeof(T) * VEC) Vec
 {
     T v[VEC];
 };
+
+// Sum of the squares of a vector's elements, in fp32.
+template <typename T, int VEC>
+__device__ __forceinline__ float sumSquares(Vec<T, VEC> const& v)
+{
+    // Two chains, not one: the reduction is on the critical path of a latency-bound launch.
+    float s[2] = {0.F, 0.F};
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+    {
+        float const f = toFloat(v.v[k]);
+        s[k % 2] += f * f;
+    }
+    return s[0] + s[1];
+}
 
 // Sum over aligned groups of LANES consecutive lanes (LANES a power of two <= 32); all 32 lanes must call.
 template <int LANES>
@@ -204,6 +221,19 @@ cudaError_t launchKernel(
     config.attrs = pdl ? &attribute : nullptr;
     config.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+// f(T{}) with T the floating-point type `dtype` names (float, __half or __nv_bfloat16); other dtypes are invalid.
+template <typename F>
+cudaError_t withFloatType(DType dtype, F&& f)
+{
+    switch (dtype)
+    {
+    case DType::kFLOAT32: return f(float{});
+    case DType::kFLOAT16: return f(__half{});
+    case DType::kBFLOAT16: return f(__nv_bfloat16{});
+    default: return cudaErrorInvalidValue;
+    }
 }
 
 inline bool isAligned(void const* p, uintptr_t bytes)

@@ -3,33 +3,15 @@ the residual updated in place (also when it is not contiguous); opcheck; torch.c
 
 import pytest
 import torch
+from norm_cases import COMMON_SHAPES, DTYPES, shape_id
 
 from torchtrt_plugins.ops import add_rms_norm, rms_norm
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 SPEC = add_rms_norm.SPEC
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # Widths around each configuration's limit (4..4096 vectors and the two-pass kernel beyond), odd and unaligned ones.
-SHAPES = [
-    (1, 1),
-    (3, 7),
-    (5, 123, 123),
-    (8, 4096),
-    (4096, 4096),
-    (33, 8),
-    (1001, 64),
-    (77, 128),
-    (9, 2048),
-    (3, 16384),
-    (2, 32768),
-    (2, 65536),
-    (2, 70000),
-    (0, 64),
-    (1024, 1536),
-    (513, 512),
-    (4, 8, 130),
-]
+SHAPES = [*COMMON_SHAPES, (3, 16384), (2, 32768), (2, 65536), (2, 70000), (513, 512), (4, 8, 130)]
 
 
 def inputs(shape, dtype, seed=0):
@@ -40,7 +22,7 @@ def inputs(shape, dtype, seed=0):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 def test_matches_the_unfused_ops(shape, dtype):
     x, residual, weight = inputs(shape, dtype)
     h = residual + x

@@ -2,36 +2,26 @@
 
 import pytest
 import torch
+from norm_cases import COMMON_SHAPES, DTYPES, shape_id
 
 from torchtrt_plugins.ops import rms_norm
 from torchtrt_plugins.testing.fixtures import GraphRecorder, rms_norm_eager, rms_norm_inputs
 
 SPEC = rms_norm.SPEC
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SHAPES = [
-    (1, 1),
-    (3, 7),
-    (5, 123, 123),
-    (8, 4096),
-    (4096, 4096),
+    *COMMON_SHAPES,
     (65536, 4096),
     (2, 16384),
     (3, 16385),
-    (0, 64),
-    (1001, 64),
-    (33, 8),
     (5, 40),
-    (77, 128),
-    (9, 2048),
-    (1024, 1536),  # the last row count of the few-rows kernel
-    (1025, 512),  # the first past it
+    (1025, 512),  # the first row count past the few-rows kernel (1024x1536 is its last)
 ]
 TACTICS = [0] + [t.value for t in SPEC.tactics]
 
 
 @pytest.mark.parametrize("tactic", TACTICS)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 def test_matches_reference(shape, dtype, tactic):
     x, w = rms_norm_inputs(shape, dtype)
     y = rms_norm_eager(x, w, 1e-6, tactic)
@@ -46,7 +36,7 @@ OFFSET_SHAPES = [(3, 7), (5, 123, 123), (8, 4096), (1025, 512), (4096, 4096), (2
 
 @pytest.mark.parametrize("tactic", TACTICS)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", OFFSET_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", OFFSET_SHAPES, ids=shape_id)
 def test_weight_offset_matches_reference(shape, dtype, tactic):
     """Gemma's ``x * (1 + w)``: every kernel adds the offset in fp32 (issue 25)."""
     x, w = rms_norm_inputs(shape, dtype)

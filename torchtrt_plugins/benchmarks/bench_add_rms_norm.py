@@ -15,12 +15,11 @@ import torch
 
 import torchtrt_plugins
 from torchtrt_plugins.benchmarks import common
-from torchtrt_plugins.benchmarks.bench_rms_norm import LARGE, SMALL, needs_liger
-from torchtrt_plugins.benchmarks.common import Case, Plan, Provider, needs_eager_kernel, needs_inductor
+from torchtrt_plugins.benchmarks.bench_rms_norm import needs_liger, norm_benchmark
+from torchtrt_plugins.benchmarks.common import Case, Provider, needs_eager_kernel, needs_inductor
 
 ENTRY = torchtrt_plugins.get("add_rms_norm")
 EPS = 1e-6
-BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 
 
 def make_case(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> Case:
@@ -35,11 +34,6 @@ def make_case(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) 
 def expected(case: Case) -> torch.Tensor:
     x, residual, weight = case.inputs
     return ENTRY.reference(x, residual.clone(), weight, EPS)
-
-
-def tolerance(dtype: torch.dtype) -> tuple[float, float]:
-    tol = ENTRY.spec.tolerance(dtype)
-    return tol.atol, tol.rtol
 
 
 def _unfused(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -91,16 +85,8 @@ PROVIDERS = [
     Provider("torchtrt", torchtrt_op, (needs_eager_kernel(ENTRY),)),
 ]
 
-BENCHMARK = common.Benchmark(
-    name="add_rms_norm",
-    make_case=make_case,
-    providers=PROVIDERS,
-    full=Plan(SMALL + LARGE, (BF16, FP16, FP32)),
-    quick=Plan(((8, 4096), (4096, 512), (4096, 4096), (16384, 8192)), (BF16,)),
-    cpu=Plan(SMALL, (FP32, BF16)),
-    cpu_quick=Plan(((64, 1024), (4096, 512)), (FP32,)),
-    expected=expected,
-    tolerance=tolerance,
+BENCHMARK = norm_benchmark(
+    ENTRY, make_case, PROVIDERS, expected, quick=((8, 4096), (4096, 512), (4096, 4096), (16384, 8192))
 )
 
 

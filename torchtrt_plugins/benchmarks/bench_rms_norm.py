@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -42,11 +44,6 @@ def make_case(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) 
 
 def expected(case: Case) -> torch.Tensor:
     return ENTRY.reference(*case.inputs, **case.kwargs)
-
-
-def tolerance(dtype: torch.dtype) -> tuple[float, float]:
-    tol = ENTRY.spec.tolerance(dtype)
-    return tol.atol, tol.rtol
 
 
 def eager_composite(case: Case):
@@ -124,17 +121,26 @@ SMALL = ((1, 4096), (8, 4096), (128, 4096), (64, 1024), (1024, 2048), (4096, 512
 # and 128 (a head dimension: 100000 rows of 256 bytes).
 LARGE = ((4096, 4096), (4096, 12288), (100000, 128), (16384, 8192), (65536, 4096), (32768, 16384))
 
-BENCHMARK = common.Benchmark(
-    name="rms_norm",
-    make_case=make_case,
-    providers=PROVIDERS,
-    full=Plan(SMALL + LARGE, (BF16, FP16, FP32)),
-    quick=Plan(((64, 1024), (4096, 4096), (16384, 8192)), (BF16,)),
-    cpu=Plan(SMALL, (FP32, BF16)),
-    cpu_quick=Plan(((64, 1024), (4096, 512)), (FP32,)),
-    expected=expected,
-    tolerance=tolerance,
-)
+
+def norm_benchmark(
+    entry: Any, make_case: Callable, providers: list[Provider], expected: Callable, quick: tuple[tuple[int, int], ...]
+) -> common.Benchmark:
+    """A norm op's benchmark (rms_norm, add_rms_norm): the same sizes and dtypes for each, so their rows line up, and
+    the op's declared tolerances; ``quick`` is its quick GPU plan's sizes (bf16)."""
+    return common.Benchmark(
+        name=entry.spec.name,
+        make_case=make_case,
+        providers=providers,
+        full=Plan(SMALL + LARGE, (BF16, FP16, FP32)),
+        quick=Plan(quick, (BF16,)),
+        cpu=Plan(SMALL, (FP32, BF16)),
+        cpu_quick=Plan(((64, 1024), (4096, 512)), (FP32,)),
+        expected=expected,
+        tolerance=common.spec_tolerance(entry.spec),
+    )
+
+
+BENCHMARK = norm_benchmark(ENTRY, make_case, PROVIDERS, expected, quick=((64, 1024), (4096, 4096), (16384, 8192)))
 
 
 if __name__ == "__main__":

@@ -563,6 +563,16 @@ class Provider:
     nbytes: Callable[[Case], int | None] | None = None
 
 
+def spec_tolerance(spec: Any) -> Callable[[torch.dtype], tuple[float, float]]:
+    """A :class:`Benchmark`'s ``tolerance`` from the op's spec: its declared ``(atol, rtol)`` for each dtype."""
+
+    def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+        tol = spec.tolerance(dtype)
+        return tol.atol, tol.rtol
+
+    return tolerance
+
+
 @dataclass(frozen=True)
 class Plan:
     sizes: tuple[tuple[int, ...], ...]

@@ -16,9 +16,9 @@ from __future__ import annotations
 import torch
 
 from ..declare import Range, declare
-from ..spec import SpecError, Tolerance
+from ..spec import SpecError
 from . import LIBRARY, define
-from .rms_norm import FLOATS
+from .rms_norm import FLOATS, TOLERANCES, check_norm_args
 from .rms_norm import reference as rms_norm_reference
 
 
@@ -30,24 +30,13 @@ def reference(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps
 
 def fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """The op's shape rules, in the one place they are written (eager, validator and plugin derive from here)."""
-    if x.dim() < 1:
-        raise SpecError(
-            f"torchtrt.add_rms_norm: argument 'x' must have at least 1 dimension, got shape {tuple(x.shape)}"
-        )
+    check_norm_args("add_rms_norm", x, weight)
     torch._check_with(
         SpecError,
         residual.dim() == x.dim() and all(r == d for r, d in zip(residual.shape, x.shape, strict=True)),
         lambda: (
             f"torchtrt.add_rms_norm: argument 'residual' must have the shape of 'x' {tuple(x.shape)} (it is updated "
             f"in place with x added), got {tuple(residual.shape)}"
-        ),
-    )
-    torch._check_with(
-        SpecError,
-        weight.dim() == 1 and weight.shape[0] == x.shape[-1],
-        lambda: (
-            f"torchtrt.add_rms_norm: argument 'weight' must have shape ({x.shape[-1]},) to match the last dimension "
-            f"of 'x', got {tuple(weight.shape)}"
         ),
     )
     return torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -70,11 +59,7 @@ ADD_RMS_NORM = declare(
     same_dtype={"residual": "x", "weight": "x"},
     mutates=("residual",),
     reference=reference,
-    tolerances={
-        torch.float32: Tolerance(1e-5, 1e-5),
-        torch.float16: Tolerance(2e-3, 2e-3),
-        torch.bfloat16: Tolerance(1.6e-2, 1.6e-2),
-    },
+    tolerances=TOLERANCES,
     doc=__doc__,
 )
 ENTRY = ADD_RMS_NORM.entry

@@ -26,18 +26,31 @@ def reference(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, weight_o
     return y.to(x.dtype)
 
 
-def fake(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, weight_offset: float = 0.0) -> torch.Tensor:
-    """The op's shape rules, in the one place they are written (eager, validator and plugin derive from here)."""
+#: Against the fp32 reference, for the norms that accumulate in fp32 and round once (rms_norm, add_rms_norm).
+TOLERANCES = {
+    torch.float32: Tolerance(1e-5, 1e-5),
+    torch.float16: Tolerance(2e-3, 2e-3),
+    torch.bfloat16: Tolerance(1.6e-2, 1.6e-2),
+}
+
+
+def check_norm_args(op: str, x: torch.Tensor, weight: torch.Tensor) -> None:
+    """A norm over x's last dimension: x has one, and ``weight`` one value for each of its elements."""
     if x.dim() < 1:
-        raise SpecError(f"torchtrt.rms_norm: argument 'x' must have at least 1 dimension, got shape {tuple(x.shape)}")
+        raise SpecError(f"torchtrt.{op}: argument 'x' must have at least 1 dimension, got shape {tuple(x.shape)}")
     torch._check_with(
         SpecError,
         weight.dim() == 1 and weight.shape[0] == x.shape[-1],
         lambda: (
-            f"torchtrt.rms_norm: argument 'weight' must have shape ({x.shape[-1]},) to match the last dimension of "
+            f"torchtrt.{op}: argument 'weight' must have shape ({x.shape[-1]},) to match the last dimension of "
             f"'x', got {tuple(weight.shape)}"
         ),
     )
+
+
+def fake(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, weight_offset: float = 0.0) -> torch.Tensor:
+    """The op's shape rules, in the one place they are written (eager, validator and plugin derive from here)."""
+    check_norm_args("rms_norm", x, weight)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -62,11 +75,7 @@ RMS_NORM = declare(
     dtypes={"x": FLOATS, "weight": FLOATS},
     same_dtype={"weight": "x"},
     reference=reference,
-    tolerances={
-        torch.float32: Tolerance(1e-5, 1e-5),
-        torch.float16: Tolerance(2e-3, 2e-3),
-        torch.bfloat16: Tolerance(1.6e-2, 1.6e-2),
-    },
+    tolerances=TOLERANCES,
     doc=__doc__,
 )
 ENTRY = RMS_NORM.entry
