@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import threading
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,15 @@ class EagerKernelUnavailable(RuntimeError):
 
 def sources() -> list[Path]:
     csrc = _build.source_dir() / "csrc"
-    names = ["sdk/eager.cpp", "sdk/rules.cpp", "sdk/rules.h", "sdk/op_table.h", "sdk/ttp_sdk.h", "kernels/common.h"]
+    names = [
+        "sdk/eager.cpp",
+        "sdk/rules.cpp",
+        "sdk/rules.h",
+        "sdk/op_table.h",
+        "sdk/ttp_sdk.h",
+        "kernels/common.h",
+        "sdk/eager.map",
+    ]
     return [csrc / name for name in names]
 
 
@@ -114,8 +123,12 @@ def build_prerequisites() -> list[str]:
     return reasons
 
 
-def build(output: Path, *, quiet: bool = False) -> Path:
-    """Compile the library into ``output`` (the wheel's prebuild and the first-use build). Raises BuildError."""
+def build(output: Path, *, quiet: bool = False, extra_flags: Sequence[str] = ()) -> Path:
+    """Compile the library into ``output`` (the wheel's prebuild and the first-use build). Raises BuildError.
+
+    It exports its ``ttp_eager_*`` entry points and nothing else: a compiler that links libstdc++ statically by
+    default (the H100 machine's ``CXX``) would otherwise export that copy's symbols, which then mix with the
+    process's own libstdc++ (torch's) and crash in the first ``std::ostream`` call."""
     missing = build_prerequisites()
     if missing:
         raise _build.BuildError("cannot build the C++ eager kernel: " + "; ".join(missing))
@@ -138,6 +151,9 @@ def build(output: Path, *, quiet: bool = False) -> Path:
         "-ltorch_cpu",
         "-ldl",
         "-Wl,--no-undefined",
+        "-Wl,--exclude-libs,ALL",
+        f"-Wl,--version-script={csrc / 'sdk' / 'eager.map'}",
+        *extra_flags,
         "-o",
         str(output),
     ]
@@ -159,6 +175,7 @@ def library_path() -> Path:
     if prebuilt.is_file():
         return prebuilt
     digest = hashlib.sha256(f"{torch.__version__}|{_compiler()}|{TARGET_TORCH}".encode())
+    digest.update(Path(__file__).read_bytes())  # the build command
     for path in sources():
         digest.update(path.read_bytes())
     directory = _build.cache_dir() / f"eager-{digest.hexdigest()[:16]}"

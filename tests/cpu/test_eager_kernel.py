@@ -49,6 +49,19 @@ def test_links_only_torch_stable_abi_shims(eager_library):
     assert "libtorch_cpu.so" in needed and "libtorch_python" not in needed and "libc10" not in needed
 
 
+def _exported(library) -> list[str]:
+    out = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True)
+    return sorted(line.split()[-1] for line in out.stdout.splitlines() if line.split()[-2] in "TtWwDdBbRrVvui")
+
+
+def test_exports_only_its_entry_points_even_with_a_static_libstdcxx(eager_library, tmp_path):
+    # The H100 machine's compiler links libstdc++ statically: the library then exported that copy's symbols, which
+    # mixed with torch's libstdc++ in the process and crashed in the first std::ostream call (seen there).
+    static = eager_kernel.build(tmp_path / "libstatic.so", quiet=True, extra_flags=["-static-libstdc++"])
+    for library in (eager_library, static):
+        assert _exported(library) == ["ttp_eager_register", "ttp_eager_table_version", "ttp_eager_unregister"]
+
+
 def _python_error(*args) -> str:
     with pytest.raises(Exception) as info:
         sdk.launch(sdk_ops.SHAPES, *args)
