@@ -298,15 +298,6 @@ def install(declaration: Any, python_kernel: torch.library.Library) -> bool:
     global _warned
     if disabled():
         return False
-    if declaration.mutated:
-        # The C++ kernel allocates every output; an op that updates an argument in place keeps the Python kernel.
-        warnings.warn(
-            f"torchtrt_plugins: {declaration.qualname} mutates {', '.join(declaration.mutated)}: the C++ eager kernel "
-            "does not serve ops that update an argument in place yet; its eager CUDA calls go through the Python path",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return False
     try:
         library()
         _eager_op(declaration)

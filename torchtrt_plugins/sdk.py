@@ -251,12 +251,16 @@ def _eager_op(i: int, d: Any, tokens: Sequence[int]) -> list[str]:
     if rows:
         out.append(f"::ttp::sdk::EagerScalar const kScalars{i}[] = {{{', '.join(rows)}}};")
     out.append(f"int64_t const kPrograms{i}[] = {{{', '.join(map(str, tokens))}}};")
+    aliased = d.spec.aliased_inputs
+    if aliased:
+        out.append(f"int32_t const kEagerAliased{i}[] = {{{', '.join(map(str, aliased))}}};")
     out.append(
         f"::ttp::sdk::EagerOp const kEagerOp{i}{{::ttp::sdk::kEAGER_TABLE_VERSION, {_c_string(d.qualname)}, "
         f"{_c_string(d.label)}, kArguments{i}, {len(arguments)}, kEagerInputs{i}, {len(inputs)}, "
         f"{len(d.spec.outputs)}, {f'kScalars{i}' if rows else 'nullptr'}, {len(rows)}, &{launcher}, "
         f"{_c_string(launcher)}, {'&' + d.workspace if d.workspace else 'nullptr'}, {int(d.sizes_first)}, "
-        f"kPrograms{i}, {len(tokens)}, &::ttp::sdk::readSizes}};"
+        f"kPrograms{i}, {len(tokens)}, &::ttp::sdk::readSizes, {f'kEagerAliased{i}' if aliased else 'nullptr'}, "
+        f"{len(aliased)}}};"
     )
     return out
 

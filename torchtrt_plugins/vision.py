@@ -199,6 +199,7 @@ NMS = declare(
     dtypes={"dets": (torch.float32,), "scores": (torch.float32,)},
     reference=reference_nms,
     data_dependent=True,
+    sizes_first=True,
     size_upper=lambda dets, scores, iou_threshold: dets.shape[0],
     tolerances={torch.int64: Tolerance(0.0, 0.0)},
     eager_cuda=not TORCHVISION,

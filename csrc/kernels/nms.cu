@@ -1,5 +1,6 @@
 #include "nms.h"
 
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
 namespace ttp::vision
@@ -9,6 +10,7 @@ namespace
 
 constexpr int64_t kBOXES_PER_WORD = 64;
 constexpr int kREDUCE_WARPS = 32;
+constexpr int kKEEP_THREADS = 256;
 constexpr size_t kDEFAULT_SHARED_BYTES = 48 * 1024;
 
 size_t aligned(size_t bytes)
@@ -31,7 +33,7 @@ __host__ __device__ int64_t columnStart(int64_t column)
 
 struct Layout
 {
-    size_t order, sortedScores, iota, mask, sortTemp, total;
+    size_t order, sortedScores, iota, mask, kept, sortTemp, total;
 };
 
 Layout layout(int64_t n)
@@ -46,7 +48,8 @@ Layout layout(int64_t n)
     l.sortedScores = l.order + aligned(n * sizeof(int32_t));
     l.iota = l.sortedScores + aligned(n * sizeof(float));
     l.mask = l.iota + aligned(n * sizeof(int32_t));
-    l.sortTemp = l.mask + aligned(static_cast<size_t>(columnStart(words)) * sizeof(uint64_t));
+    l.kept = l.mask + aligned(static_cast<size_t>(columnStart(words)) * sizeof(uint64_t));
+    l.sortTemp = l.kept + aligned(static_cast<size_t>(words) * sizeof(uint64_t));
     l.total = l.sortTemp + aligned(sortBytes);
     return l;
 }
@@ -144,9 +147,9 @@ __device__ uint64_t laneSelect(uint64_t bits, unsigned lane, uint64_t low, uint6
 // which it keeps in registers, so the sequential part touches no memory. Meanwhile the other warps OR column c + 1
 // over the kept boxes of blocks < c (already final); warp 0 adds block c's own share once it is decided. Every load
 // of a step is issued at once, whatever the data: the walk costs one round trip to L2 per 64 boxes, not one per
-// kept box.
-__global__ void __launch_bounds__(kREDUCE_WARPS * 32)
-    reduceKernel(uint64_t const* mask, int32_t const* order, int64_t n, int64_t* keep, int64_t* count)
+// kept box. With `keep` null (the sizes phase) the kept bits go to `keptOut` instead, for keepKernel.
+__global__ void __launch_bounds__(kREDUCE_WARPS * 32) reduceKernel(
+    uint64_t const* mask, int32_t const* order, int64_t n, int64_t* keep, uint64_t* keptOut, int64_t* count)
 {
     extern __shared__ uint64_t keptWords[]; // bit j of word b: sorted box 64 b + j is kept
     __shared__ uint64_t partial[2][kREDUCE_WARPS - 1];
@@ -212,13 +215,17 @@ __global__ void __launch_bounds__(kREDUCE_WARPS * 32)
             if (lane == 0)
             {
                 keptWords[block] = keptBits;
+                if (keep == nullptr)
+                {
+                    keptOut[block] = keptBits;
+                }
             }
             uint64_t const below = (uint64_t{1} << lane) - 1;
-            if (((keptBits >> lane) & 1U) != 0)
+            if (keep != nullptr && ((keptBits >> lane) & 1U) != 0)
             {
                 keep[kept + __popcll(keptBits & below)] = orderLow;
             }
-            if (((keptBits >> (lane + 32)) & 1U) != 0)
+            if (keep != nullptr && ((keptBits >> (lane + 32)) & 1U) != 0)
             {
                 keep[kept + __popcll(keptBits & ((below << 32) | 0xffffffffULL))] = orderHigh;
             }
@@ -258,6 +265,33 @@ __global__ void __launch_bounds__(kREDUCE_WARPS * 32)
     }
 }
 
+// The outputs phase: the kept indices from the kept bits the sizes phase left, in the same order (one block, one
+// 64-box word per thread and step, a block-wide scan of their counts).
+__global__ void __launch_bounds__(kKEEP_THREADS)
+    keepKernel(uint64_t const* keptWords, int32_t const* order, int64_t n, int64_t* keep)
+{
+    using Scan = cub::BlockScan<int64_t, kKEEP_THREADS>;
+    __shared__ typename Scan::TempStorage storage;
+    int64_t const words = wordCount(n);
+    int64_t base = 0;
+    for (int64_t start = 0; start < words; start += kKEEP_THREADS)
+    {
+        int64_t const word = start + threadIdx.x;
+        uint64_t bits = word < words ? keptWords[word] : 0;
+        int64_t offset = 0;
+        int64_t total = 0;
+        Scan(storage).ExclusiveSum(static_cast<int64_t>(__popcll(bits)), offset, total);
+        while (bits != 0)
+        {
+            int const j = __ffsll(static_cast<long long>(bits)) - 1;
+            keep[base + offset++] = order[word * kBOXES_PER_WORD + j];
+            bits &= bits - 1;
+        }
+        base += total;
+        __syncthreads();
+    }
+}
+
 } // namespace
 
 size_t nmsWorkspaceSize(sdk::LaunchArgs const& a)
@@ -288,6 +322,12 @@ cudaError_t nms(sdk::LaunchArgs const& a)
     auto* sortedScores = reinterpret_cast<float*>(base + l.sortedScores);
     auto* iota = reinterpret_cast<int32_t*>(base + l.iota);
     auto* mask = reinterpret_cast<uint64_t*>(base + l.mask);
+    auto* kept = reinterpret_cast<uint64_t*>(base + l.kept);
+    if (a.phase == sdk::kPHASE_OUTPUTS)
+    {
+        keepKernel<<<1, kKEEP_THREADS, 0, a.stream>>>(kept, order, n, static_cast<int64_t*>(a.outputs[0].data));
+        return cudaGetLastError();
+    }
     int const threads = 256;
     iotaKernel<<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, a.stream>>>(iota, n);
     size_t sortBytes = l.total - l.sortTemp;
@@ -309,8 +349,9 @@ cudaError_t nms(sdk::LaunchArgs const& a)
             return err;
         }
     }
-    reduceKernel<<<1, kREDUCE_WARPS * 32, shared, a.stream>>>(
-        mask, order, n, static_cast<int64_t*>(a.outputs[0].data), count);
+    // The sizes phase keeps the kept bits in the workspace; the outputs phase turns them into indices.
+    auto* keep = a.phase == sdk::kPHASE_SIZES ? nullptr : static_cast<int64_t*>(a.outputs[0].data);
+    reduceKernel<<<1, kREDUCE_WARPS * 32, shared, a.stream>>>(mask, order, n, keep, kept, count);
     return cudaGetLastError();
 }
 

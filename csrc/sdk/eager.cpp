@@ -1,7 +1,8 @@
 // The eager CUDA kernel of every declared op, written once: one boxed torch kernel that reads the op's generated
 // table (csrc/sdk/op_table.h, handed out by the op library's `ttp_sdk_eager_op`), checks the arguments against the
 // declaration with the Python path's messages, derives the output shapes with the plugin's shape-rule code
-// (csrc/sdk/rules.h), allocates through torch's caching allocator on the current stream and calls the launcher.
+// (csrc/sdk/rules.h), allocates through torch's caching allocator on the current stream and calls the launcher. An
+// argument the op updates in place (Tensor(a!)) is the launcher's aliased output, as in the plugin.
 //
 // Built against LibTorch's stable ABI only (the C shims of torch/csrc/inductor/aoti_torch/c/shim.h and
 // torch/csrc/stable/c/shim.h, targeting torch 2.11), so one binary serves torch 2.11 and later. The shim's boxed
@@ -496,8 +497,13 @@ public:
         {
             out[mOp.nbOutputs + s] = Tensor{nullptr, DType::kINT64, 0, {}};
         }
-        LaunchArgs args{in, mOp.nbInputs, out, mOp.nbOutputs + nbSizes, mScalars, mOp.nbScalars, nullptr, 0, 0,
-            static_cast<cudaStream_t>(stream), kPHASE_ALL};
+        // A mutated argument's output is the argument's own (contiguous) memory: the launcher updates it in place.
+        for (int32_t k = 0; k < mOp.nbAliasedInputs; ++k)
+        {
+            out[mOp.nbOutputs + nbSizes + k] = in[mOp.aliasedInputs[k]];
+        }
+        LaunchArgs args{in, mOp.nbInputs, out, mOp.nbOutputs + nbSizes + mOp.nbAliasedInputs, mScalars, mOp.nbScalars,
+            nullptr, 0, 0, static_cast<cudaStream_t>(stream), kPHASE_ALL};
         size_t const workspace = mOp.workspace != nullptr ? mOp.workspace(args) : 0;
         int64_t const sizesBytes = (8 * nbSizes + kSCRATCH_ALIGN - 1) / kSCRATCH_ALIGN * kSCRATCH_ALIGN;
         int64_t const scratchBytes = sizesBytes + static_cast<int64_t>(workspace);
@@ -552,6 +558,7 @@ public:
                 trim(out, outputs);
             }
         }
+        writeBack();
         for (int32_t o = 0; o < mOp.nbOutputs; ++o)
         {
             stack[o] = torch::stable::detail::from(outputs[o].release());
@@ -663,6 +670,19 @@ private:
         }
     }
 
+    // A mutated argument that is not contiguous was updated in its contiguous copy: copy that back (on the stream).
+    void writeBack() const
+    {
+        for (int32_t k = 0; k < mOp.nbAliasedInputs; ++k)
+        {
+            Input const& input = mInputs[mOp.aliasedInputs[k]];
+            if (input.contiguous.get() != nullptr)
+            {
+                shim(aoti_torch_copy_(input.handle.get(), input.contiguous.get(), 0), "copy_");
+            }
+        }
+    }
+
     void launch(LaunchArgs const& args) const
     {
         cudaError_t const status = mOp.launch(args);
@@ -760,9 +780,18 @@ extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_register(Eag
         {
             throw EagerError(concat(op->op, ": ", registration->rules.error()));
         }
-        if (registration->rules.nbSizes() > 64 || op->nbOutputs + registration->rules.nbSizes() > kMAX_TENSORS)
+        if (registration->rules.nbSizes() > 64
+            || op->nbOutputs + registration->rules.nbSizes() + op->nbAliasedInputs > kMAX_TENSORS)
         {
             throw EagerError(concat(op->op, ": too many outputs and data-dependent sizes for the eager kernel"));
+        }
+        for (int32_t k = 0; k < op->nbAliasedInputs; ++k)
+        {
+            if (op->aliasedInputs[k] < 0 || op->aliasedInputs[k] >= op->nbInputs)
+            {
+                throw EagerError(concat(op->op, ": aliased input ", op->aliasedInputs[k], " is not one of its ",
+                    op->nbInputs, " tensor inputs"));
+            }
         }
         size_t const slot = gNextSlot.fetch_add(1);
         if (slot >= kSLOTS)

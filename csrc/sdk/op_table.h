@@ -13,7 +13,7 @@ namespace ttp::sdk
 {
 
 // Bumped whenever a field below changes: the eager kernel refuses a table of another version.
-constexpr int32_t kEAGER_TABLE_VERSION = 1;
+constexpr int32_t kEAGER_TABLE_VERSION = 2;
 
 struct EagerInput
 {
@@ -65,6 +65,10 @@ struct EagerOp
     int64_t const* programs; // as OpDecl::programs
     int32_t nbProgramTokens;
     SizesReader readSizes;
+    // Per argument updated in place (Tensor(a!)), the input it is: the launcher gets one more output per entry, after
+    // the size tensors, at that input's memory (the plugin's aliased outputs). The op does not return them.
+    int32_t const* aliasedInputs;
+    int32_t nbAliasedInputs;
 };
 
 } // namespace ttp::sdk

@@ -1,8 +1,8 @@
 """The C++ eager kernel of declared ops (csrc/sdk/eager.cpp) without a GPU: it builds against this torch's stable ABI
 and imports nothing else from torch; it registers with the dispatcher in place of the Python kernel on the first
 call; its checks give the Python path's messages (dtypes, ranges, the fake kernel's own checks, devices), which we
-see by registering sdk_test::shapes's table for the CPU key of an op with the same schema; without it, the Python
-kernel stays and one warning says why."""
+see by registering sdk_test::shapes's table (and add_rms_norm's, which mutates an argument) for the CPU key of an op
+with the same schema; without it, the Python kernel stays and one warning says why."""
 
 from __future__ import annotations
 
@@ -18,10 +18,13 @@ import sdk_ops  # noqa: E402
 import torch  # noqa: E402
 
 from torchtrt_plugins import _build, eager_kernel, sdk, spec  # noqa: E402
+from torchtrt_plugins.ops import add_rms_norm  # noqa: E402
 
-# An op with sdk_test::shapes's schema and no kernel, so the C++ kernel can take its CPU key.
+# Ops with sdk_test::shapes's and torchtrt::add_rms_norm's schemas and no kernel, so the C++ kernel can take their
+# CPU key.
 _LIB = torch.library.Library("ttp_eager_test", "DEF")
 _LIB.define("shapes(Tensor x, Tensor w, SymInt n, int k, bool flag=False, float scale=1.0) -> (Tensor, Tensor)")
+_LIB.define("add_rms_norm(Tensor x, Tensor(a!) residual, Tensor weight, float eps=1e-06) -> Tensor")
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +40,15 @@ def on_cpu(eager_library):
     sdk_ops.LIBRARY.build()
     handle = eager_kernel.register(sdk_ops.SHAPES, name="ttp_eager_test::shapes", dispatch_key="CPU")
     yield torch.ops.ttp_eager_test.shapes
+    eager_kernel.unregister(handle)
+
+
+@pytest.fixture(scope="module")
+def mutating_on_cpu(eager_library):
+    declaration = add_rms_norm.ADD_RMS_NORM
+    declaration.library.build()
+    handle = eager_kernel.register(declaration, name="ttp_eager_test::add_rms_norm", dispatch_key="CPU")
+    yield torch.ops.ttp_eager_test.add_rms_norm
     eager_kernel.unregister(handle)
 
 
@@ -102,18 +114,57 @@ def test_python_float_repr_in_range_messages(on_cpu):
         assert _cpp_error(on_cpu, *args).endswith(f"got {scale!r}")
 
 
-def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(eager_library):
-    declaration = spec.get("rms_norm").spec.declaration
-    before = torch._C._dispatch_dump("torchtrt::rms_norm")
+def _add_rms_norm_args(x_dtype=torch.float32, residual_shape=(6, 8), eps=1e-6):
+    x = torch.zeros(6, 8, dtype=x_dtype)
+    return x, torch.zeros(residual_shape), torch.ones(8), eps
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(_add_rms_norm_args(x_dtype=torch.int32), id="dtype"),
+        pytest.param(_add_rms_norm_args(x_dtype=torch.float16), id="same-dtype"),
+        pytest.param(_add_rms_norm_args(eps=0.0), id="float-range"),
+        pytest.param(_add_rms_norm_args(residual_shape=(6, 7)), id="fake-kernel-check"),
+        pytest.param(_add_rms_norm_args(), id="device"),
+    ],
+)
+def test_mutating_op_checks_give_the_python_paths_messages(mutating_on_cpu, args):
+    with pytest.raises(Exception) as info:
+        sdk.launch(add_rms_norm.ADD_RMS_NORM, *args)
+    expected = str(info.value)
+    assert expected and expected in _cpp_error(mutating_on_cpu, *args)
+
+
+def test_mutating_op_table_names_the_aliased_input():
+    declaration = add_rms_norm.ADD_RMS_NORM
+    table = sdk.generate_launcher_table([declaration])
+    assert "int32_t const kEagerAliased0[] = {1};" in table  # residual, the second tensor input
+    assert table.count("kEagerAliased0") == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("rms_norm", (torch.ones(2, 8), torch.ones(8), 1e-6)),
+        ("add_rms_norm", (torch.ones(2, 8), torch.ones(2, 8), torch.ones(8), 1e-6)),  # mutates residual
+    ],
+)
+def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(eager_library, name, args):
+    declaration = spec.get(name).spec.declaration
+    qualname = f"torchtrt::{name}"
+    before = torch._C._dispatch_dump(qualname)
     assert "eager.cpp" not in before
     try:
         # Called as the dispatcher would for CUDA; it redispatches, here to the CPU reference.
-        declaration.python_kernel(torch.ones(2, 8), torch.ones(8), 1e-6)
-        after = [line for line in torch._C._dispatch_dump("torchtrt::rms_norm").splitlines() if "CUDA" in line]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            declaration.python_kernel(*args)
+        after = [line for line in torch._C._dispatch_dump(qualname).splitlines() if "CUDA" in line]
         assert len(after) == 1 and "eager.cpp" in after[0] and "boxed" in after[0], after
     finally:
         sdk.reset_eager_kernel(declaration)
-    assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm")
+    assert "eager.cpp" not in torch._C._dispatch_dump(qualname)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from torchtrt_plugins import eager_kernel, sdk, spec
-from torchtrt_plugins.ops import masked_rows, pad_to, rms_norm
+from torchtrt_plugins.ops import add_rms_norm, masked_rows, pad_to, rms_norm
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +29,9 @@ def test_every_op_is_served_by_the_cpp_kernel_from_its_first_call():
     torch.ops.torchtrt.rms_norm(x, w, 1e-6)
     torch.ops.torchtrt.pad_to(torch.randn(1, 2, 3, 4, device="cuda"), 5, 6)
     torch.ops.torchtrt.masked_rows(x, torch.arange(4, device="cuda") % 2 == 0)
-    for name in ("rms_norm", "pad_to", "masked_rows"):
+    h = torch.randn(4, 64, device="cuda")
+    torch.ops.torchtrt.add_rms_norm(x, h, w, 1e-6)
+    for name in ("rms_norm", "pad_to", "masked_rows", "add_rms_norm"):
         assert _served_by_cpp(f"torchtrt::{name}"), torch._C._dispatch_dump(f"torchtrt::{name}")
 
 
@@ -42,6 +44,32 @@ def test_cpp_and_python_paths_agree(dtype):
     torch.testing.assert_close(ours, python, rtol=0, atol=0)
     y = torch.randn(2, 3, 9, 31, device="cuda").to(dtype)
     torch.testing.assert_close(torch.ops.torchtrt.pad_to(y, 16, 8, 1.5), pad_to.reference(y, 16, 8, 1.5))
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_add_rms_norm_updates_residual_in_place_as_the_python_path(dtype, contiguous):
+    x = torch.randn(5, 17, 96, device="cuda").to(dtype)
+    w = torch.randn(96, device="cuda").to(dtype)
+    start = torch.randn(5, 17, 96, device="cuda").to(dtype)
+    python_residual = start.clone()
+    if contiguous:
+        ours_residual = start.clone()
+    else:  # updated in a contiguous copy, then copied back
+        ours_residual = torch.empty(96, 17, 5, device="cuda", dtype=dtype).permute(2, 1, 0).copy_(start)
+    address = ours_residual.data_ptr()
+    ours = torch.ops.torchtrt.add_rms_norm(x, ours_residual, w, 1e-5)
+    assert _served_by_cpp("torchtrt::add_rms_norm")
+    assert isinstance(ours, torch.Tensor) and ours.shape == x.shape  # the schema returns y only
+    assert ours_residual.data_ptr() == address and ours_residual.is_contiguous() == contiguous
+    python = sdk.launch(add_rms_norm.ADD_RMS_NORM, x, python_residual, w, 1e-5)
+    torch.testing.assert_close(ours, python, rtol=0, atol=0)
+    torch.testing.assert_close(ours_residual, python_residual, rtol=0, atol=0)
+    expected_residual = start.clone()
+    expected = add_rms_norm.reference(x, expected_residual, w, 1e-5)
+    torch.testing.assert_close(ours_residual, expected_residual, rtol=0, atol=0)
+    tolerance = add_rms_norm.ADD_RMS_NORM.spec.tolerances[dtype]
+    torch.testing.assert_close(ours, expected, rtol=tolerance.rtol, atol=tolerance.atol)
 
 
 @pytest.mark.parametrize("dtype", masked_rows.DTYPES)

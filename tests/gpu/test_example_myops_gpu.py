@@ -9,6 +9,7 @@ require_sdk_build()
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from eager_costs import host_syncs, peak_bytes  # noqa: E402
 from example_package import import_myops  # noqa: E402
 
 from torchtrt_plugins import sdk  # noqa: E402
@@ -32,6 +33,18 @@ def test_filter_above(numel, threshold):
     x = torch.randn(numel, device="cuda")
     got = torch.ops.myops.filter_above(x, threshold)
     assert torch.equal(got, myops.reference_filter_above(x, threshold))
+
+
+@pytest.mark.parametrize("path", ["cpp", "python"])
+def test_filter_above_one_host_sync_and_no_upper_bound_output(path, capfd):
+    """Declared sizes_first: the launcher counts, the op reads the count back once and writes the kept elements into
+    an output of that size; never the numel() upper bound (16 MiB here)."""
+    x = torch.randn(1 << 22, device="cuda")
+    op = torch.ops.myops.filter_above if path == "cpp" else lambda *args: sdk.launch(myops.FILTER_ABOVE, *args)
+    got, syncs = host_syncs(capfd, lambda: op(x, 4.0))
+    assert syncs == 1 and torch.equal(got, myops.reference_filter_above(x, 4.0))
+    got, peak = peak_bytes(lambda: op(x, 4.0))
+    assert got.numel() < 1000 and peak < (1 << 20), peak
 
 
 def test_check_op_on_gpu():

@@ -1,10 +1,9 @@
 """masked_rows CUDA kernels vs the reference: every dtype, odd shapes and masks (empty, all, sparse), unaligned
 data, one device->host read per call; opcheck; torch.compile with a data-dependent output."""
 
-import warnings
-
 import pytest
 import torch
+from eager_costs import host_syncs, peak_bytes
 
 from torchtrt_plugins.ops import masked_rows
 from torchtrt_plugins.testing.fixtures import GraphRecorder
@@ -80,21 +79,8 @@ def test_exactly_one_device_to_host_read(capfd):
     """The op reads K back once (to size y) and synchronizes nowhere else."""
     x = _input((100000, 16), torch.bfloat16)
     mask = _mask(100000, "random")
-    torch.ops.torchtrt.masked_rows(x, mask)  # warm-up: the caching allocator, lazy module loading
-    torch.cuda.synchronize()
-    capfd.readouterr()
-    previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            y = torch.ops.torchtrt.masked_rows(x, mask)
-    finally:
-        torch.cuda.set_sync_debug_mode(previous)
-    # c10 reports each synchronizing call once, on stderr or as a Python warning depending on the build.
-    reports = capfd.readouterr().err.count("called a synchronizing CUDA operation")
-    reports += sum("called a synchronizing CUDA operation" in str(w.message) for w in caught)
-    assert reports == 1
+    y, syncs = host_syncs(capfd, lambda: torch.ops.torchtrt.masked_rows(x, mask))
+    assert syncs == 1
     assert torch.equal(y, masked_rows.reference(x, mask))
 
 
@@ -103,13 +89,7 @@ def test_eager_allocates_only_the_kept_rows():
     N-row upper bound (which the plugin gets from TensorRT's output allocator instead)."""
     x = _input((1 << 18, 16), torch.float32)  # 16 MiB
     mask = torch.rand(x.shape[0], device="cuda") < 0.1
-    torch.ops.torchtrt.masked_rows(x, mask)  # warm-up
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    y = torch.ops.torchtrt.masked_rows(x, mask)
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - before
+    y, peak = peak_bytes(lambda: torch.ops.torchtrt.masked_rows(x, mask))
     kept = y.numel() * y.element_size()
     assert torch.equal(y, masked_rows.reference(x, mask))
     # y plus the workspace (a bit and a few counters a row) and the size tensor; far below the 16 MiB upper bound.

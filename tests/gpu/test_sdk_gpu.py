@@ -10,6 +10,7 @@ require_sdk_build()
 import pytest  # noqa: E402
 import sdk_ops  # noqa: E402
 import torch  # noqa: E402
+from eager_costs import host_syncs, peak_bytes  # noqa: E402
 
 from torchtrt_plugins import converters, sdk  # noqa: E402
 from torchtrt_plugins.testing import run_call  # noqa: E402
@@ -34,6 +35,17 @@ def test_eager_cuda_kernel_is_the_launcher():
 def test_size_tensor_sizes_the_eager_output():
     out = torch.ops.sdk_test.nonzero_count(torch.randn(4, 3, device="cuda"))
     assert tuple(out.shape) == (0, 3)  # the launcher writes 0 into the size tensor
+
+
+@pytest.mark.parametrize("path", ["cpp", "python"])
+def test_size_tensor_output_takes_one_host_sync_and_no_upper_bound(path, capfd):
+    """Declared sizes_first: the (1 << 20, 3) upper bound of nonzero_count's output (12 MiB) is never allocated."""
+    x = torch.randn(4, 3, device="cuda")
+    op = torch.ops.sdk_test.nonzero_count if path == "cpp" else lambda x: sdk.launch(sdk_ops.NONZERO_COUNT, x)
+    out, syncs = host_syncs(capfd, lambda: op(x))
+    assert syncs == 1 and tuple(out.shape) == (0, 3)
+    out, peak = peak_bytes(lambda: op(x))
+    assert peak < (1 << 20), peak
 
 
 def test_launcher_error_names_op_and_launcher():

@@ -9,8 +9,9 @@ require_sdk_build()
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from eager_costs import host_syncs, peak_bytes  # noqa: E402
 
-from torchtrt_plugins import sdk, vision  # noqa: E402
+from torchtrt_plugins import eager_kernel, sdk, vision  # noqa: E402
 from torchtrt_plugins.testing import check_op  # noqa: E402
 
 
@@ -29,6 +30,65 @@ def _boxes(n: int, seed: int):
     return torch.cat([corner, corner + size], 1).cuda(), torch.rand(n, generator=generator).cuda()
 
 
+def _clustered(n: int, objects: int, generator: torch.Generator) -> torch.Tensor:
+    """n boxes jittered around a few objects, as a detector proposes them (most are suppressed)."""
+    centre = torch.rand(objects, 2, generator=generator) * 300
+    size = torch.rand(objects, 2, generator=generator) * 80 + 10
+    pick = torch.randint(0, objects, (n,), generator=generator)
+    jitter = torch.randn(n, 4, generator=generator) * 0.1 * size[pick].repeat(1, 2)
+    return torch.cat([centre[pick] - size[pick] / 2, centre[pick] + size[pick] / 2], 1) + jitter
+
+
+# An op with torchvision::nms's schema served by the C++ eager kernel with our nms table, whether or not
+# torchvision's own CUDA kernel holds torchvision::nms.
+_STAND_IN = torch.library.Library("ttp_nms_test", "DEF")
+_STAND_IN.define(vision.NMS_SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def cpp_nms():
+    try:
+        handle = eager_kernel.register(vision.NMS, name="ttp_nms_test::nms")
+    except eager_kernel.EagerKernelUnavailable as err:
+        pytest.fail(f"the C++ eager kernel must be available on the GPU machine: {err}")
+    yield torch.ops.ttp_nms_test.nms
+    eager_kernel.unregister(handle)
+
+
+@pytest.fixture(params=["cpp", "python"])
+def nms(request):
+    """Our nms eagerly: through the C++ eager kernel, and through the Python path (sdk.launch)."""
+    if request.param == "cpp":
+        return request.getfixturevalue("cpp_nms")
+    return lambda *args: sdk.launch(vision.NMS, *args)
+
+
+@pytest.mark.parametrize("n", [0, 1, 64, 65, 1000, 5000])
+@pytest.mark.parametrize("threshold", [0.0, 0.5, 1.0])
+def test_nms_eager_paths_give_the_same_indices(cpp_nms, n, threshold):
+    dets, scores = _boxes(n, seed=n)
+    got = cpp_nms(dets, scores, threshold)
+    assert got.dtype == torch.int64 and got.untyped_storage().nbytes() == got.numel() * 8
+    assert torch.equal(got, sdk.launch(vision.NMS, dets, scores, threshold))
+    if n:
+        assert torch.equal(got.cpu(), _expected("nms", dets, scores, threshold).cpu())
+
+
+def test_nms_one_host_sync_and_no_upper_bound_output(nms, capfd):
+    """Declared sizes_first: one read of K, then the K indices written into an output of K; never the N-index upper
+    bound. The scratch (the overlap bits, the sort) is the launcher's workspace, which the plugin gets too."""
+    n = 20000
+    dets = _clustered(n, 3, torch.Generator().manual_seed(0)).cuda()
+    scores = torch.rand(n, generator=torch.Generator().manual_seed(1)).cuda()
+    kept, syncs = host_syncs(capfd, lambda: nms(dets, scores, 0.3))
+    assert syncs == 1
+    assert kept.numel() < 1000 and torch.equal(kept.cpu(), _expected("nms", dets, scores, 0.3).cpu())
+    kept, peak = peak_bytes(lambda: nms(dets, scores, 0.3))
+    scratch = sdk._Plan(vision.NMS, (dets, scores, 0.3), 0).scratch_bytes
+    upper_bound = n * 8
+    assert peak - scratch < kept.numel() * 8 + upper_bound // 2, (peak, scratch, kept.numel())
+
+
 @pytest.mark.parametrize("n", [1, 63, 64, 65, 1000, 5000])
 @pytest.mark.parametrize("threshold", [0.3, 0.5, 0.9])
 def test_nms_matches_torchvision(n, threshold):
@@ -43,10 +103,7 @@ def test_nms_matches_torchvision_on_overlapping_boxes(n, threshold):
     """Boxes jittered around a few objects, as a detector proposes them (most are suppressed), with tied scores, a run
     of identical boxes and empty (zero-width) boxes."""
     generator = torch.Generator().manual_seed(n)
-    centre, size = torch.rand(12, 2, generator=generator) * 300, torch.rand(12, 2, generator=generator) * 80 + 10
-    pick = torch.randint(0, 12, (n,), generator=generator)
-    jitter = torch.randn(n, 4, generator=generator) * 0.1 * size[pick].repeat(1, 2)
-    dets = torch.cat([centre[pick] - size[pick] / 2, centre[pick] + size[pick] / 2], 1) + jitter
+    dets = _clustered(n, 12, generator)
     dets[: n // 10] = dets[0]
     dets[-n // 10 :, 2] = dets[-n // 10 :, 0]
     scores = (torch.rand(n, generator=generator) * 20).round() / 20

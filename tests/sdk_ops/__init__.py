@@ -70,6 +70,7 @@ NONZERO_COUNT = ttp.declare(
     library=LIBRARY,
     launcher="sdk_test::zeros",
     dtypes={"x": (torch.float32,)},
+    sizes_first=True,
     example_inputs=(torch.zeros(4, 3),),
 )
 BROKEN = ttp.declare("sdk_test::broken", library=LIBRARY, launcher="sdk_test::failing", dtypes={"x": (torch.float32,)})

@@ -77,5 +77,6 @@ FILTER_ABOVE = ttp.declare(
     ranges={"threshold": ttp.Range(min=-1e30, max=1e30)},
     dtypes={"x": (torch.float32,)},
     data_dependent=True,
+    sizes_first=True,
     reference=reference_filter_above,
 )

@@ -82,7 +82,8 @@ cudaError_t scaledAddTyped(LaunchArgs const& a, bool vector)
 
 constexpr int kFILTER_THREADS = 512;
 
-// One block walks the input in chunks; a block-wide scan keeps the kept elements in order.
+// One block walks the input in chunks; a block-wide scan keeps the kept elements in order. With `out` null (the
+// sizes phase) it only counts them.
 __global__ void filterAboveKernel(float const* x, int64_t n, float threshold, float* out, int64_t* count)
 {
     using Scan = cub::BlockScan<int, kFILTER_THREADS>;
@@ -101,7 +102,7 @@ __global__ void filterAboveKernel(float const* x, int64_t n, float threshold, fl
         int offset = 0;
         int total = 0;
         Scan(storage).ExclusiveSum(keep, offset, total);
-        if (keep)
+        if (keep && out != nullptr)
         {
             out[base + offset] = value;
         }
@@ -136,15 +137,17 @@ cudaError_t scaledAdd(LaunchArgs const& a)
     return scaledAddTyped(a, a.inputs[0].numel() >= 4096);
 }
 
+// Declared sizes_first: kPHASE_SIZES counts (the output's data is null), kPHASE_OUTPUTS scans again and writes
+// the elements into the exact-size output, kPHASE_ALL (the plugin) does both at once.
 cudaError_t filterAbove(LaunchArgs const& a)
 {
     if (a.inputs[0].dtype != DType::kFLOAT32 || a.nbOutputs != 2)
     {
         return cudaErrorInvalidValue;
     }
+    auto* out = a.phase == ttp::sdk::kPHASE_SIZES ? nullptr : static_cast<float*>(a.outputs[0].data);
     filterAboveKernel<<<1, kFILTER_THREADS, 0, a.stream>>>(static_cast<float const*>(a.inputs[0].data),
-        a.inputs[0].numel(), static_cast<float>(a.scalars[0]), static_cast<float*>(a.outputs[0].data),
-        static_cast<int64_t*>(a.outputs[1].data));
+        a.inputs[0].numel(), static_cast<float>(a.scalars[0]), out, static_cast<int64_t*>(a.outputs[1].data));
     return cudaGetLastError();
 }
 
