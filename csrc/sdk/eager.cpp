@@ -454,10 +454,10 @@ public:
             AtenTensorHandle h = input.handle.get();
             if (!isContiguous(input))
             {
-                AtenTensorHandle copy = nullptr;
-                shim(aoti_torch_clone(h, &copy), "clone");
-                input.contiguous = Owned(copy);
-                h = copy;
+                // Not aoti_torch_clone: it keeps a dense tensor's strides (a transposed input stays transposed).
+                input.contiguous = emptyTensor(static_cast<int32_t>(input.rank), input.sizes, input.dtype, device);
+                shim(aoti_torch_copy_(input.contiguous.get(), h, 0), "copy_");
+                h = input.contiguous.get();
             }
             in[i] = Tensor{nullptr, static_cast<DType>(input.kernelDType), static_cast<int32_t>(input.rank), {}};
             int64_t numel = 1;

@@ -232,8 +232,15 @@ def examples(device: str, seed: int = 0) -> dict[str, Case]:
     image = torch.randn(2, 3, 223, 225, generator=g).to(device)
     rows = torch.randn(100_001, 33, generator=g).to(device)
     mask = (torch.rand(100_001, generator=g) < 0.5).to(device)
+    residual = torch.randn(4099, 4096, generator=g).to(torch.bfloat16).to(device)
     return {
         "rms_norm": Case("rms_norm", (x, w, 1e-6, 0.0), note=f"bf16 {tuple(x.shape)} on {device}"),
+        "add_rms_norm": Case(
+            "add_rms_norm",
+            (x, residual, w, 1e-6),
+            note=f"bf16 {tuple(x.shape)}, residual updated in place, on {device}",
+            before=(residual.clone(),),
+        ),
         "pad_to": Case("pad_to", (image, 256, 240, 1.5), note=f"fp32 {tuple(image.shape)} -> 256x240 on {device}"),
         "masked_rows": Case("masked_rows", (rows, mask), note=f"fp32 {tuple(rows.shape)} half kept on {device}"),
     }
