@@ -31,6 +31,7 @@ def _run_rounds(case, stream, results, key, errors):
         with torch.cuda.device(stream.device), torch.cuda.stream(stream):
             out = None
             for _ in range(ROUNDS):
+                case.restore()
                 out = case.call()
             stream.synchronize()
             results[key] = out
@@ -84,6 +85,7 @@ def test_op_from_two_streams_at_once(op):
     for _ in range(ROUNDS):  # interleaved launches: the two streams' kernels overlap on the device
         for i in (0, 1):
             with torch.cuda.stream(streams[i]):
+                cases[i].restore()
                 outs[i] = cases[i].call()
     torch.cuda.synchronize()
     for i in (0, 1):

@@ -27,6 +27,7 @@ def poisoned_call(case, tactic=0):
     del first
     poison = torch.full((max(nbytes, 1),), 0xFF, dtype=torch.uint8, device="cuda")
     del poison
+    case.restore()
     return case.call(tactic)
 
 

@@ -42,8 +42,15 @@ class Case:
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
     note: str = ""
-    #: Copies of the arguments the op updates in place, as they were before the call.
+    #: Copies of the arguments the op updates in place, as they were before the call, and those arguments' indices.
     before: tuple[Any, ...] = ()
+    mutated: tuple[int, ...] = ()
+
+    def restore(self) -> None:
+        """Put the arguments the op updates in place back as they were (on the current stream), so that the next
+        call is checked against ``before`` again: a test that calls the op more than once calls this in between."""
+        for index, saved in zip(self.mutated, self.before, strict=True):
+            self.args[index].copy_(saved)
 
     def call(self, tactic: int | None = None) -> Any:
         if tactic:
@@ -132,7 +139,7 @@ def draw_add_rms_norm(data: st.DataObject, device: str) -> Case:
     x, weight, eps, _ = draw_rms_norm(data, device).args
     residual = tensor(data, tuple(x.shape), x.dtype, device, data.draw(st.sampled_from([1e-3, 1.0, 100.0])))
     note = f"{x.dtype} {tuple(x.shape)} stride {x.stride()} residual stride {residual.stride()} eps {eps}"
-    return Case("add_rms_norm", (x, residual, weight, eps), note=note, before=(residual.clone(),))
+    return Case("add_rms_norm", (x, residual, weight, eps), note=note, before=(residual.clone(),), mutated=(1,))
 
 
 def check_add_rms_norm(case: Case, out: torch.Tensor) -> None:
@@ -240,6 +247,7 @@ def examples(device: str, seed: int = 0) -> dict[str, Case]:
             (x, residual, w, 1e-6),
             note=f"bf16 {tuple(x.shape)}, residual updated in place, on {device}",
             before=(residual.clone(),),
+            mutated=(1,),
         ),
         "pad_to": Case("pad_to", (image, 256, 240, 1.5), note=f"fp32 {tuple(image.shape)} -> 256x240 on {device}"),
         "masked_rows": Case("masked_rows", (rows, mask), note=f"fp32 {tuple(rows.shape)} half kept on {device}"),
