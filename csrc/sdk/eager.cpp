@@ -333,6 +333,44 @@ void* dataOf(AtenTensorHandle handle)
     return data;
 }
 
+// Why the launcher's last launch failed on this thread, as its library says (ttp_sdk_last_error: a kernel compiled
+// ahead of time names op, kernel and cause), or empty. The library is found from the launcher's own address.
+std::string launcherError(void const* launcher)
+{
+    Dl_info info{};
+    if (dladdr(launcher, &info) == 0 || info.dli_fname == nullptr)
+    {
+        return {};
+    }
+    void* library = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    if (library == nullptr)
+    {
+        return {};
+    }
+    using LastError = char const* (*)();
+    auto const lastError = reinterpret_cast<LastError>(dlsym(library, "ttp_sdk_last_error"));
+    std::string text = lastError != nullptr && lastError() != nullptr ? lastError() : "";
+    dlclose(library);
+    return text;
+}
+
+// The call's one host synchronization: the size tensors (the first 8 * count bytes of the scratch tensor) copied to
+// the host by torch's own copy_, on the current stream, so that torch's sync debug mode sees it as any other.
+void readSizes(AtenTensorHandle scratch, int32_t count, int64_t* counts)
+{
+    int64_t const bytes = 8 * static_cast<int64_t>(count);
+    int64_t const stride = 1;
+    AtenTensorHandle view = nullptr;
+    shim(aoti_torch__reinterpret_tensor(scratch, 1, &bytes, &stride, 0, &view), "reinterpret_tensor");
+    Owned const device(view);
+    AtenTensorHandle host = nullptr;
+    shim(aoti_torch_empty_strided(1, &bytes, &stride, aoti_torch_dtype_uint8(), aoti_torch_device_type_cpu(), 0, &host),
+        "empty_strided");
+    Owned const hostCopy(host);
+    shim(aoti_torch_copy_(host, view, 0), "copy_");
+    std::memcpy(counts, dataOf(host), static_cast<size_t>(bytes));
+}
+
 class Call
 {
 public:
@@ -530,12 +568,7 @@ public:
         if (nbSizes != 0)
         {
             int64_t counts[64];
-            cudaError_t const err = mOp.readSizes(counts, out[mOp.nbOutputs].data, nbSizes, args.stream);
-            if (err != cudaSuccess)
-            {
-                throw EagerError(concat(
-                    mOp.label, ": reading the data-dependent sizes returned cudaError ", static_cast<int32_t>(err)));
-            }
+            readSizes(scratch.get(), nbSizes, counts);
             for (int32_t o = 0; o < mOp.nbOutputs; ++o)
             {
                 auto const& decl = mProgram->outputs[static_cast<size_t>(o)];
@@ -688,9 +721,10 @@ private:
         cudaError_t const status = mOp.launch(args);
         if (status != cudaSuccess)
         {
+            std::string const why = launcherError(reinterpret_cast<void const*>(mOp.launch));
             throw EagerError(concat(mOp.label, ": launcher '", mOp.launcherName, "' (tactic 0",
                 args.phase != kPHASE_ALL ? concat(", phase ", args.phase) : "", ") returned cudaError ",
-                static_cast<int32_t>(status)));
+                static_cast<int32_t>(status), why.empty() ? "" : ": ", why));
         }
     }
 

@@ -111,10 +111,14 @@ def test_error_for_wrong_rank_and_int8_value():
 
 def test_eager_kernel_is_the_declared_launcher():
     """The CUDA kernel runs through the SDK's launcher path (one plan per call signature), not a torch extension."""
-    from torchtrt_plugins import sdk
+    from torchtrt_plugins import eager_kernel, sdk
 
     x = _input((2, 3, 5, 7), torch.float16)
     torch.ops.torchtrt.pad_to(x, 6, 9, 2.0)
+    if not eager_kernel.disabled():  # the C++ eager kernel: the dispatcher's CUDA entry is its boxed kernel
+        cuda = [line for line in torch._C._dispatch_dump("torchtrt::pad_to").splitlines() if line.startswith("CUDA")]
+        assert len(cuda) == 1 and "eager.cpp" in cuda[0], cuda
+        return
     plans = [p.outputs for p in sdk._PLANS.__dict__.values() if p.launcher_name == "ttp::launchers::padTo"]
     assert [((2, 3, 6, 9), torch.float16)] in plans
 
