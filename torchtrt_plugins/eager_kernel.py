@@ -1,16 +1,17 @@
 """The C++ eager kernel of declared ops: one boxed torch kernel for every op (``csrc/sdk/eager.cpp``).
 
 It is built against LibTorch's stable ABI (the C shims, targeting torch 2.11), so one binary serves every torch from
-2.11 on: a wheel carries it prebuilt (``torchtrt_plugins/lib``), a source checkout builds it on first use (a C++
-compiler, torch's headers and the CUDA runtime headers; once per source change, with a message) into the cache.
+2.11 on. It is built on first use (a C++ compiler, torch's headers and the CUDA runtime headers; once per source
+change, with a message) into the cache; a prebuilt one in ``torchtrt_plugins/lib`` is used first (the wheel does not
+ship one yet: it links ``libtorch_cpu.so``, which scripts/check_manylinux.py does not allow as an external).
 
 A declared op gets its CUDA kernel in two steps. :func:`torchtrt_plugins.sdk.register_eager_kernel` registers a
 Python kernel at ``declare`` time, which loads nothing. Its first call loads this library and the op's launcher
 library and registers the C++ kernel in its place, from the op's table (``ttp_sdk_eager_op``), with a hook that runs
 the op's fake kernel once per new call signature, so that its own checks and messages still apply. Where the C++
 kernel cannot be had, the Python kernel stays (:func:`torchtrt_plugins.sdk.launch`) and one warning per process
-says why. For now the C++ kernel is opt-in: ``TORCHTRT_PLUGINS_EAGER=cpp`` (see :func:`disabled`); otherwise the
-Python kernel stays, without a warning.
+says why. ``TORCHTRT_PLUGINS_EAGER=python`` keeps the Python kernel without a warning. The C++ kernel's errors are
+``RuntimeError``s (torch's stable ABI carries no exception type) with the Python path's messages.
 """
 
 from __future__ import annotations
@@ -289,10 +290,8 @@ def unregister(handle: ctypes.c_void_p) -> None:
 
 
 def disabled() -> bool:
-    """True unless ``TORCHTRT_PLUGINS_EAGER=cpp``: the C++ kernel is opt-in until the gpu tier passes with it (on the
-    H100, 2026-11-24: 26 of 1199 gpu tests failed with it, non-contiguous inputs and the host-sync counts among
-    them; docs/results/2026-11-24b/gpu_tier_cpp_eager.log)."""
-    return os.environ.get(ENV, "python").strip().lower() != "cpp"
+    """True where ``TORCHTRT_PLUGINS_EAGER=python`` chooses the Python kernel."""
+    return os.environ.get(ENV, "").strip().lower() == "python"
 
 
 def install(declaration: Any, python_kernel: torch.library.Library) -> bool:

@@ -151,7 +151,7 @@ def test_mutating_op_table_names_the_aliased_input():
     ],
 )
 def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(eager_library, name, args, monkeypatch):
-    monkeypatch.setenv(eager_kernel.ENV, "cpp")
+    monkeypatch.delenv(eager_kernel.ENV, raising=False)
     declaration = spec.get(name).spec.declaration
     qualname = f"torchtrt::{name}"
     before = torch._C._dispatch_dump(qualname)
@@ -179,7 +179,7 @@ def unavailable(monkeypatch):
 
 
 def test_python_kernel_stays_with_one_warning_saying_why(unavailable, monkeypatch):
-    monkeypatch.setenv(eager_kernel.ENV, "cpp")
+    monkeypatch.delenv(eager_kernel.ENV, raising=False)
     declaration = unavailable
     x = torch.ones(2, 8)
     with pytest.warns(RuntimeWarning, match=r"C\+\+ eager kernel .* unavailable \(BuildError: no C\+\+ compiler"):
@@ -198,12 +198,8 @@ def test_python_kernel_stays_with_one_warning_saying_why(unavailable, monkeypatc
     assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm")
 
 
-@pytest.mark.parametrize("choice", ["python", None])  # None: the default, for now (eager_kernel.disabled)
-def test_python_kernel_by_choice_warns_nothing(unavailable, monkeypatch, choice):
-    if choice is None:
-        monkeypatch.delenv(eager_kernel.ENV, raising=False)
-    else:
-        monkeypatch.setenv(eager_kernel.ENV, choice)
+def test_python_kernel_by_choice_warns_nothing(unavailable, monkeypatch):
+    monkeypatch.setenv(eager_kernel.ENV, "python")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(Exception, match="must be a CUDA tensor"):

@@ -12,7 +12,7 @@ from torchtrt_plugins.ops import add_rms_norm, masked_rows, pad_to, rms_norm
 @pytest.fixture(autouse=True)
 def cpp_kernel():
     if eager_kernel.disabled():
-        pytest.skip(f"the C++ eager kernel is opt-in for now: {eager_kernel.ENV}=cpp runs these")
+        pytest.skip(f"{eager_kernel.ENV}=python")
     try:
         eager_kernel.library()
     except eager_kernel.EagerKernelUnavailable as err:

@@ -60,7 +60,7 @@ def nms(request):
     """Our nms eagerly: through the C++ eager kernel, and through the Python path (sdk.launch)."""
     if request.param == "cpp":
         if eager_kernel.disabled():
-            pytest.skip(f"the C++ eager kernel is opt-in for now: {eager_kernel.ENV}=cpp")
+            pytest.skip(f"{eager_kernel.ENV}=python")
         return request.getfixturevalue("cpp_nms")
     return lambda *args: sdk.launch(vision.NMS, *args)
 
