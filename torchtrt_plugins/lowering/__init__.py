@@ -125,12 +125,18 @@ def torch_tensorrt_pass(gm: GraphModule, settings: Any = None) -> GraphModule:
     validators would send every op it adds to PyTorch, and each such op cuts the TensorRT engine in two (measured in
     the tt tier on a 2-layer Hugging Face Llama: 6 engines and 5 PyTorch segments with the rewrite, 1 engine
     without), while TensorRT runs the norm it left as it was itself.
+
+    The residual-add rewrite (``add_rms_norm``) is not among its passes: that plugin aliases an output to an input,
+    which TensorRT builds only with ``PreviewFeature.ALIASED_PLUGIN_IO_10_03`` set in the builder config, and
+    Torch-TensorRT 2.13 does not set it (its engines with the plugin would not build; the tt tier's Hugging Face
+    models were cut into several engines with it); ``lower(gm, residual_add=True)`` applies it where the caller
+    builds the engine.
     """
     if reason := _compat.plugin_layers_unavailable():
         _compat.warn_plugin_layers_unavailable(reason)
         _LOGGER.info("torchtrt_plugins lowering: skipped inside Torch-TensorRT: %s", reason)
         return gm
-    return lower(gm, residual_add=True)
+    return lower(gm)
 
 
 def register_with_torch_tensorrt() -> bool:
