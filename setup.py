@@ -8,6 +8,10 @@
   ``TORCHTRT_PLUGINS_PREBUILT``: ``auto`` (default: prebuild when nvcc, cmake and the headers are found, else a
   sources-only wheel, saying why), ``1`` (fail without them), ``0`` (never). ``TORCHTRT_PLUGINS_WHEEL_ARCHS``
   overrides the architectures.
+- It carries the C++ eager kernel of declared ops (``libtorchtrt_plugins_eager.so``) too where torch (2.11 or later,
+  the stable ABI it is built against) is importable in the build environment (``--no-build-isolation``); it links
+  torch's ``libtorch_cpu.so``, found next to the installed torch (RPATH ``$ORIGIN/../../torch/lib``). Elsewhere it is
+  built on first use, and the build says why (``build_info.json``'s ``eager_kernel``).
 - The prebuilt libraries load on glibc 2.28 and later and need no libstdc++ (``csrc/sdk/cmake/manylinux_2_28_c++``
   says how: zig, the ``ziglang`` build requirement, links them), so the wheel is tagged ``manylinux_2_28_<arch>``
   like torch's and TensorRT's. Where ziglang cannot be imported (``--no-build-isolation`` without it), they are
@@ -23,6 +27,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -124,7 +129,9 @@ class BuildPy(build_py):
         )
         for name in names:
             shutil.copy2(build_dir / name, lib_dir / name)
+        eager = self._prebuild_eager(lib_dir, manylinux=zig is not None)
         info = {
+            "eager_kernel": eager,
             "cuda_archs": archs,
             "tensorrt_headers": ".".join(map(str, headers.version)),
             "platform": platform_tag,
@@ -132,6 +139,29 @@ class BuildPy(build_py):
         }
         (lib_dir / "build_info.json").write_text(json.dumps(info, indent=1) + "\n")
         _say(f"built in {seconds:.0f} s: {', '.join(names)}")
+
+    def _prebuild_eager(self, lib_dir: Path, *, manylinux: bool) -> str:
+        """Build the C++ eager kernel into ``lib_dir`` with torchtrt_plugins.eager_kernel.build (in a child process:
+        it imports torch); returns what build_info.json records: its file name, or why there is none."""
+        script = (
+            "import sys; from pathlib import Path; from torchtrt_plugins import eager_kernel as e; "
+            "e.build(Path(sys.argv[1]), quiet=True, compiler=sys.argv[2] or None, "
+            "extra_flags=['-Wl,-rpath,' + e.WHEEL_RPATH]); print(e.LIBRARY_NAME)"
+        )
+        compiler = str(HERE / "csrc" / "sdk" / "cmake" / "manylinux_2_28_c++") if manylinux else ""
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+        output = lib_dir / "libtorchtrt_plugins_eager.so"
+        result = subprocess.run(
+            [sys.executable, "-c", script, str(output), compiler], env=env, capture_output=True, text=True
+        )
+        if result.returncode == 0:
+            _say(f"built the C++ eager kernel: {output.name}")
+            return output.name
+        reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        if "No module named 'torch'" in result.stderr:
+            reason = "torch is not importable in the build environment (it is built on first use)"
+        _say(f"no prebuilt C++ eager kernel: {reason}")
+        return f"not built: {reason}"
 
 
 class BdistWheel(bdist_wheel):

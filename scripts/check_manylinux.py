@@ -5,8 +5,10 @@
 
 Fails unless `auditwheel show` finds that the libraries' versioned symbols (glibc, libstdc++, libgcc_s) allow
 manylinux_2_28 or older, and that the only library they need from outside is the CUDA runtime (libcudart, which
-torch's CUDA wheels and the CUDA toolkit bring); a wheel's platform tag must be manylinux_2_28 or older yet no older
-than its libraries allow. Shared libraries are checked inside a throwaway wheel (auditwheel reads only wheels).
+torch's CUDA wheels and the CUDA toolkit bring), except the C++ eager kernel (libtorchtrt_plugins_eager.so), which
+needs torch's libtorch_cpu.so too (found next to the installed torch through its RPATH) and nothing else; a wheel's
+platform tag must be manylinux_2_28 or older yet no older than its libraries allow. Shared libraries are checked
+inside a throwaway wheel (auditwheel reads only wheels).
 .ci/run runs it on the wheel and on an example package's libraries built with the SDK's manylinux toolchain.
 """
 
@@ -25,6 +27,9 @@ from pathlib import Path
 NEWEST_GLIBC = (2, 28)
 #: Needed from outside the wheel and allowed to be: the CUDA runtime comes from the toolkit or a pip package.
 EXTERNAL_ALLOWED = re.compile(r"libcudart\.so\.\d+")
+#: The one library allowed torch's own library as an external too (it is the eager torch kernel; torch_lib_rpath).
+TORCH_LINKED = "libtorchtrt_plugins_eager.so"
+TORCH_EXTERNAL = "libtorch_cpu.so"
 _MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_")
 
 
@@ -55,6 +60,32 @@ def _libraries_wheel(libraries: list[Path], folder: Path) -> Path:
     return wheel
 
 
+def _needed(data: bytes) -> list[str]:
+    """A shared library's DT_NEEDED entries (pyelftools, which auditwheel brings)."""
+    import io
+
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    elf = ELFFile(io.BytesIO(data))
+    return [
+        tag.needed
+        for section in elf.iter_sections()
+        if isinstance(section, DynamicSection)
+        for tag in section.iter_tags()
+        if tag.entry.d_tag == "DT_NEEDED"
+    ]
+
+
+def torch_linked(path: Path) -> tuple[list[str], list[str]]:
+    """The libraries in wheel ``path`` that need torch's library, and the problems: any other than the eager kernel."""
+    with zipfile.ZipFile(path) as archive:
+        names = [n for n in archive.namelist() if re.search(r"\.so(\.\d+)*$", n)]
+        linked = [n for n in names if TORCH_EXTERNAL in _needed(archive.read(n))]
+    problems = [f"{name} needs {TORCH_EXTERNAL}: only {TORCH_LINKED} may" for name in linked]
+    return linked, [p for n, p in zip(linked, problems) if Path(n).name != TORCH_LINKED]
+
+
 def check(path: Path) -> tuple[list[str], tuple[int, int] | None]:
     """What keeps the wheel ``path`` from loading wherever manylinux_2_28 does (empty when nothing), and the glibc
     its libraries need."""
@@ -77,9 +108,16 @@ def check(path: Path) -> tuple[list[str], tuple[int, int] | None]:
             f"the libraries' versioned symbols constrain the platform tag to {analysis['sym_tag']}, not "
             f"{_tag_name(NEWEST_GLIBC)} or older: {analysis['versioned_symbols']}"
         )
-    external = sorted(name for name in analysis["external_libs"] if not EXTERNAL_ALLOWED.fullmatch(name))
+    linked, problems_linked = torch_linked(path)
+    problems += problems_linked
+    allowed = {TORCH_EXTERNAL} if linked else set()
+    external = sorted(
+        name for name in analysis["external_libs"] if not EXTERNAL_ALLOWED.fullmatch(name) and name not in allowed
+    )
     if external:
-        problems.append(f"external libraries other than the CUDA runtime: {external}")
+        problems.append(
+            f"external libraries other than the CUDA runtime{f' and {TORCH_EXTERNAL}' if allowed else ''}: {external}"
+        )
     return problems, needed
 
 

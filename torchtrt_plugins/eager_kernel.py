@@ -2,8 +2,8 @@
 
 It is built against LibTorch's stable ABI (the C shims, targeting torch 2.11), so one binary serves every torch from
 2.11 on. It is built on first use (a C++ compiler, torch's headers and the CUDA runtime headers; once per source
-change, with a message) into the cache; a prebuilt one in ``torchtrt_plugins/lib`` is used first (the wheel does not
-ship one yet: it links ``libtorch_cpu.so``, which scripts/check_manylinux.py does not allow as an external).
+change, with a message) into the cache; a prebuilt one in ``torchtrt_plugins/lib`` is used first (a wheel built
+where torch is importable ships one, which finds ``libtorch_cpu.so`` next to the installed torch: :data:`WHEEL_RPATH`).
 
 A declared op gets its CUDA kernel in two steps. :func:`torchtrt_plugins.sdk.register_eager_kernel` registers a
 Python kernel at ``declare`` time, which loads nothing. Its first call loads this library and the op's launcher
@@ -36,6 +36,9 @@ LIBRARY_NAME = "libtorchtrt_plugins_eager.so"
 #: The oldest torch whose stable ABI the library targets (TORCH_TARGET_VERSION).
 TARGET_TORCH = (2, 11)
 ENV = "TORCHTRT_PLUGINS_EAGER"
+#: The prebuilt library's RPATH: torch's libraries from site-packages/torchtrt_plugins/lib (torch has loaded them by
+#: the time the library is loaded; the RPATH is for the loader's and auditwheel's lookups).
+WHEEL_RPATH = "$ORIGIN/../../torch/lib"
 
 _HOOK = ctypes.CFUNCTYPE(
     ctypes.c_int32,
@@ -125,20 +128,21 @@ def build_prerequisites() -> list[str]:
     return reasons
 
 
-def build(output: Path, *, quiet: bool = False, extra_flags: Sequence[str] = ()) -> Path:
+def build(output: Path, *, quiet: bool = False, extra_flags: Sequence[str] = (), compiler: str | None = None) -> Path:
     """Compile the library into ``output`` (the wheel's prebuild and the first-use build). Raises BuildError.
 
     It exports its ``ttp_eager_*`` entry points and nothing else: a compiler that links libstdc++ statically by
     default (the H100 machine's ``CXX``) would otherwise export that copy's symbols, which then mix with the
-    process's own libstdc++ (torch's) and crash in the first ``std::ostream`` call."""
-    missing = build_prerequisites()
+    process's own libstdc++ (torch's) and crash in the first ``std::ostream`` call. ``compiler`` (default: ``CXX``, else
+    the first found) is how the wheel's prebuild links it for manylinux_2_28."""
+    missing = [r for r in build_prerequisites() if compiler is None or not r.startswith("no C++ compiler")]
     if missing:
         raise _build.BuildError("cannot build the C++ eager kernel: " + "; ".join(missing))
     torch_dir = Path(torch.__file__).parent
     csrc = _build.source_dir() / "csrc"
     major, minor = TARGET_TORCH
     command = [
-        str(_compiler()),
+        compiler or str(_compiler()),
         "-std=c++17",
         "-O2",
         "-fPIC",

@@ -17,8 +17,9 @@
 #include <dlfcn.h>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
-#include <unordered_set>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -262,7 +263,8 @@ struct Registration
     int32_t hookToken;
     TorchLibraryHandle library{nullptr};
     std::mutex mutex;
-    std::unordered_set<std::string> checked; // call signatures whose fake-kernel checks passed
+    // Call signatures whose fake-kernel checks passed, looked up by a view of the call's key (no allocation).
+    std::set<std::string, std::less<>> checked;
 
     Registration(EagerOp const* decl, rules::OpShape shape, CheckHook checkHook, int32_t token)
         : op(decl)
@@ -441,7 +443,6 @@ public:
             checkWithFakeKernel();
         }
         mProgram = &mReg.rules.programFor([&](int32_t i) { return static_cast<int32_t>(mInputs[i].rank); });
-        mFields = rules::FieldValues(mReg.rules.op(), std::vector<double>(mScalars, mScalars + mOp.nbScalars));
         try
         {
             mReg.rules.checkSizes(*mProgram, dimOf(), mFields, "the");
@@ -620,43 +621,82 @@ private:
         }
     }
 
+    // The key of a call signature: per input its rank and dtype, then every dim, then the scalars, in one stack
+    // buffer (the lookup of a signature seen before allocates nothing).
+    static constexpr size_t kMAX_KEY
+        = kMAX_TENSORS * (2 * sizeof(int32_t) + kMAX_DIMS * sizeof(int64_t)) + kMAX_SCALARS * sizeof(double);
+
     void checkWithFakeKernel()
     {
-        std::string key;
-        int32_t ranks[kMAX_TENSORS];
-        int32_t kernelDtypes[kMAX_TENSORS];
-        std::vector<int64_t> dims;
         for (int32_t i = 0; i < mOp.nbInputs; ++i)
         {
-            Input const& in = mInputs[i];
-            ranks[i] = static_cast<int32_t>(in.rank);
-            kernelDtypes[i] = in.kernelDType;
-            dims.insert(dims.end(), in.sizes, in.sizes + in.rank);
-            key.append(reinterpret_cast<char const*>(&ranks[i]), sizeof(int32_t));
-            key.append(reinterpret_cast<char const*>(&in.dtype), sizeof(int32_t));
+            if (mInputs[i].rank > kMAX_DIMS) // no program takes it: the fake kernel (or the rank check) says why
+            {
+                std::vector<int64_t> dims;
+                for (int32_t j = 0; j < mOp.nbInputs; ++j)
+                {
+                    dims.insert(dims.end(), mInputs[j].sizes, mInputs[j].sizes + mInputs[j].rank);
+                }
+                runHook(dims.data());
+                return;
+            }
         }
-        key.append(reinterpret_cast<char const*>(dims.data()), dims.size() * sizeof(int64_t));
-        key.append(reinterpret_cast<char const*>(mScalars), static_cast<size_t>(mOp.nbScalars) * sizeof(double));
+        char key[kMAX_KEY];
+        size_t length = 0;
+        auto const append = [&](void const* data, size_t bytes)
+        {
+            std::memcpy(key + length, data, bytes);
+            length += bytes;
+        };
+        for (int32_t i = 0; i < mOp.nbInputs; ++i)
+        {
+            auto const rank = static_cast<int32_t>(mInputs[i].rank);
+            append(&rank, sizeof(rank));
+            append(&mInputs[i].dtype, sizeof(int32_t));
+        }
+        size_t const dimsAt = length;
+        for (int32_t i = 0; i < mOp.nbInputs; ++i)
+        {
+            append(mInputs[i].sizes, static_cast<size_t>(mInputs[i].rank) * sizeof(int64_t));
+        }
+        size_t const dimsBytes = length - dimsAt;
+        append(mScalars, static_cast<size_t>(mOp.nbScalars) * sizeof(double));
+        std::string_view const signature(key, length);
         {
             std::lock_guard<std::mutex> lock(mReg.mutex);
-            if (mReg.checked.count(key) != 0)
+            if (mReg.checked.find(signature) != mReg.checked.end())
             {
                 return;
             }
         }
-        char message[2048] = {0};
-        if (mReg.hook(mReg.hookToken, mOp.nbInputs, kernelDtypes, ranks, dims.data(), mOp.nbScalars, mScalars, message,
-                static_cast<int32_t>(sizeof(message)))
-            != 0)
-        {
-            throw EagerError(message[0] != 0 ? message : concat(mOp.label, ": its fake kernel rejects the call"));
-        }
+        int64_t dims[kMAX_TENSORS * kMAX_DIMS];
+        std::memcpy(dims, key + dimsAt, dimsBytes);
+        runHook(dims);
         std::lock_guard<std::mutex> lock(mReg.mutex);
         if (mReg.checked.size() >= 4096) // many distinct shapes (e.g. a varying batch): start over
         {
             mReg.checked.clear();
         }
-        mReg.checked.insert(std::move(key));
+        mReg.checked.emplace(signature);
+    }
+
+    // The op's fake kernel on this call (`dims`: every input's dims, in order); throws its message.
+    void runHook(int64_t const* dims) const
+    {
+        int32_t ranks[kMAX_TENSORS];
+        int32_t kernelDtypes[kMAX_TENSORS];
+        for (int32_t i = 0; i < mOp.nbInputs; ++i)
+        {
+            ranks[i] = static_cast<int32_t>(mInputs[i].rank);
+            kernelDtypes[i] = mInputs[i].kernelDType;
+        }
+        char message[2048] = {0};
+        if (mReg.hook(mReg.hookToken, mOp.nbInputs, kernelDtypes, ranks, dims, mOp.nbScalars, mScalars, message,
+                static_cast<int32_t>(sizeof(message)))
+            != 0)
+        {
+            throw EagerError(message[0] != 0 ? message : concat(mOp.label, ": its fake kernel rejects the call"));
+        }
     }
 
     void allocate(Tensor* out, int32_t const* outDtypes, Owned* outputs, int32_t device) const
@@ -734,7 +774,7 @@ private:
     double mScalars[kMAX_SCALARS]{};
     int64_t mInts[kMAX_SCALARS]{};
     rules::ShapeProgram const* mProgram{nullptr};
-    rules::FieldValues mFields;
+    rules::FieldView const mFields{mScalars}; // an eager call has no shape inputs
 };
 
 std::array<std::atomic<Registration*>, kSLOTS> gSlots{};

@@ -91,26 +91,59 @@ struct FieldValues
     FieldValues(OpShape const& op, std::vector<double> scalars);
 };
 
+// What the evaluators read of the fields, without owning them: the eager kernel points it at a call's scalars (no
+// shape inputs there) instead of copying them into a FieldValues per call.
+struct FieldView
+{
+    double const* values;
+    int32_t const* shapeInput; // per field, or null: no field is a shape input
+
+    explicit FieldView(double const* scalars, int32_t const* shapeInputs = nullptr) noexcept
+        : values(scalars)
+        , shapeInput(shapeInputs)
+    {
+    }
+    FieldView(FieldValues const& fields) noexcept // NOLINT(google-explicit-constructor): the plugin passes its own
+        : values(fields.values.data())
+        , shapeInput(fields.shapeInput.data())
+    {
+    }
+
+    bool isShapeInput(int64_t field) const noexcept
+    {
+        return shapeInput != nullptr && shapeInput[field] >= 0;
+    }
+};
+
 // Evaluates a postfix expression over any value type: `leaf(token, a, b)` makes leaves, `apply(op, x, y)` combines.
+// The operand stack lives on the C++ stack for the expressions rules are made of (the eager kernel evaluates several
+// per call); a longer one takes the heap.
 template <typename T, typename Leaf, typename Apply>
 T evaluate(Expr const& e, Leaf&& leaf, Apply&& apply)
 {
-    std::vector<T> stack;
-    stack.reserve(e.size());
+    constexpr size_t kLOCAL = 32;
+    T local[kLOCAL];
+    std::vector<T> heap;
+    T* stack = local;
+    if (e.size() > kLOCAL)
+    {
+        heap.resize(e.size());
+        stack = heap.data();
+    }
+    size_t depth = 0;
     for (size_t i = 0; i < e.size(); ++i)
     {
         if (isBinary(e[i]))
         {
-            T const y = stack.back();
-            stack.pop_back();
-            stack.back() = apply(e[i], stack.back(), y);
+            --depth;
+            stack[depth - 1] = apply(e[i], stack[depth - 1], stack[depth]);
             continue;
         }
         int64_t const b = operandCount(e[i]) == 2 ? e[i + 2] : 0;
-        stack.push_back(leaf(e[i], e[i + 1], b));
+        stack[depth++] = leaf(e[i], e[i + 1], b);
         i += static_cast<size_t>(operandCount(e[i]));
     }
-    return stack.back();
+    return stack[depth - 1];
 }
 
 bool usesSize(Expr const& e);
@@ -118,7 +151,7 @@ int64_t applyConcrete(int64_t op, int64_t x, int64_t y);
 
 // The integer value of `e`: `dim(input, axis)` gives input dims, `sizes` the data-dependent sizes.
 template <typename DimOf>
-int64_t evaluateConcrete(Expr const& e, DimOf&& dim, FieldValues const& fields, int64_t const* sizes = nullptr)
+int64_t evaluateConcrete(Expr const& e, DimOf&& dim, FieldView fields, int64_t const* sizes = nullptr)
 {
     return evaluate<int64_t>(
         e,
@@ -135,11 +168,11 @@ int64_t evaluateConcrete(Expr const& e, DimOf&& dim, FieldValues const& fields, 
                 }
                 return sizes[a];
             default:
-                if (fields.shapeInput[static_cast<size_t>(a)] >= 0)
+                if (fields.isShapeInput(a))
                 {
                     throw RuleError("a shape input value is not known here");
                 }
-                return static_cast<int64_t>(fields.values[static_cast<size_t>(a)]);
+                return static_cast<int64_t>(fields.values[a]);
             }
         },
         applyConcrete);
@@ -147,7 +180,7 @@ int64_t evaluateConcrete(Expr const& e, DimOf&& dim, FieldValues const& fields, 
 
 // Whether every input dim and field `e` reads is known (a dim >= 0, a field not from a shape input).
 template <typename DimOf>
-bool known(Expr const& e, DimOf&& dim, FieldValues const& fields)
+bool known(Expr const& e, DimOf&& dim, FieldView fields)
 {
     for (size_t i = 0; i < e.size(); ++i)
     {
@@ -155,8 +188,7 @@ bool known(Expr const& e, DimOf&& dim, FieldValues const& fields)
         {
             continue;
         }
-        if ((e[i] == kDIM && dim(e[i + 1], e[i + 2]) < 0)
-            || (e[i] == kARG && fields.shapeInput[static_cast<size_t>(e[i + 1])] >= 0))
+        if ((e[i] == kDIM && dim(e[i + 1], e[i + 2]) < 0) || (e[i] == kARG && fields.isShapeInput(e[i + 1])))
         {
             return false;
         }
@@ -215,7 +247,7 @@ public:
 
     // The fake kernel's equalities between input sizes, where the dims are known; `which` says whose dims.
     template <typename DimOf>
-    void checkSizes(ShapeProgram const& program, DimOf&& dim, FieldValues const& fields, char const* which) const
+    void checkSizes(ShapeProgram const& program, DimOf&& dim, FieldView fields, char const* which) const
     {
         for (auto const& [lhs, rhs] : program.checks)
         {
