@@ -1,5 +1,6 @@
 #include "declared_plugin.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -290,6 +291,9 @@ nvinfer1::Dims weightDims(InputDecl const& in, nvinfer1::PluginField const* shap
     return dims;
 }
 
+// More elements than any PluginField's int32 length holds.
+constexpr int64_t kMAX_LENGTH = int64_t{std::numeric_limits<int32_t>::max()} + 1;
+
 // The weight fields a collection gives: each of a type its argument accepts, with as many elements as its dims hold.
 std::vector<WeightField> readWeights(OpDecl const& decl, plugin::FieldReader const& reader)
 {
@@ -324,8 +328,13 @@ std::vector<WeightField> readWeights(OpDecl const& decl, plugin::FieldReader con
                 concat("field '", in.name, "' (argument '", in.name, "' as a weight) must have a PluginFieldType in ",
                     fieldTypeList(in.dtypeMask), ", got ", plugin::fieldTypeName(field->type)));
         }
-        weight.dims = weightDims(in, shape, field->length);
-        int64_t const elements = plugin::volume(weight.dims);
+        weight.dims = weightDims(in, shape, std::max(field->length, 0));
+        // The dims' volume, saturated past what a field's int32 length can hold (no dims may overflow it to a match).
+        int64_t elements = 1;
+        for (int32_t d = 0; d < weight.dims.nbDims; ++d)
+        {
+            elements = std::min<int64_t>(elements * std::min<int64_t>(weight.dims.d[d], kMAX_LENGTH), kMAX_LENGTH);
+        }
         if (field->length != elements || (elements > 0 && field->data == nullptr))
         {
             throw PluginError(concat("field '", in.name, "' (argument '", in.name, "' as a weight of dims ",
