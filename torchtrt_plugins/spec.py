@@ -332,8 +332,8 @@ def field_table(specs: Sequence[OpSpec]) -> str:
         for name in spec.weight_fields:
             types = ", ".join(WEIGHT_FIELD_TYPES[d] for d in spec.input(name).dtypes)
             rows.append(
-                f"| {plugin} | `{name}` | {types} (its input's type) | `{name}` | its elements, as many as "
-                f"`{name}_shape` holds | absent: a network input |"
+                f"| {plugin} | `{name}` | {types} (its input's; advertised as UNKNOWN) | `{name}` | its elements, as "
+                f"many as `{name}_shape` holds | absent: a network input |"
             )
             rows.append(f"| {plugin} | `{name}_shape` | INT64 (INT32) | `{name}` | its dims, each >= 0 | 1-D |")
     return "\n".join(rows) + "\n"

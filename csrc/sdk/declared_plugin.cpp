@@ -1081,14 +1081,8 @@ public:
         for (int32_t w = 0; w < nbWeights; ++w)
         {
             InputDecl const& in = decl.inputs[decl.weightInputs[w]];
-            auto type = nvinfer1::PluginFieldType::kUNKNOWN;
-            for (int32_t t = 0; t < 32 && type == nvinfer1::PluginFieldType::kUNKNOWN; ++t)
-            {
-                type = accepts(in.dtypeMask, static_cast<nvinfer1::DataType>(t))
-                           ? fieldTypeOf(static_cast<nvinfer1::DataType>(t))
-                           : type;
-            }
-            mFields.emplace_back(in.name, nullptr, type, 0);
+            // No one type: the field's is its tensor's, any its input accepts (readWeights checks which).
+            mFields.emplace_back(in.name, nullptr, nvinfer1::PluginFieldType::kUNKNOWN, 0);
             mFields.emplace_back(
                 mShapeNames[static_cast<size_t>(w)].c_str(), nullptr, nvinfer1::PluginFieldType::kINT64, 0);
         }

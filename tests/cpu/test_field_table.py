@@ -55,8 +55,8 @@ def test_the_table_gives_a_weight_field_and_its_shape_field():
     rows = spec.field_table([_Plugin("ns", "Op", "1", (), (weight,))]).splitlines()[2:]
     assert rows == [
         "| `ns::Op` v1 | (none) | | | | |",
-        "| `ns::Op` v1 | `weight` | FLOAT32, BF16 (its input's type) | `weight` | its elements, as many as "
-        "`weight_shape` holds | absent: a network input |",
+        "| `ns::Op` v1 | `weight` | FLOAT32, BF16 (its input's; advertised as UNKNOWN) | `weight` | its elements, as "
+        "many as `weight_shape` holds | absent: a network input |",
         "| `ns::Op` v1 | `weight_shape` | INT64 (INT32) | `weight` | its dims, each >= 0 | 1-D |",
     ]
 

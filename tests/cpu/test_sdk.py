@@ -60,7 +60,7 @@ def test_creator_fields_are_the_schema_scalars(library):
         ("k", "INT64"),
         ("flag", "INT32"),
         ("scale", "FLOAT64"),
-        ("w", "FLOAT32"),  # weight_fields=("w",): its elements (of its input's first type) and dims
+        ("w", "UNKNOWN"),  # weight_fields=("w",): its elements (any type its input takes) and dims
         ("w_shape", "INT64"),
     ]
     assert result.tactics == [3, 7]

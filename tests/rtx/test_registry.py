@@ -103,10 +103,8 @@ def test_field_names_match_spec(trt, registry, entry):
     expected = [(f.name, getattr(trt.PluginFieldType, f.type)) for f in entry.spec.fields]
     assert len({name for name, _ in advertised}) == len(advertised), advertised
     weights = {}
-    for name in entry.spec.weight_fields:  # advertised as one of the types its input takes
-        held = {getattr(trt.PluginFieldType, spec_mod.WEIGHT_FIELD_TYPES[d]) for d in entry.spec.input(name).dtypes}
-        assert dict(advertised)[name] in held, advertised
-        weights.update({name: dict(advertised)[name], f"{name}_shape": trt.PluginFieldType.INT64})
+    for name in entry.spec.weight_fields:  # no one type: any its input takes
+        weights.update({name: trt.PluginFieldType.UNKNOWN, f"{name}_shape": trt.PluginFieldType.INT64})
     assert dict(advertised) == dict(expected) | weights
 
 
