@@ -36,6 +36,7 @@ def _sdk_test_calls() -> list[converters.PluginCall]:
         sdk_ops.shapes_call(flag=True, scale=0.5),
         converters.plan(sdk_ops.NONZERO_COUNT.spec, (torch.zeros(4, 3),)),
         converters.plan(sdk_ops.BROKEN.spec, (torch.zeros(4, 3),)),
+        converters.plan(sdk_ops.SHAPES.spec, (torch.zeros(6, 5), torch.ones(5), 9, 3), weights_as_fields=True),
     ]
 
 
@@ -54,7 +55,11 @@ def plugin_calls() -> list[converters.PluginCall]:
     mutating = converters.plan(
         spec_mod.get("add_rms_norm").spec, (torch.zeros(4, 8), torch.zeros(4, 8), torch.ones(8), 1e-6)
     )
-    return calls + _sdk_test_calls() + [mutating]
+    # A weight given as a field (declare(weight_fields=...)): its elements and dims are fields too.
+    weight_field = converters.plan(
+        spec_mod.get("rms_norm").spec, (torch.zeros(4, 8), torch.linspace(0.5, 2.0, 8)), weights_as_fields=True
+    )
+    return calls + _sdk_test_calls() + [mutating, weight_field]
 
 
 def seeds(calls: list[converters.PluginCall]) -> list[dict]:

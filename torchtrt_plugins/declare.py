@@ -41,7 +41,7 @@ import torch
 
 from . import _derive, kernels_aot
 from . import spec as spec_mod
-from .spec import FieldSpec, OpEntry, OpSpec, SpecError, Tactic, TensorSpec, Tolerance
+from .spec import WEIGHT_FIELD_TYPES, FieldSpec, OpEntry, OpSpec, SpecError, Tactic, TensorSpec, Tolerance
 
 #: What a tensor input accepts when the declaration does not say (bool: cast to int32 for the plugin).
 DEFAULT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64)
@@ -149,6 +149,7 @@ class Declaration:
         sizes_first: bool = False,
         example_inputs: Sequence[Any] | None = None,
         mutates: Sequence[str] | None = None,
+        weight_fields: Sequence[str] = (),
         doc: str = "",
     ):
         self.qualname = _qualname(op)
@@ -233,6 +234,7 @@ class Declaration:
                 )
             )
         fields = tuple(self._field(a, ranges.get(a.name)) for a in self.scalar_args)
+        weight_fields = self._weight_fields(weight_fields, inputs, {f.name for f in fields})
         self.spec = OpSpec(
             name=name,
             schema=str(self.schema)[len(self.qualname) :],
@@ -249,6 +251,7 @@ class Declaration:
             tolerances=dict(tolerances or {}),
             requires_output_allocator=bool(data_dependent),
             mutated=self.mutated,
+            weight_fields=weight_fields,
             doc=doc,
             op_namespace=namespace,
             declaration=self,
@@ -326,6 +329,32 @@ class Declaration:
                 f"{self.qualname}: the schema mutates {missing}, which mutates={list(declared)} leaves out"
             )
         return mutated
+
+    def _weight_fields(self, names: Sequence[str], inputs: Sequence[TensorSpec], fields: set[str]) -> tuple[str, ...]:
+        """The tensor arguments ``weight_fields`` names, each one the plugin can take as a constant field: not updated
+        in place, of dtypes a PluginFieldType holds, its field names free."""
+        by_name = {t.name: t for t in inputs}
+        for name in names:
+            spec = by_name.get(name)
+            if spec is None:
+                raise DeclarationError(
+                    f"{self.qualname}: weight_fields names argument '{name}', which is not a tensor argument of "
+                    f"{self.schema}; expected one of {sorted(by_name)}"
+                )
+            unheld = [str(d).replace("torch.", "") for d in spec.dtypes if d not in WEIGHT_FIELD_TYPES]
+            if name in self.mutated or unheld or spec.plugin_dtype is not None:
+                why = "is updated in place" if name in self.mutated else f"may have dtypes {unheld}"
+                raise DeclarationError(
+                    f"{self.qualname}: weight_fields names argument '{name}', which {why}; a weight field is a "
+                    f"constant of a dtype in {sorted(str(d).replace('torch.', '') for d in WEIGHT_FIELD_TYPES)}"
+                )
+            taken = {name, f"{name}_shape"} & fields
+            if taken:
+                raise DeclarationError(
+                    f"{self.qualname}: weight_fields names argument '{name}', whose plugin fields would take the "
+                    f"names of scalar fields {sorted(taken)}"
+                )
+        return tuple(t.name for t in inputs if t.name in set(names))
 
     def _field(self, argument: Any, declared: Range | None) -> FieldSpec:
         type_name = self._types[argument.name]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -423,11 +424,76 @@ def register_torchscript_symbolics(entries: Sequence[spec_mod.OpEntry] | None = 
 # ------------------------------------------------------------------------------------- one call
 
 
-def export(model: Any, args: tuple = (), f: Any = None, *, dynamo: bool = True, **kwargs: Any):
-    """``torch.onnx.export`` with our ops as TensorRT plugin nodes (either exporter). Returns what it returns."""
+def export(
+    model: Any, args: tuple = (), f: Any = None, *, dynamo: bool = True, weights_as_fields: bool = False, **kwargs: Any
+):
+    """``torch.onnx.export`` with our ops as TensorRT plugin nodes (either exporter). Returns what it returns.
+    ``weights_as_fields``: then, in the file ``f``, ``weights_to_fields``."""
+    if weights_as_fields and not isinstance(f, (str, os.PathLike)):
+        raise ValueError(f"export(weights_as_fields=True) rewrites the file it writes: f must be a path, got {f!r}")
     if dynamo:
         table = translation_table()
         table.update(kwargs.pop("custom_translation_table", None) or {})
-        return torch.onnx.export(model, args, f, dynamo=True, custom_translation_table=table, **kwargs)
-    register_torchscript_symbolics()
-    return torch.onnx.export(model, args, f, dynamo=False, **kwargs)
+        result = torch.onnx.export(model, args, f, dynamo=True, custom_translation_table=table, **kwargs)
+    else:
+        register_torchscript_symbolics()
+        result = torch.onnx.export(model, args, f, dynamo=False, **kwargs)
+    if weights_as_fields:
+        import onnx
+
+        onnx.save(weights_to_fields(onnx.load(f)), f)
+    return result
+
+
+# ------------------------------------------------------------------------------------- weights as fields
+
+
+def weights_to_fields(model: Any, entries: Sequence[spec_mod.OpEntry] | None = None) -> Any:
+    """Moves each plugin node's declared weight input (``declare(weight_fields=...)``) that is an initializer of the
+    graph into the node's attributes: a TENSOR attribute named after the argument (TensorRT's ONNX parser makes it a
+    field of the tensor's element type) and INTS ``<name>_shape``; the plugin then takes one input fewer. Rewrites
+    and returns ``model`` (an ``onnx.ModelProto``); an initializer no other node reads is dropped."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    # Element types onnx-tensorrt's loadFields rejects in a plugin field ("is unsupported in plugin fields").
+    unheld = (TensorProto.INT64, TensorProto.BOOL, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32)
+    specs = {(s.plugin_name, s.plugin_version, s.plugin_namespace): s for s in (e.spec for e in _entries(entries))}
+    graph = model.graph
+    initializers = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        version, namespace = (attributes.get(k, b"") for k in ("plugin_version", "plugin_namespace"))
+        spec = specs.get((node.op_type, version.decode() or "1", namespace.decode()))
+        if spec is None or not spec.weight_fields:
+            continue
+        names = [t.name for t in spec.inputs]
+        for name in reversed(spec.weight_fields):  # from the last input: the earlier indices stay valid
+            index = names.index(name)
+            tensor = initializers.get(node.input[index])
+            if tensor is None:
+                continue
+            if tensor.data_type in unheld:
+                raise OnnxExportError(
+                    f"{spec.label}: argument '{name}' as a weight field has element type "
+                    f"{helper.tensor_dtype_to_string(tensor.data_type)}, which TensorRT's ONNX parser does not take "
+                    "in a plugin field; leave it a node input"
+                )
+            value = numpy_helper.to_array(tensor)
+            node.attribute.append(helper.make_attribute(name, numpy_helper.from_array(value.reshape(-1), name)))
+            node.attribute.append(helper.make_attribute(f"{name}_shape", [int(d) for d in value.shape]))
+            del node.input[index]
+            _shift_shape_input_indices(node, index)
+    used = {i for n in graph.node for i in n.input} | {o.name for o in graph.output}
+    kept = [t for t in graph.initializer if t.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    return model
+
+
+def _shift_shape_input_indices(node: Any, removed: int) -> None:
+    """The node's ``tensorrt_plugin_shape_input_indices`` after input ``removed`` is gone."""
+    for attribute in node.attribute:
+        if attribute.name == SHAPE_INPUT_INDICES:
+            shifted = [i - 1 if i > removed else i for i in attribute.ints]
+            del attribute.ints[:]
+            attribute.ints.extend(shifted)

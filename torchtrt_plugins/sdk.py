@@ -189,12 +189,16 @@ def generate_op_tables(declarations: Sequence[Any], programs: Callable[[Any], li
         aliased = spec.aliased_inputs
         if aliased:
             out.append(f"int32_t const kAliased{i}[] = {{{', '.join(map(str, aliased))}}};")
+        weights = [order.index(name) for name in spec.weight_fields]
+        if weights:
+            out.append(f"int32_t const kWeights{i}[] = {{{', '.join(map(str, weights))}}};")
         out.append(
             f'::ttp::sdk::OpDecl const kOp{i}{{"{d.qualname}", "{spec.plugin_name}", "{spec.plugin_version}", '
             f'"{spec.plugin_namespace}", kInputs{i}, {len(spec.inputs)}, kOutputs{i}, {len(spec.outputs)}, '
             f"{f'kFields{i}' if fields else 'nullptr'}, {len(fields)}, kTactics{i}, {len(d.launchers)}, "
             f"{'&' + d.workspace if d.workspace else 'nullptr'}, kPrograms{i}, {len(tokens)}, "
-            f"{f'kAliased{i}' if aliased else 'nullptr'}, {len(aliased)}}};"
+            f"{f'kAliased{i}' if aliased else 'nullptr'}, {len(aliased)}, "
+            f"{f'kWeights{i}' if weights else 'nullptr'}, {len(weights)}}};"
         )
         out.append(f"::ttp::sdk::DeclaredOpRegistration const kRegistration{i}{{kOp{i}}};")
     out += ["} // namespace", ""]

@@ -21,6 +21,16 @@ import torch
 NAMESPACE = "torchtrt"
 
 #: PluginFieldType member name -> numpy dtype name used when serializing a field value.
+#: Tensor dtype -> the PluginFieldType of a weight field holding its elements (``declare(weight_fields=...)``).
+WEIGHT_FIELD_TYPES = {
+    torch.float32: "FLOAT32",
+    torch.float16: "FLOAT16",
+    torch.bfloat16: "BF16",
+    torch.int8: "INT8",
+    torch.int32: "INT32",
+    torch.int64: "INT64",
+}
+
 FIELD_NUMPY_DTYPES = {
     "FLOAT16": "float16",
     "FLOAT32": "float32",
@@ -183,6 +193,9 @@ class OpSpec:
     #: requires enqueue to be captured in a CUDA graph and replay to the same outputs; declared, it requires the
     #: opposite (a stale declaration is a violation too).
     enqueue_syncs_host: bool = False
+    #: The tensor inputs the plugin may take as fields instead of network inputs (``declare(weight_fields=...)``):
+    #: a field named after the argument holds its elements, ``<name>_shape`` (INT64) its dims.
+    weight_fields: tuple[str, ...] = ()
     doc: str = ""
     #: The torch namespace of the op (``torch.ops.<op_namespace>.<name>``); ours by default.
     op_namespace: str = NAMESPACE
@@ -316,4 +329,11 @@ def field_table(specs: Sequence[OpSpec]) -> str:
                 values += f"; {f.shape_input_sentinel}: from a shape input"
             default = "required" if f.required else repr(f.default)
             rows.append(f"| {plugin} | `{f.name}` | {types} | `{f.arg or '-'}` | {values} | {default} |")
+        for name in spec.weight_fields:
+            types = ", ".join(WEIGHT_FIELD_TYPES[d] for d in spec.input(name).dtypes)
+            rows.append(
+                f"| {plugin} | `{name}` | {types} (its input's; advertised as UNKNOWN) | `{name}` | its elements, as "
+                f"many as `{name}_shape` holds | absent: a network input |"
+            )
+            rows.append(f"| {plugin} | `{name}_shape` | INT64 (INT32) | `{name}` | its dims, each >= 0 | 1-D |")
     return "\n".join(rows) + "\n"

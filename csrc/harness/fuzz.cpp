@@ -122,10 +122,11 @@ void storeFloat(uint8_t* at, FT type, double v)
 }
 
 // TensorRT's ONNX parser delivers an INT attribute as kINT32 and a FLOAT attribute as kFLOAT32 (plugin_common.cpp,
-// FieldDesc::acceptsType, cites the parser): the only stand-ins for a field's advertised type.
+// FieldDesc::acceptsType, cites the parser): the only stand-ins for a field's advertised type. A field advertised as
+// kUNKNOWN has no one type (a declared op's weight field takes its tensor's): the plugin decides.
 bool acceptedType(FT advertised, FT given)
 {
-    return given == advertised || (advertised == FT::kINT64 && given == FT::kINT32)
+    return given == advertised || advertised == FT::kUNKNOWN || (advertised == FT::kINT64 && given == FT::kINT32)
            || (advertised == FT::kFLOAT64 && given == FT::kFLOAT32);
 }
 
@@ -775,7 +776,8 @@ private:
         {
             auto const a = std::find_if(
                 advertised.begin(), advertised.end(), [&](Advertised const& x) { return x.name == f.name; });
-            if (a == advertised.end() || a->type != f.type || (a->length == 1 && f.length != 1))
+            bool const typed = a != advertised.end() && (a->type == f.type || a->type == FT::kUNKNOWN);
+            if (!typed || (a->length == 1 && f.length != 1))
             {
                 violation("serialization", "getFieldsToSerialize gives field '" + f.name + "' as "
                                                + fieldTypeName(f.type) + "[" + std::to_string(f.length)

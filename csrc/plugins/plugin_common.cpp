@@ -355,7 +355,7 @@ void FieldWriter::clear()
 
 void FieldWriter::add(FieldDesc const& desc, double value)
 {
-    mStorage.emplace_back();
+    mStorage.emplace_back(8);
     uint8_t* bytes = mStorage.back().data();
     switch (desc.type)
     {
@@ -382,6 +382,12 @@ void FieldWriter::add(FieldDesc const& desc, double value)
         throw PluginError(concat("field '", desc.name, "': cannot serialize PluginFieldType ", int32_t(desc.type)));
     }
     mFields.emplace_back(desc.name, nullptr, desc.type, 1);
+}
+
+void FieldWriter::addArray(char const* name, nvinfer1::PluginFieldType type, std::vector<uint8_t> bytes, int32_t length)
+{
+    mStorage.push_back(std::move(bytes));
+    mFields.emplace_back(name, nullptr, type, length);
 }
 
 nvinfer1::PluginFieldCollection const* FieldWriter::collection()

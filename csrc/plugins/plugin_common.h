@@ -117,10 +117,10 @@ public:
     {
         return static_cast<int64_t>(number(desc));
     }
-
-private:
+    // The field named `name` as given (nullptr when absent), for a caller that checks an array field itself.
     nvinfer1::PluginField const* find(char const* name) const noexcept;
 
+private:
     char const* mPlugin;
     nvinfer1::PluginFieldCollection const* mFc;
 };
@@ -131,10 +131,12 @@ class FieldWriter
 public:
     void clear();
     void add(FieldDesc const& desc, double value);
+    // An array field: `length` elements of `type` in `bytes` (copied).
+    void addArray(char const* name, nvinfer1::PluginFieldType type, std::vector<uint8_t> bytes, int32_t length);
     nvinfer1::PluginFieldCollection const* collection();
 
 private:
-    std::vector<std::array<uint8_t, 8>> mStorage;
+    std::vector<std::vector<uint8_t>> mStorage;
     std::vector<nvinfer1::PluginField> mFields;
     nvinfer1::PluginFieldCollection mCollection{};
 };

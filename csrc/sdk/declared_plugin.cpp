@@ -1,5 +1,6 @@
 #include "declared_plugin.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -147,9 +148,28 @@ Descs actualOf(nvinfer1::PluginTensorDesc const* descs, int32_t count)
     return collect(descs, count, [](auto const& d) { return std::make_pair(d.dims, d.type); });
 }
 
-// Why an op's table of aliased inputs is unusable (each input aliased to one output at most), or empty.
+auto rankOf(Descs const& descs)
+{
+    return [&descs](int32_t i) { return descs.dims[static_cast<size_t>(i)].nbDims; };
+}
+
+// Why an op's tables of aliased and weight inputs are unusable (each input aliased to one output at most; a weight
+// input is an input and never updated in place), or empty.
 std::string aliasTableError(OpDecl const& decl)
 {
+    for (int32_t w = 0; w < decl.nbWeightInputs; ++w)
+    {
+        int32_t const input = decl.weightInputs[w];
+        bool aliased = false;
+        for (int32_t a = 0; a < decl.nbAliasedInputs; ++a)
+        {
+            aliased = aliased || decl.aliasedInputs[a] == input;
+        }
+        if (input < 0 || input >= decl.nbInputs || aliased)
+        {
+            return concat("weight input ", input, " is not a constant input (regenerate the tables)");
+        }
+    }
     for (int32_t a = 0; a < decl.nbAliasedInputs; ++a)
     {
         int32_t const input = decl.aliasedInputs[a];
@@ -166,6 +186,166 @@ std::string aliasTableError(OpDecl const& decl)
         }
     }
     return {};
+}
+
+// The PluginFieldType holding elements of `type`; kUNKNOWN where none does.
+nvinfer1::PluginFieldType fieldTypeOf(nvinfer1::DataType type)
+{
+    using FT = nvinfer1::PluginFieldType;
+    switch (type)
+    {
+    case nvinfer1::DataType::kFLOAT: return FT::kFLOAT32;
+    case nvinfer1::DataType::kHALF: return FT::kFLOAT16;
+    case nvinfer1::DataType::kBF16: return FT::kBF16;
+    case nvinfer1::DataType::kINT8: return FT::kINT8;
+    case nvinfer1::DataType::kINT32: return FT::kINT32;
+    case nvinfer1::DataType::kINT64: return FT::kINT64;
+    default: return FT::kUNKNOWN;
+    }
+}
+
+size_t elementSize(nvinfer1::DataType type)
+{
+    switch (type)
+    {
+    case nvinfer1::DataType::kHALF:
+    case nvinfer1::DataType::kBF16: return 2;
+    case nvinfer1::DataType::kINT8: return 1;
+    case nvinfer1::DataType::kINT64: return 8;
+    default: return 4;
+    }
+}
+
+std::string fieldTypeList(uint32_t mask)
+{
+    std::string out;
+    for (int32_t t = 0; t < 32; ++t)
+    {
+        auto const type = fieldTypeOf(static_cast<nvinfer1::DataType>(t));
+        if ((mask >> t & 1U) != 0 && type != nvinfer1::PluginFieldType::kUNKNOWN)
+        {
+            out += concat(out.empty() ? "" : ", ", plugin::fieldTypeName(type));
+        }
+    }
+    return "{" + out + "}";
+}
+
+// A weight input given as a field (OpDecl::weightInputs): a constant of the plan, not a network input.
+struct WeightField
+{
+    int32_t input;
+    std::string shapeName; // "<input>_shape"
+    nvinfer1::DataType type;
+    nvinfer1::Dims dims;
+    std::vector<uint8_t> bytes;
+};
+
+std::string shapeFieldName(InputDecl const& in)
+{
+    return concat(in.name, "_shape");
+}
+
+// The dims a weight's `<name>_shape` field gives: INT64 (or INT32, as TensorRT's ONNX parser delivers INTS), each >= 0.
+nvinfer1::Dims weightDims(InputDecl const& in, nvinfer1::PluginField const* shape, int32_t length)
+{
+    nvinfer1::Dims dims{};
+    if (shape == nullptr)
+    {
+        dims.nbDims = 1;
+        dims.d[0] = length;
+        return dims;
+    }
+    using FT = nvinfer1::PluginFieldType;
+    bool const wide = shape->type == FT::kINT64;
+    if ((!wide && shape->type != FT::kINT32) || shape->length < 0 || shape->length > nvinfer1::Dims::MAX_DIMS
+        || (shape->length > 0 && shape->data == nullptr))
+    {
+        throw PluginError(concat("field '", shapeFieldName(in),
+            "' must be INT64 (or INT32, as TensorRT's ONNX parser "
+            "delivers INTS) holding the 0 to ",
+            nvinfer1::Dims::MAX_DIMS, " dims of argument '", in.name, "', got ", plugin::fieldTypeName(shape->type),
+            " of length ", shape->length, shape->data == nullptr ? " and no data" : ""));
+    }
+    dims.nbDims = shape->length;
+    for (int32_t d = 0; d < shape->length; ++d)
+    {
+        auto const* at = static_cast<uint8_t const*>(shape->data) + d * (wide ? 8 : 4);
+        int64_t value = 0;
+        if (wide)
+        {
+            std::memcpy(&value, at, sizeof(value));
+        }
+        else
+        {
+            int32_t narrow = 0;
+            std::memcpy(&narrow, at, sizeof(narrow));
+            value = narrow;
+        }
+        if (value < 0)
+        {
+            throw PluginError(concat("field '", shapeFieldName(in), "' gives argument '", in.name, "' dim ", d, " = ",
+                value, " (expected >= 0)"));
+        }
+        dims.d[d] = value;
+    }
+    return dims;
+}
+
+// More elements than any PluginField's int32 length holds.
+constexpr int64_t kMAX_LENGTH = int64_t{std::numeric_limits<int32_t>::max()} + 1;
+
+// The weight fields a collection gives: each of a type its argument accepts, with as many elements as its dims hold.
+std::vector<WeightField> readWeights(OpDecl const& decl, plugin::FieldReader const& reader)
+{
+    std::vector<WeightField> weights;
+    for (int32_t w = 0; w < decl.nbWeightInputs; ++w)
+    {
+        int32_t const input = decl.weightInputs[w];
+        InputDecl const& in = decl.inputs[input];
+        std::string const shapeName = shapeFieldName(in);
+        nvinfer1::PluginField const* field = reader.find(in.name);
+        nvinfer1::PluginField const* shape = reader.find(shapeName.c_str());
+        if (field == nullptr)
+        {
+            if (shape != nullptr)
+            {
+                throw PluginError(concat("field '", shapeName, "' is given without field '", in.name, "' (argument '",
+                    in.name, "' as a weight)"));
+            }
+            continue;
+        }
+        WeightField weight{input, shapeName, nvinfer1::DataType::kFLOAT, {}, {}};
+        bool typed = false;
+        for (int32_t t = 0; t < 32 && !typed; ++t)
+        {
+            auto const type = static_cast<nvinfer1::DataType>(t);
+            typed = accepts(in.dtypeMask, type) && fieldTypeOf(type) == field->type;
+            weight.type = typed ? type : weight.type;
+        }
+        if (!typed)
+        {
+            throw PluginError(
+                concat("field '", in.name, "' (argument '", in.name, "' as a weight) must have a PluginFieldType in ",
+                    fieldTypeList(in.dtypeMask), ", got ", plugin::fieldTypeName(field->type)));
+        }
+        weight.dims = weightDims(in, shape, std::max(field->length, 0));
+        // The dims' volume, saturated past what a field's int32 length can hold (no dims may overflow it to a match).
+        int64_t elements = 1;
+        for (int32_t d = 0; d < weight.dims.nbDims; ++d)
+        {
+            elements = std::min<int64_t>(elements * std::min<int64_t>(weight.dims.d[d], kMAX_LENGTH), kMAX_LENGTH);
+        }
+        if (field->length != elements || (elements > 0 && field->data == nullptr))
+        {
+            throw PluginError(concat("field '", in.name, "' (argument '", in.name, "' as a weight of dims ",
+                plugin::dimsString(weight.dims), ") must hold ", elements, " elements, got ", field->length,
+                field->data == nullptr ? " and no data" : ""));
+        }
+        auto const* data = static_cast<uint8_t const*>(field->data);
+        weight.bytes.assign(data, data + static_cast<size_t>(elements) * elementSize(weight.type));
+        weights.push_back(std::move(weight));
+    }
+    return weights;
 }
 
 // What the shared shape rules know of a declared op.
@@ -205,22 +385,46 @@ protected:
 class DeclaredPlugin : public plugin::PluginInterfaces<Named<nvinfer1::IPluginV3OneCore>, AliasingBuild>
 {
 public:
-    DeclaredPlugin(OpDecl const& decl, std::vector<double> scalars, rules::Rules const& rules)
+    DeclaredPlugin(
+        OpDecl const& decl, std::vector<double> scalars, std::vector<WeightField> weights, rules::Rules const& rules)
         : PluginInterfaces(std::in_place, decl, decl)
         , mFields(rules.op(), std::move(scalars))
         , mRules(rules)
         , mPrograms(rules.programs())
+        , mWeights(std::move(weights))
+        , mDeviceWeights(mWeights.size(), nullptr)
     {
+        for (int32_t i = 0; i < decl.nbInputs; ++i)
+        {
+            if (weightOf(i) == nullptr)
+            {
+                mNetworkInputs.push_back(i);
+            }
+        }
     }
+    // A clone copies the weights' host bytes only: it allocates no device memory.
     DeclaredPlugin(DeclaredPlugin const& other)
         : PluginInterfaces(other)
         , mFields(other.mFields)
         , mRules(other.mRules)
         , mPrograms(other.mPrograms)
         , mTactic(other.mTactic)
+        , mWeights(other.mWeights)
+        , mNetworkInputs(other.mNetworkInputs)
+        , mDeviceWeights(mWeights.size(), nullptr)
     {
     }
     DeclaredPlugin& operator=(DeclaredPlugin const&) = delete;
+    ~DeclaredPlugin() override
+    {
+        for (void* device : mDeviceWeights)
+        {
+            if (device != nullptr)
+            {
+                cudaFree(device);
+            }
+        }
+    }
 
     nvinfer1::IPluginV3* clone() noexcept override
     {
@@ -235,7 +439,7 @@ public:
     int32_t getAliasedInput(int32_t outputIndex) noexcept override
     {
         int32_t const a = outputIndex - firstAliased();
-        return a >= 0 && a < mDecl.nbAliasedInputs ? mDecl.aliasedInputs[a] : -1;
+        return a >= 0 && a < mDecl.nbAliasedInputs ? networkIndex(mDecl.aliasedInputs[a]) : -1;
     }
 
     int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
@@ -245,13 +449,14 @@ public:
             [&]
             {
                 checkCounts(nbInputs, nbOutputs);
-                for (int32_t i = 0; i < nbInputs; ++i)
+                auto const types = allInputs(inputTypes, [](WeightField const& w) { return w.type; });
+                for (int32_t i = 0; i < mDecl.nbInputs; ++i)
                 {
-                    checkInputType(i, inputTypes);
+                    checkInputType(i, types.data());
                 }
                 for (int32_t o = 0; o < nbOutputs; ++o)
                 {
-                    outputTypes[o] = outputType(o, inputTypes);
+                    outputTypes[o] = outputType(o, types.data());
                 }
                 return int32_t{0};
             });
@@ -266,7 +471,18 @@ public:
             {
                 checkCounts(nbInputs, nbOutputs);
                 checkShapeInputs(shapeInputs, nbShapeInputs);
-                ShapeProgram const& program = programFor([&](int32_t i) { return inputs[i].nbDims; });
+                auto const all = allInputs(inputs,
+                    [&](WeightField const& w)
+                    {
+                        nvinfer1::DimsExprs exprs{};
+                        exprs.nbDims = w.dims.nbDims;
+                        for (int32_t d = 0; d < w.dims.nbDims; ++d)
+                        {
+                            exprs.d[d] = builder.constant(w.dims.d[d]);
+                        }
+                        return exprs;
+                    });
+                ShapeProgram const& program = programFor([&](int32_t i) { return all[i].nbDims; });
                 std::vector<nvinfer1::IDimensionExpr const*> sizes;
                 auto symbolic = [&](Expr const& e)
                 {
@@ -277,7 +493,7 @@ public:
                             switch (token)
                             {
                             case kCONST: return builder.constant(a);
-                            case kDIM: return inputs[a].d[b];
+                            case kDIM: return all[a].d[b];
                             case kSIZE: return sizes.at(static_cast<size_t>(a));
                             default:
                             {
@@ -321,7 +537,7 @@ public:
                 }
                 for (int32_t a = 0; a < mDecl.nbAliasedInputs; ++a)
                 {
-                    outputs[firstAliased() + a] = inputs[mDecl.aliasedInputs[a]];
+                    outputs[firstAliased() + a] = all[mDecl.aliasedInputs[a]];
                 }
                 return int32_t{0};
             });
@@ -338,37 +554,51 @@ public:
                 {
                     return false;
                 }
+                if (nbInputs != nbNetworkInputs())
+                {
+                    return false;
+                }
                 if (pos < nbInputs)
                 {
-                    InputDecl const& in = mDecl.inputs[pos];
-                    bool const same
-                        = in.sameDtypeAs < 0 || in.sameDtypeAs >= pos || desc.type == inOut[in.sameDtypeAs].desc.type;
+                    int32_t const i = mNetworkInputs[static_cast<size_t>(pos)];
+                    InputDecl const& in = mDecl.inputs[i];
+                    bool same = true;
+                    if (in.sameDtypeAs >= 0)
+                    {
+                        WeightField const* weight = weightOf(in.sameDtypeAs);
+                        int32_t const other = networkIndex(in.sameDtypeAs);
+                        same = weight != nullptr ? desc.type == weight->type
+                                                 : other >= pos || desc.type == inOut[other].desc.type;
+                    }
+                    // A weight field's type is fixed: the inputs that must share it take it.
+                    for (auto const& weight : mWeights)
+                    {
+                        same = same && (mDecl.inputs[weight.input].sameDtypeAs != i || desc.type == weight.type);
+                    }
                     return accepts(in.dtypeMask, desc.type) && same;
                 }
-                std::vector<nvinfer1::DataType> inputTypes;
+                std::vector<nvinfer1::DataType> network;
                 for (int32_t i = 0; i < nbInputs; ++i)
                 {
-                    inputTypes.push_back(inOut[i].desc.type);
+                    network.push_back(inOut[i].desc.type);
                 }
-                return desc.type == outputType(pos - nbInputs, inputTypes.data());
+                auto const types = allInputs(network.data(), [](WeightField const& w) { return w.type; });
+                return desc.type == outputType(pos - nbInputs, types.data());
             });
     }
 
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override
     {
-        auto const rankOf = [&](int32_t i) { return in[i].desc.dims.nbDims; };
-        if (checkInputs("configurePlugin", nbInputs, nbOutputs, rankOf) != 0)
-        {
-            return 1;
-        }
         return guarded("configurePlugin", int32_t{1},
             [&]
             {
-                ShapeProgram const& program = programFor(rankOf);
-                checkSizes(program, maxOf(in, nbInputs).dims, "the profile's largest");
-                checkSizes(program, currentOf(in, nbInputs).dims, "the");
-                checkAliases(currentOf(in, nbInputs), currentOf(out, nbOutputs));
+                checkCounts(nbInputs, nbOutputs);
+                Descs const current = allInputs(currentOf(in, nbInputs));
+                ShapeProgram const& program = programFor(rankOf(current));
+                checkSizes(program, allInputs(maxOf(in, nbInputs)).dims, "the profile's largest");
+                checkSizes(program, current.dims, "the");
+                checkAliases(current, currentOf(out, nbOutputs));
                 return int32_t{0};
             });
     }
@@ -385,8 +615,8 @@ public:
                     return size_t{0};
                 }
                 // At the profile's largest shapes.
-                return launchArgsFor(maxOf(inputs, nbInputs), maxOf(outputs, nbOutputs), nullptr, nullptr, nullptr,
-                    nullptr, [&](LaunchArgs const& args) { return mDecl.workspace(args); });
+                return launchArgsFor(allInputs(maxOf(inputs, nbInputs)), maxOf(outputs, nbOutputs), nullptr, nullptr,
+                    nullptr, nullptr, [&](LaunchArgs const& args) { return mDecl.workspace(args); });
             });
     }
 
@@ -443,16 +673,18 @@ public:
     int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
         int32_t nbOutputs) noexcept override
     {
-        auto const rankOf = [&](int32_t i) { return in[i].dims.nbDims; };
-        if (checkInputs("onShapeChange", nbInputs, nbOutputs, rankOf) != 0)
-        {
-            return 1;
-        }
         return guarded("onShapeChange", int32_t{1},
             [&]
             {
-                checkSizes(programFor(rankOf), actualOf(in, nbInputs).dims, "the");
-                checkAliases(actualOf(in, nbInputs), actualOf(out, nbOutputs));
+                checkCounts(nbInputs, nbOutputs);
+                Descs const actual = allInputs(actualOf(in, nbInputs));
+                checkSizes(programFor(rankOf(actual)), actual.dims, "the");
+                checkAliases(actual, actualOf(out, nbOutputs));
+                // Outside any graph capture; where it fails (no device yet), the first enqueue tries again.
+                if (uploadWeights() != cudaSuccess)
+                {
+                    cudaGetLastError();
+                }
                 return int32_t{0};
             });
     }
@@ -468,9 +700,16 @@ public:
                 {
                     fail("no launcher for tactic ", mTactic);
                 }
-                cudaError_t const err
-                    = launchArgsFor(actualOf(inputDesc, mDecl.nbInputs), actualOf(outputDesc, getNbOutputs()), inputs,
-                        outputs, workspace, stream, [&](LaunchArgs const& args) { return tactic->launch(args); });
+                cudaError_t const uploaded = uploadWeights();
+                if (uploaded != cudaSuccess)
+                {
+                    fail("copying the weight fields to the device: ", cudaGetErrorName(uploaded), ": ",
+                        cudaGetErrorString(uploaded));
+                }
+                auto const all = allInputs(inputs, [&](WeightField const& w) { return deviceWeight(w); });
+                cudaError_t const err = launchArgsFor(allInputs(actualOf(inputDesc, nbNetworkInputs())),
+                    actualOf(outputDesc, getNbOutputs()), all.data(), outputs, workspace, stream,
+                    [&](LaunchArgs const& args) { return tactic->launch(args); });
                 if (err != cudaSuccess)
                 {
                     fail("launcher '", tactic->launcherName, "' returned ", cudaGetErrorName(err), ": ",
@@ -494,6 +733,15 @@ public:
                 for (int32_t f = 0; f < mDecl.nbFields; ++f)
                 {
                     mWriter.add(mDecl.fields[f], mFields.values.at(static_cast<size_t>(f)));
+                }
+                for (auto const& w : mWeights)
+                {
+                    auto const elements = static_cast<int32_t>(w.bytes.size() / elementSize(w.type));
+                    mWriter.addArray(mDecl.inputs[w.input].name, fieldTypeOf(w.type), w.bytes, elements);
+                    std::vector<uint8_t> dims(sizeof(int64_t) * static_cast<size_t>(w.dims.nbDims));
+                    std::memcpy(dims.data(), w.dims.d, dims.size());
+                    mWriter.addArray(
+                        w.shapeName.c_str(), nvinfer1::PluginFieldType::kINT64, std::move(dims), w.dims.nbDims);
                 }
                 return mWriter.collection();
             });
@@ -530,26 +778,14 @@ private:
         throw PluginError(concat(args...));
     }
 
-    // The counts, and the inputs' ranks against those the op accepts: what configurePlugin and onShapeChange check.
-    template <typename RankOf>
-    int32_t checkInputs(char const* method, int32_t nbInputs, int32_t nbOutputs, RankOf&& rankOf) const noexcept
-    {
-        return guarded(method, int32_t{1},
-            [&]
-            {
-                checkCounts(nbInputs, nbOutputs);
-                programFor(rankOf);
-                return int32_t{0};
-            });
-    }
-
     void checkCounts(int32_t nbInputs, int32_t nbOutputs) const
     {
-        if (nbInputs != mDecl.nbInputs || nbOutputs != getNbOutputs())
+        if (nbInputs != nbNetworkInputs() || nbOutputs != getNbOutputs())
         {
-            fail("expected ", mDecl.nbInputs, " inputs and ", getNbOutputs(), " outputs (", mDecl.nbOutputs, ", ",
-                mPrograms.front().sizes.size(), " size tensors and ", mDecl.nbAliasedInputs, " updated inputs), got ",
-                nbInputs, " and ", nbOutputs);
+            fail("expected ", nbNetworkInputs(), " inputs",
+                mWeights.empty() ? "" : concat(" (", mWeights.size(), " more given as weight fields)"), " and ",
+                getNbOutputs(), " outputs (", mDecl.nbOutputs, ", ", mPrograms.front().sizes.size(),
+                " size tensors and ", mDecl.nbAliasedInputs, " updated inputs), got ", nbInputs, " and ", nbOutputs);
         }
     }
 
@@ -594,14 +830,15 @@ private:
     void checkInputType(int32_t i, nvinfer1::DataType const* types) const
     {
         InputDecl const& in = mDecl.inputs[i];
+        char const* what = weightOf(i) != nullptr ? "weight field '" : "input '";
         if (!accepts(in.dtypeMask, types[i]))
         {
-            fail("input '", in.name, "' must have a type in ", typeList(in.dtypeMask), ", got ",
+            fail(what, in.name, "' must have a type in ", typeList(in.dtypeMask), ", got ",
                 plugin::dataTypeName(types[i]));
         }
         if (in.sameDtypeAs >= 0 && types[in.sameDtypeAs] != types[i])
         {
-            fail("input '", in.name, "' must have the type of '", mDecl.inputs[in.sameDtypeAs].name, "' (",
+            fail(what, in.name, "' must have the type of '", mDecl.inputs[in.sameDtypeAs].name, "' (",
                 plugin::dataTypeName(types[in.sameDtypeAs]), "), got ", plugin::dataTypeName(types[i]));
         }
     }
@@ -676,6 +913,88 @@ private:
         return value == 0 && mDecl.nbTactics > 0 ? &mDecl.tactics[0] : nullptr;
     }
 
+    WeightField const* weightOf(int32_t input) const noexcept
+    {
+        for (auto const& w : mWeights)
+        {
+            if (w.input == input)
+            {
+                return &w;
+            }
+        }
+        return nullptr;
+    }
+
+    int32_t nbNetworkInputs() const noexcept
+    {
+        return static_cast<int32_t>(mNetworkInputs.size());
+    }
+
+    // The network input an op input is (-1: given as a weight field).
+    int32_t networkIndex(int32_t input) const noexcept
+    {
+        for (size_t k = 0; k < mNetworkInputs.size(); ++k)
+        {
+            if (mNetworkInputs[k] == input)
+            {
+                return static_cast<int32_t>(k);
+            }
+        }
+        return -1;
+    }
+
+    // Per op input, the network input's entry or, for a weight field, ofWeight(its weight).
+    template <typename T, typename OfWeight>
+    std::vector<T> allInputs(T const* network, OfWeight&& ofWeight) const
+    {
+        std::vector<T> all;
+        size_t next = 0;
+        for (int32_t i = 0; i < mDecl.nbInputs; ++i)
+        {
+            WeightField const* weight = weightOf(i);
+            all.push_back(weight != nullptr ? ofWeight(*weight) : network != nullptr ? network[next] : T{});
+            next += weight != nullptr ? 0 : 1;
+        }
+        return all;
+    }
+
+    Descs allInputs(Descs const& network) const
+    {
+        return Descs{allInputs(network.dims.data(), [](WeightField const& w) { return w.dims; }),
+            allInputs(network.types.data(), [](WeightField const& w) { return w.type; })};
+    }
+
+    // Copies the weight fields to the device, once per plugin.
+    cudaError_t uploadWeights()
+    {
+        for (size_t w = 0; w < mWeights.size(); ++w)
+        {
+            auto const& bytes = mWeights[w].bytes;
+            if (mDeviceWeights[w] != nullptr || bytes.empty())
+            {
+                continue;
+            }
+            void* device = nullptr;
+            cudaError_t err = cudaMalloc(&device, bytes.size());
+            if (err == cudaSuccess)
+            {
+                err = cudaMemcpy(device, bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
+            }
+            if (err != cudaSuccess)
+            {
+                cudaFree(device);
+                return err;
+            }
+            mDeviceWeights[w] = device;
+        }
+        return cudaSuccess;
+    }
+
+    void const* deviceWeight(WeightField const& weight) const noexcept
+    {
+        return mDeviceWeights[static_cast<size_t>(&weight - mWeights.data())];
+    }
+
     // Builds the LaunchArgs of one call and passes them to `fn`. Output dims that depend on a data-dependent size
     // are at the size's upper bound (evaluated from the input dims); the others come from `outDims`.
     template <typename F>
@@ -737,6 +1056,9 @@ private:
     int32_t mTactic{0};
     std::string mTimingCacheId;
     plugin::FieldWriter mWriter;
+    std::vector<WeightField> mWeights;
+    std::vector<int32_t> mNetworkInputs; // per network input, the op input it is
+    std::vector<void*> mDeviceWeights;   // per weight, its device copy (null until uploaded)
 };
 
 class DeclaredCreator : public Named<nvinfer1::IPluginCreatorV3One>
@@ -750,6 +1072,19 @@ public:
         for (int32_t f = 0; f < decl.nbFields; ++f)
         {
             mFields.emplace_back(decl.fields[f].name, nullptr, decl.fields[f].type, 1);
+        }
+        int32_t const nbWeights = mAliasError.empty() ? decl.nbWeightInputs : 0;
+        for (int32_t w = 0; w < nbWeights; ++w)
+        {
+            mShapeNames.push_back(shapeFieldName(decl.inputs[decl.weightInputs[w]]));
+        }
+        for (int32_t w = 0; w < nbWeights; ++w)
+        {
+            InputDecl const& in = decl.inputs[decl.weightInputs[w]];
+            // No one type: the field's is its tensor's, any its input accepts (readWeights checks which).
+            mFields.emplace_back(in.name, nullptr, nvinfer1::PluginFieldType::kUNKNOWN, 0);
+            mFields.emplace_back(
+                mShapeNames[static_cast<size_t>(w)].c_str(), nullptr, nvinfer1::PluginFieldType::kINT64, 0);
         }
         mCollection.nbFields = static_cast<int32_t>(mFields.size());
         mCollection.fields = mFields.data();
@@ -770,7 +1105,7 @@ public:
             {
                 scalars.push_back(reader.number(mDecl.fields[f]));
             }
-            return new DeclaredPlugin(mDecl, std::move(scalars), mRules);
+            return new DeclaredPlugin(mDecl, std::move(scalars), readWeights(mDecl, reader), mRules);
         }
         catch (std::exception const& e)
         {
@@ -791,7 +1126,8 @@ public:
 
 private:
     rules::Rules mRules;
-    std::string mAliasError; // why the op's aliased-input table is unusable, or empty
+    std::string mAliasError;              // why the op's aliased-input table is unusable, or empty
+    std::vector<std::string> mShapeNames; // "<input>_shape" per weight input, behind mFields' names
     std::vector<nvinfer1::PluginField> mFields;
     nvinfer1::PluginFieldCollection mCollection{};
 };

@@ -5,7 +5,8 @@
 // output dims as IExprBuilder expressions over input dims and integer fields, size tensors for data-dependent
 // sizes, and the equalities between input sizes the fake kernel checks; see torchtrt_plugins/_derive.py for the
 // encoding). createPlugin takes the op's semantic fields only, like NVIDIA's plugins; an integer field holding the
-// shape-input marker is read from the next shape input instead.
+// shape-input marker is read from the next shape input instead; a weight input given as a field is copied to the
+// device once per plugin (onShapeChange, or the first enqueue) and reaches the launcher as an ordinary input.
 #pragma once
 
 #include "plugins/plugin_common.h"
@@ -52,6 +53,12 @@ struct OpDecl
     // Last, so that tables generated before it leave it empty.
     int32_t const* aliasedInputs;
     int32_t nbAliasedInputs;
+    // The inputs a plugin may take as fields instead of network inputs (declare(weight_fields=...)), by input index.
+    // Given as a field, an input is a constant baked into the plan: the field named after it holds its elements (the
+    // PluginFieldType of its type) and `<name>_shape` its dims (INT64; 1-D when absent), and the plugin has one
+    // network input fewer. Last, so that tables generated before it leave it empty.
+    int32_t const* weightInputs;
+    int32_t nbWeightInputs;
 };
 
 // Registers a creator for `decl` with getCreators; `decl` must outlive the library (a static table).

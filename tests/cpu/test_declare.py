@@ -228,6 +228,14 @@ def test_outputs_override_replaces_the_fake_kernel():
         (PLAIN, {"dtypes": {"x": (torch.bool, torch.float32)}}, r"argument 'x' may be bool only on its own"),
         (LIST_ARG, {}, r"decl_test::list_arg: argument 'sizes' has type int\[\], which a plugin cannot take"),
         (MUTATES, {"mutates": ("y",)}, r"decl_test::mutates: mutates names 'y', which is no argument"),
+        (PLAIN, {"weight_fields": ("alpha",)}, r"decl_test::plain: weight_fields names argument 'alpha', which is not"),
+        (MUTATES, {"weight_fields": ("x",)}, r"weight_fields names argument 'x', which is updated in place"),
+        (
+            PLAIN,
+            {"weight_fields": ("y",), "dtypes": {"y": (torch.float32, torch.float64)}},
+            r"decl_test::plain: weight_fields names argument 'y', which may have dtypes \['float64'\]",
+        ),
+        (PLAIN, {"weight_fields": ("y",), "dtypes": {"y": (torch.bool,)}}, r"argument 'y', which may have dtypes"),
         ("decl_test::missing", {}, r"decl_test::missing: no such torch op"),
         (
             PLAIN,

@@ -48,6 +48,24 @@ def test_the_table_gives_the_parsers_types_and_integers_as_integers():
     ]
 
 
+def test_the_table_gives_a_weight_field_and_its_shape_field():
+    import torch
+
+    weight = spec.TensorSpec("weight", (torch.float32, torch.bfloat16))
+    rows = spec.field_table([_Plugin("ns", "Op", "1", (), (weight,))]).splitlines()[2:]
+    assert rows == [
+        "| `ns::Op` v1 | (none) | | | | |",
+        "| `ns::Op` v1 | `weight` | FLOAT32, BF16 (its input's; advertised as UNKNOWN) | `weight` | its elements, as "
+        "many as `weight_shape` holds | absent: a network input |",
+        "| `ns::Op` v1 | `weight_shape` | INT64 (INT32) | `weight` | its dims, each >= 0 | 1-D |",
+    ]
+
+
 class _Plugin:
-    def __init__(self, namespace, name, version, fields):
+    def __init__(self, namespace, name, version, fields, weights=()):
         self.plugin_namespace, self.plugin_name, self.plugin_version, self.fields = namespace, name, version, fields
+        self.weight_fields = tuple(w.name for w in weights)
+        self.inputs = weights
+
+    def input(self, name):
+        return next(w for w in self.inputs if w.name == name)

@@ -41,10 +41,26 @@ def test_creator_matches_the_op_spec(build):
     creator = result.creator(*SPEC.creator_key)
     assert (creator["name"], creator["version"], creator["namespace"]) == SPEC.creator_key
     assert creator["interface"] == "PLUGIN CREATOR_V3ONE"
-    # The op's scalar arguments only (its shape rules are compiled into the library).
+    # The op's scalar arguments (its shape rules are compiled into the library), then its weight given as a field:
+    # elements and dims, arrays of any length.
     assert [(f["name"], f["type"], f["length"]) for f in creator["fields"]] == [
-        (f.name, f.type, 1) for f in SPEC.fields
+        *((f.name, f.type, 1) for f in SPEC.fields),
+        ("weight", "UNKNOWN", 0),  # any type its input takes
+        ("weight_shape", "INT64", 0),
     ]
+
+
+def test_rms_norm_weight_field_round_trips_through_serialization(build):
+    """The weight as a field: createPlugin takes it in place of the network input, and the plan's fields
+    (getFieldsToSerialize) give it back byte for byte, with its dims, to the runtime plugin."""
+    weight = [0.5, 1.0, -2.0, 0.125]
+    fields = [("eps", "FLOAT64", 1e-5), ("weight", "FLOAT32", weight), ("weight_shape", "INT64", [4])]
+    result = H.run_plugin(
+        build.library, SPEC.plugin_name, SPEC.plugin_version, fields=fields, inputs=[H.TensorArg((3, 4))], enqueue=False
+    )
+    result.assert_conformant()
+    serialized = {f["name"]: (f["type"], f["data"]) for f in result.serialized_fields}
+    assert serialized["weight"] == ("FLOAT32", weight) and serialized["weight_shape"] == ("INT64", [4])
 
 
 def test_rms_norm_has_no_violations_and_reports_the_skipped_enqueue(build):

@@ -368,3 +368,47 @@ def test_torchscript_symbolics_win_over_another_packages():
         for opset in (11, 16):
             torch.onnx.unregister_custom_op_symbolic("torchtrt::rms_norm", opset)
         tonnx.register_torchscript_symbolics()
+
+
+class WeightedNorm(torch.nn.Module):
+    def __init__(self, dtype=torch.float32):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 2.0, 64).to(dtype))
+
+    def forward(self, x):
+        return torch.ops.torchtrt.rms_norm(x, self.weight, 1e-6)
+
+
+@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+def test_export_gives_the_weight_as_a_field_when_asked(tmp_path, dynamo, dtype):
+    """rms_norm's weight (an initializer) becomes the node's TENSOR attribute `weight` of its element type and INTS
+    `weight_shape`, as test_onnx_parser.py's hand-written node carries it; the node takes x only."""
+    module, path = WeightedNorm(dtype), tmp_path / "model.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tonnx.export(module, (torch.randn(3, 64, dtype=dtype),), path, dynamo=dynamo, weights_as_fields=True)
+    model = onnx.load(path)
+    (node,) = plugin_nodes(model)
+    assert len(node.input) == 1
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    weight = attributes["weight"]
+    assert weight.data_type == ONNX_DTYPE[dtype]
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(weight), module.weight.detach().numpy())
+    assert attributes["weight_shape"] == [64]
+    assert not any(t.dims == [64] for t in model.graph.initializer)
+
+
+def test_weights_to_fields_refuses_an_element_type_the_parser_rejects():
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("RMSNorm", ["x", "w"], ["y"], plugin_version="3", plugin_namespace="torchtrt")
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor("w", TensorProto.INT64, [4], [1, 2, 3, 4])],
+    )
+    with pytest.raises(tonnx.OnnxExportError, match=r"torchtrt.rms_norm: argument 'weight' as a weight field has"):
+        tonnx.weights_to_fields(helper.make_model(graph))

@@ -60,6 +60,8 @@ def test_creator_fields_are_the_schema_scalars(library):
         ("k", "INT64"),
         ("flag", "INT32"),
         ("scale", "FLOAT64"),
+        ("w", "UNKNOWN"),  # weight_fields=("w",): its elements (any type its input takes) and dims
+        ("w_shape", "INT64"),
     ]
     assert result.tactics == [3, 7]
     assert result.output_types == ["FLOAT", "INT32"]
@@ -104,7 +106,7 @@ def test_data_dependent_size_is_a_size_tensor(library):
     [
         (
             lambda f: f + [("alhpa", "FLOAT64", 1.0)],
-            r"unknown field 'alhpa' \(expected one of: n, k, flag, scale\)",
+            r"unknown field 'alhpa' \(expected one of: n, k, flag, scale, w, w_shape\)",
         ),
         (
             lambda f: [x if x[0] != "k" else ("k", "INT64", 0) for x in f],

@@ -165,3 +165,77 @@ def test_accepted_types_are_the_declarations(library, field):
     for ftype, answer in zip(FIELD_TYPES, answers, strict=True):
         if answer is not None:
             assert re.search(rf"field '{field}' has unsupported PluginFieldType {ftype} \(expected ", answer), answer
+
+
+# Weight fields: sdk_test::shapes declares weight_fields=("w",), so `w` may come as a FLOAT32/FLOAT16 field of the
+# plan (its dims in `w_shape`, 1-D when absent) instead of a network input.
+W = [0.5, -1.0, 2.0, 0.25, 3.0]
+X_ONLY = [TensorArg((6, 5))]
+
+WEIGHT_REJECTED = [
+    ("weight-int32", [("w", "INT32", [1] * 5)],
+     "field 'w' (argument 'w' as a weight) must have a PluginFieldType in {FLOAT32, FLOAT16}, got INT32"),
+    ("weight-float64", [("w", "FLOAT64", W)],
+     "field 'w' (argument 'w' as a weight) must have a PluginFieldType in {FLOAT32, FLOAT16}, got FLOAT64"),
+    ("weight-length-vs-shape", [("w", "FLOAT32", W), ("w_shape", "INT64", [4])],
+     "field 'w' (argument 'w' as a weight of dims (4)) must hold 4 elements, got 5"),
+    ("weight-no-data", [{"name": "w", "type": "FLOAT32", "data": None, "length": 5}],
+     "field 'w' (argument 'w' as a weight of dims (5)) must hold 5 elements, got 5 and no data"),
+    ("weight-negative-length", [{"name": "w", "type": "FLOAT32", "data": W, "length": -1}],
+     "field 'w' (argument 'w' as a weight of dims (0)) must hold 0 elements, got -1"),
+    ("shape-volume-beyond-int32", [{"name": "w", "type": "FLOAT32", "data": [], "length": 0},
+                                   ("w_shape", "INT64", [2**32, 2**32])],
+     "must hold 2147483648 elements, got 0"),
+    ("shape-without-weight", [("w_shape", "INT64", [5])],
+     "field 'w_shape' is given without field 'w' (argument 'w' as a weight)"),
+    ("shape-float", [("w", "FLOAT32", W), ("w_shape", "FLOAT32", [5.0])],
+     "field 'w_shape' must be INT64 (or INT32, as TensorRT's ONNX parser delivers INTS) holding the 0 to 8 dims of "
+     "argument 'w', got FLOAT32 of length 1"),
+    ("shape-negative", [("w", "FLOAT32", W), ("w_shape", "INT64", [-5])],
+     "field 'w_shape' gives argument 'w' dim 0 = -5 (expected >= 0)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("added", "expected"), [c[1:] for c in WEIGHT_REJECTED], ids=[c[0] for c in WEIGHT_REJECTED])
+def test_create_plugin_rejects_a_bad_weight_field_naming_op_and_argument(library, added, expected):
+    call = constant_call()
+    (message,) = rejections(library, call, [[*fields_of(call), *added]])
+    assert message is not None, f"createPlugin accepted {added}"
+    assert message.startswith(PREFIX) and expected in message, message
+
+
+def weight_run(library, weight_fields, inputs=X_ONLY):
+    call = constant_call()
+    return run_plugin(
+        library, "Shapes", namespace="sdk_test", fields=[*fields_of(call), *weight_fields], inputs=inputs,
+        enqueue=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", [None, "INT64", "INT32"], ids=["derived", "int64", "int32-from-onnx"])
+def test_a_weight_field_stands_for_its_input_and_round_trips(library, shape):
+    weight = [("w", "FLOAT32", W)] + ([("w_shape", shape, [5])] if shape else [])
+    result = weight_run(library, weight)
+    result.assert_conformant()
+    serialized = {f["name"]: (f["type"], f["data"]) for f in result.serialized_fields}
+    assert serialized["w"] == ("FLOAT32", W)
+    assert serialized["w_shape"] == ("INT64", [5])
+
+
+def test_a_weight_field_of_another_length_than_the_other_inputs_say_names_the_argument(library):
+    result = weight_run(library, [("w", "FLOAT32", W[:4])])
+    errors = "\n".join(line.message for line in result.log if line.severity == "ERROR")
+    assert "sdk_test::shapes (plugin sdk_test::Shapes) configurePlugin" in errors, errors
+    assert "'w'.shape[0] == 'x'.shape[1]: the profile's largest input dims give 4 and 5" in errors, errors
+
+
+def test_a_weight_field_of_another_type_than_its_peer_names_the_argument(library):
+    result = weight_run(library, [("w", "FLOAT16", W)])
+    errors = "\n".join(line.message for line in result.log if line.severity == "ERROR")
+    assert "weight field 'w' must have the type of 'x' (FLOAT), got HALF" in errors, errors
+
+
+def test_a_plugin_with_a_weight_field_takes_one_network_input_fewer(library):
+    result = weight_run(library, [("w", "FLOAT32", W)], inputs=INPUTS)
+    errors = "\n".join(line.message for line in result.log if line.severity == "ERROR")
+    assert "expected 1 inputs (1 more given as weight fields)" in errors, errors

@@ -1,7 +1,7 @@
 """ONNX graphs with our plugin nodes written by hand, as users insert plugins (onnx.helper, as onnx-graphsurgeon
-writes them): the node's op_type is the plugin name, its attributes are ``plugin_version``, ``plugin_namespace`` and
-the op's scalar arguments, nothing derived by torchtrt_plugins. Used by test_onnx_parser.py, whose worker parses them
-with TensorRT-RTX's ONNX parser and builds a plan."""
+writes them): the node's op_type is the plugin name, its attributes are ``plugin_version``, ``plugin_namespace``, the
+op's scalar arguments and, for a weight given as a field, its elements and dims, nothing derived by torchtrt_plugins.
+Used by test_onnx_parser.py, whose worker parses them with TensorRT-RTX's ONNX parser and builds a plan."""
 
 from __future__ import annotations
 
@@ -49,6 +49,14 @@ def models() -> list[Handwritten]:
         model = _model("rms_norm", node, [_value("x", f16, dims), _value("w", f16, [64])], [_value("y", f16, dims)])
         shapes = [[1] * (rank - 1) + [64], [4] * (rank - 1) + [64], [16] * (rank - 1) + [64]]
         cases.append(Handwritten(f"rms_norm-rank{rank}", model, {"x": shapes}, [[-1] * (rank - 1) + [64]]))
+
+    # The weight baked into the node as a TENSOR attribute (kFLOAT16 for the plugin) and its dims as INTS (kINT32):
+    # the plugin has one input.
+    weight = helper.make_tensor("weight", f16, [64], [0.5 + i / 64 for i in range(64)])
+    node = _plugin("RMSNorm", ["x"], ["y"], "3", "torchtrt", eps=1e-5, weight=weight, weight_shape=[64])
+    model = _model("rms_norm_weight_field", node, [_value("x", f16, ["b", 64])], [_value("y", f16, ["b", 64])])
+    shapes = [[1, 64], [4, 64], [16, 64]]
+    cases.append(Handwritten("rms_norm-weight_field", model, {"x": shapes}, [[-1, 64]]))
 
     # The residual updated in place: the plugin's second output, aliased to input 1.
     dims = ["b", "s", 64]

@@ -41,6 +41,8 @@ class BuilderCase:
     #: outputs of the plugin layer marked as network outputs
     outputs: tuple[int, ...] = (0,)
     tags: tuple[str, ...] = field(default=())
+    #: the op's tensor arguments after the network's, given as constants: the plugin takes them as weight fields
+    weights: tuple[torch.Tensor, ...] = ()
 
 
 def _dims(network: Any, tensor: Any, index: int, name: str) -> Any:
@@ -70,6 +72,13 @@ CASES = (
             NetworkInput("w", torch.bfloat16, ((128,),) * 3),
         ),
         args=lambda t: (1e-5,),
+    ),
+    BuilderCase(
+        "rms_norm-weight_field-bf16",
+        "rms_norm",
+        (NetworkInput("x", torch.bfloat16, ((1, 96), (8, 96), (64, 96))),),
+        args=lambda t: (1e-5,),
+        weights=(torch.linspace(-2.0, 2.0, 96, dtype=torch.bfloat16),),
     ),
     BuilderCase(
         "pad_to-fields",
@@ -141,9 +150,13 @@ def _build(
             args.append(shape_inputs_by_ref[value])
         else:
             args.append(value)
-    tensor_args = [tensors[net_input.name] for net_input in case.inputs[: len(spec.inputs)]]
+    tensor_args = [tensors[net_input.name] for net_input in case.inputs[: len(spec.inputs) - len(case.weights)]]
     call = converters.plan(
-        spec, (*tensor_args, *args), {}, is_symbolic=lambda v: any(v is s for s in shape_inputs_by_ref.values())
+        spec,
+        (*tensor_args, *case.weights, *args),
+        {},
+        is_symbolic=lambda v: any(v is s for s in shape_inputs_by_ref.values()),
+        weights_as_fields=bool(case.weights),
     )
     inputs = []
     for i, (tensor, cast) in enumerate(zip(call.tensor_inputs, call.input_casts)):
@@ -197,9 +210,11 @@ def test_nvidia_builder_builds_a_plan(trt, trt_log, registry, adapter, case):
     (layer,) = [
         network.get_layer(i) for i in range(network.num_layers) if network.get_layer(i).name == spec.plugin_name
     ]
-    assert layer.type == trt.LayerType.PLUGIN_V3 and layer.num_inputs == len(spec.inputs) + (
+    assert layer.type == trt.LayerType.PLUGIN_V3 and layer.num_inputs == len(spec.inputs) - len(case.weights) + (
         2 if "shape_inputs" in case.tags else 0
     )
+    for weight in case.weights:  # serialized with the plan (getFieldsToSerialize)
+        assert weight.view(torch.int16).numpy().tobytes() in data
 
 
 def test_masked_rows_output_is_data_dependent(trt, trt_log, registry, adapter):

@@ -27,7 +27,8 @@ def test_tensorrt_rtx_registry_creates_the_declared_plugins():
     for call in calls:
         creator = registry.get_creator(*call.creator_key)
         assert creator is not None, call.creator_key
-        assert [f.name for f in creator.field_names] == [f.name for f in call.fields]
+        weights = [name for w in call_spec(call).weight_fields for name in (w, f"{w}_shape")]
+        assert [f.name for f in creator.field_names] == [f.name for f in call.fields] + weights
         fields = converters.field_collection(call, trt)
         assert [f.name for f in call.fields] == [f.name for f in call_spec(call).fields]
         for phase in (trt.TensorRTPhase.BUILD, trt.TensorRTPhase.RUNTIME):

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,12 @@ def parser_reports(trt: Any, plugin_library: Path, tmp_path_factory: pytest.Temp
         models.append(
             {"id": f"handwritten-{case.id}", "path": str(path), "profile": case.profile, "aliased_io": case.aliased_io}
         )
+    # torchtrt_plugins.onnx.export(weights_as_fields=True): rms_norm's fp32 weight as a FLOAT TENSOR attribute.
+    path = folder / "exported-weight_field.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tonnx.export(WeightedNorm(), (torch.randn(3, 64),), path, weights_as_fields=True)
+    models.append({"id": "exported-weight_field", "path": str(path), "profile": {"x": [[3, 64]] * 3}})
     probe = folder / "field_probe.onnx"
     onnx.save(_field_probe_model(), probe)
     job = folder / "job.json"
@@ -250,6 +257,25 @@ def test_handwritten_node_with_semantic_fields_parses_and_builds(
     assert [o["shape"] for o in layer["outputs"]] == case.outputs
     assert report["plan_bytes"] > 0, report["errors"]
     assert report["errors"] == []
+
+
+class WeightedNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 2.0, 64))
+
+    def forward(self, x):
+        return torch.ops.torchtrt.rms_norm(x, self.weight, 1e-6)
+
+
+def test_exported_weight_field_parses_and_builds(parser_reports: dict):
+    """The parser hands the FLOAT TENSOR attribute to createPlugin as the kFLOAT32 weight field (and INTS as kINT32
+    dims): the plugin layer has x as its only input and the builder builds a plan."""
+    report = parser_reports["exported-weight_field"]
+    assert report["parsed"], (report["parser_errors"], report["errors"])
+    (layer,) = report["plugin_layers"]
+    assert len(layer["inputs"]) == 1
+    assert report["plan_bytes"] > 0 and report["errors"] == [], report["errors"]
 
 
 def export_cases_call(case: export_cases.ExportCase):

@@ -64,6 +64,7 @@ SHAPES = ttp.declare(
     ranges={"k": ttp.Range(min=1, max=16), "n": ttp.Range(min=0), "scale": ttp.Range(min=0.0, min_inclusive=False)},
     dtypes={"x": (torch.float32, torch.float16), "w": (torch.float32, torch.float16)},
     same_dtype={"w": "x"},
+    weight_fields=("w",),
 )
 NONZERO_COUNT = ttp.declare(
     "sdk_test::nonzero_count",

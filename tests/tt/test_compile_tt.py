@@ -20,6 +20,7 @@ from tt_helpers import (
     torch_tensorrt,
 )
 
+from torchtrt_plugins import converters
 from torchtrt_plugins.testing.models import make_rms_norm
 
 RMS_NORM, PAD_TO, MASKED_ROWS = "torchtrt.rms_norm.default", "torchtrt.pad_to.default", "torchtrt.masked_rows.default"
@@ -80,6 +81,21 @@ def test_rms_norm_plan_builds(dynamic):
         plan = serialized_engine(program, inputs)
     assert [(c.plugin_name, c.field_value("eps")) for c in calls] == [("RMSNorm", pytest.approx(1e-6))]
     assert b"RMSNorm" in plan and b"torchtrt" in plan
+
+
+def test_rms_norm_weight_is_a_field_when_asked():
+    """The module's Parameter reaches our converter as a get_attr constant: within weights_as_fields() the plugin takes
+    it as a field (the layer has one input) and the plan holds its bytes; without, it stays a network input."""
+    require_plugin_library()
+    model, program, inputs = _norm_case(False)
+    with converters.weights_as_fields(), converter_calls() as calls:
+        plan = serialized_engine(program, inputs)
+    (call,) = calls
+    assert len(call.tensor_inputs) == 1 and call.field_value("weight_shape") == [64]
+    assert model.scale.detach().numpy().tobytes() in plan
+    with converter_calls() as calls:
+        serialized_engine(program, inputs)
+    assert [len(c.tensor_inputs) for c in calls] == [2]
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

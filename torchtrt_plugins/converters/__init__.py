@@ -18,6 +18,7 @@ from ._factory import (
     plan,
     plan_node,
     validate_node,
+    weights_as_fields,
 )
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "register_all",
     "register_entry",
     "validate_node",
+    "weights_as_fields",
 ]
 
 _registered = False

@@ -10,6 +10,8 @@ Two halves:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -34,6 +36,9 @@ class FieldValue:
     def numpy(self):
         import numpy as np
 
+        if isinstance(self.value, torch.Tensor):  # a weight field: its elements, bf16 as its bits
+            flat = self.value.detach().cpu().contiguous().reshape(-1)
+            return (flat.view(torch.int16) if flat.dtype == torch.bfloat16 else flat).numpy()
         return np.asarray(self.value, dtype=spec_mod.FIELD_NUMPY_DTYPES[self.type]).reshape(-1)
 
 
@@ -93,6 +98,36 @@ def bind(spec: spec_mod.OpSpec, args: Sequence[Any], kwargs: dict) -> dict[str, 
     return bound
 
 
+_WEIGHTS_AS_FIELDS: contextvars.ContextVar[bool] = contextvars.ContextVar("weights_as_fields", default=False)
+
+
+@contextlib.contextmanager
+def weights_as_fields(enabled: bool = True):
+    """Within it, the converters give each declared weight argument (``declare(weight_fields=...)``) that is a constant
+    of the graph (a ``get_attr`` weight, a tensor at conversion time) to the plugin as a field baked into the plan
+    instead of a network input."""
+    token = _WEIGHTS_AS_FIELDS.set(enabled)
+    try:
+        yield
+    finally:
+        _WEIGHTS_AS_FIELDS.reset(token)
+
+
+def _weight_fields(
+    spec: spec_mod.OpSpec, bound: dict[str, Any], is_symbolic: Callable[[Any], bool]
+) -> list[FieldValue]:
+    """The fields of the declared weight arguments bound to constant tensors (with data: not a graph value, a fake
+    or a meta stand-in): elements and dims."""
+    fields = []
+    for name in spec.weight_fields:
+        value = bound[name]
+        constant = isinstance(value, torch.Tensor) and not is_symbolic(value) and value.device.type != "meta"
+        if constant and not isinstance(value, torch._subclasses.FakeTensor):
+            fields.append(FieldValue(name, spec_mod.WEIGHT_FIELD_TYPES[value.dtype], value))
+            fields.append(FieldValue(f"{name}_shape", "INT64", list(value.shape)))
+    return fields
+
+
 def _default_is_symbolic(value: Any) -> bool:
     return isinstance(value, (torch.fx.Node, torch.SymInt)) or type(value).__name__ == "ITensor"
 
@@ -102,9 +137,15 @@ def plan(
     args: Sequence[Any],
     kwargs: dict | None = None,
     is_symbolic: Callable[[Any], bool] = _default_is_symbolic,
+    weights_as_fields: bool | None = None,
 ) -> PluginCall:
-    """Plan the plugin call for one op invocation. Raises SpecError for values the plugin cannot take."""
+    """Plan the plugin call for one op invocation. Raises SpecError for values the plugin cannot take.
+    ``weights_as_fields`` (None: the ``weights_as_fields()`` context's choice) gives constant weight arguments as
+    fields."""
     bound = bind(spec, args, kwargs or {})
+    as_fields = _WEIGHTS_AS_FIELDS.get() if weights_as_fields is None else weights_as_fields
+    weights = _weight_fields(spec, bound, is_symbolic) if as_fields else []
+    constants = {w.name for w in weights}
     fields: list[FieldValue] = []
     shape_inputs: list[Any] = []
     for fspec in spec.fields:
@@ -127,10 +168,10 @@ def plan(
         plugin_name=spec.plugin_name,
         plugin_version=spec.plugin_version,
         plugin_namespace=spec.plugin_namespace,
-        fields=fields,
-        tensor_inputs=[bound[t.name] for t in spec.inputs],
+        fields=fields + weights,
+        tensor_inputs=[bound[t.name] for t in spec.inputs if t.name not in constants],
         shape_inputs=shape_inputs,
-        input_casts=[t.plugin_dtype for t in spec.inputs],
+        input_casts=[t.plugin_dtype for t in spec.inputs if t.name not in constants],
         num_outputs=num_outputs,
         num_op_outputs=len(spec.outputs),
         requires_output_allocator=spec.requires_output_allocator,

@@ -74,6 +74,7 @@ RMS_NORM = declare(
     },
     dtypes={"x": FLOATS, "weight": FLOATS},
     same_dtype={"weight": "x"},
+    weight_fields=("weight",),
     reference=reference,
     tolerances=TOLERANCES,
     doc=__doc__,
