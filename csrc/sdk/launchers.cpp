@@ -13,12 +13,6 @@ namespace ttp::sdk
 // table.
 LauncherEntry const* launcherTable(int32_t& count);
 EagerOp const* const* eagerOpTable(int32_t& count);
-
-// Pageable memory: the copy returns once the sizes are on the host, the call's one synchronization.
-cudaError_t readSizes(int64_t* host, void const* device, int32_t count, cudaStream_t stream)
-{
-    return cudaMemcpyAsync(host, device, sizeof(int64_t) * static_cast<size_t>(count), cudaMemcpyDeviceToHost, stream);
-}
 } // namespace ttp::sdk
 
 namespace
