@@ -35,8 +35,9 @@ __device__ __forceinline__ Vec<T, VEC> normVec(Vec<T, VEC> const& h, Vec<T, VEC>
 // GROUP threads per row (GROUP <= 32: a slice of a warp, shuffles only; GROUP == BLOCK: the whole block), each
 // holding C vectors of the row in registers between the sum and the norm: x, residual and weight are read once,
 // residual and y written once. Launched as a programmatic dependent launch where the device takes one.
-// residual and residualOut may be the same buffer (hence no __restrict__ on them).
-template <typename T, int VEC, int GROUP, int C, int BLOCK>
+// residual and residualOut may be the same buffer (hence no __restrict__ on them). PREFETCH_W: the weight is loaded
+// with the row (one memory round trip) rather than after the sum (fewer registers: wide blocks keep more resident).
+template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
 __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ x, T const* residual,
     T const* __restrict__ w, T* residualOut, T* __restrict__ y, int64_t rows, int hidden, float eps)
 {
@@ -63,7 +64,10 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         if (valid && i < nvec)
         {
             sum[c] = addVec(loadVec<CachePolicy::kEVICT_FIRST>(xv + i), rv[i]);
-            weight[c] = wv[i];
+            if constexpr (PREFETCH_W)
+            {
+                weight[c] = wv[i];
+            }
             s += sumSquares(sum[c]);
         }
     }
@@ -85,7 +89,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         if (valid && i < nvec)
         {
             ov[i] = sum[c];
-            yv[i] = normVec(sum[c], weight[c], scale);
+            yv[i] = normVec(sum[c], PREFETCH_W ? weight[c] : wv[i], scale);
         }
     }
 }
@@ -115,7 +119,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormLongKernel(T const* __restric
     }
 }
 
-template <typename T, int VEC, int GROUP, int C, int BLOCK>
+template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
 cudaError_t launchConfig(
     T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
@@ -125,7 +129,7 @@ cudaError_t launchConfig(
     {
         return cudaErrorInvalidConfiguration;
     }
-    return launchKernel(addRmsNormKernel<T, VEC, GROUP, C, BLOCK>, dim3(static_cast<unsigned>(blocks)), dim3(BLOCK),
+    return launchKernel(addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W>, dim3(static_cast<unsigned>(blocks)), dim3(BLOCK),
         stream, pdlSupported(), x, r, w, ro, y, rows, static_cast<int>(hidden), eps);
 }
 

@@ -92,7 +92,7 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
     cudaFree(copyOut);
     int64_t const nvec = hidden / kVec;
     auto report = [&](char const* name, double us)
-    { std::printf("%-5s %6lldx%-6lld %-16s %8.2f us  %6.1f%% of copy (copy %.2f us)\n", dtype, static_cast<long long>(rows),
+    { std::printf("%-5s %6lldx%-6lld %-24s %8.2f us  %6.1f%% of copy (copy %.2f us)\n", dtype, static_cast<long long>(rows),
           static_cast<long long>(hidden), name, us, 100.0 * copyUs / us, copyUs); };
     report("auto", graphMicros([&](cudaStream_t s)
         { return ttp::addRmsNorm(x, r, w, r, y, rows, hidden, 1e-6F, kDType<T>, s); }));
@@ -101,6 +101,8 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
     {                                                                                                                  \
         report("g" #G " c" #C " b" #B, graphMicros([&](cudaStream_t s)                                                 \
             { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, s); }));                 \
+        report("g" #G " c" #C " b" #B " w-late", graphMicros([&](cudaStream_t s)                                       \
+            { return ttp::launchConfig<T, kVec, G, C, B, false>(x, r, w, r, y, rows, hidden, 1e-6F, s); }));          \
     }
     TTP_CONFIG(32, 2, 256)
     TTP_CONFIG(128, 1, 128)
@@ -115,6 +117,7 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
     TTP_CONFIG(384, 4, 384)
     TTP_CONFIG(512, 2, 512)
     TTP_CONFIG(512, 3, 512)
+    TTP_CONFIG(768, 2, 768)
     TTP_CONFIG(512, 4, 512)
     TTP_CONFIG(512, 6, 512)
     TTP_CONFIG(512, 8, 512)
