@@ -129,8 +129,8 @@ cudaError_t launchConfig(
     {
         return cudaErrorInvalidConfiguration;
     }
-    return launchKernel(addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W>, dim3(static_cast<unsigned>(blocks)), dim3(BLOCK),
-        stream, pdlSupported(), x, r, w, ro, y, rows, static_cast<int>(hidden), eps);
+    return launchKernel(addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W>, dim3(static_cast<unsigned>(blocks)),
+        dim3(BLOCK), stream, pdlSupported(), x, r, w, ro, y, rows, static_cast<int>(hidden), eps);
 }
 
 // GROUP threads per row, C vectors each, BLOCK threads per block: rows of up to GROUP * C vectors.
@@ -147,9 +147,9 @@ struct RowConfig
 // 94.4% with 512 threads x 3 against 72.7% with 512 x 4; 2048x16384 83.0% with 1024 x 2 against 76.5% with 512 x 4;
 // 1024x2048 144% with 256 x 1 against 130% with 128 x 2; fp32 4096x12288 97.2% with 1024 x 3 against 90.0% with
 // 1024 x 4). Ordered by the rows they take.
-constexpr RowConfig kRowConfigs[] = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32, 1, 256}, {32, 2, 256}, {128, 1, 128},
-    {256, 1, 256}, {256, 2, 256}, {256, 3, 256}, {512, 2, 512}, {512, 3, 512}, {1024, 2, 1024}, {1024, 3, 1024},
-    {1024, 4, 1024}};
+constexpr RowConfig kRowConfigs[]
+    = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32, 1, 256}, {32, 2, 256}, {128, 1, 128}, {256, 1, 256}, {256, 2, 256},
+        {256, 3, 256}, {512, 2, 512}, {512, 3, 512}, {1024, 2, 1024}, {1024, 3, 1024}, {1024, 4, 1024}};
 
 // The first configuration from kRowConfigs[I] on that holds the row; past the last, the two-pass kernel.
 template <typename T, int VEC, size_t I = 0>
