@@ -106,6 +106,20 @@ class RmsNormCall(nn.Module):
         return torch.ops.torchtrt.rms_norm(x * 2, self.weight, self.eps) + 1
 
 
+class RmsNormQuantCall(nn.Module):
+    """rms_norm quantized by a scale buffer, then dequantized by it (what the consumer of FP8/INT8 activations does)."""
+
+    def __init__(self, op: str, hidden: int, eps: float, scale: float):
+        super().__init__()
+        self.op = getattr(torch.ops.torchtrt, op)
+        self.weight = nn.Parameter(1 + 0.1 * torch.randn(hidden))
+        self.register_buffer("scale", torch.tensor(scale))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.op(x, self.weight, self.scale, self.eps).float() * self.scale
+
+
 class MaskedRowsCall(nn.Module):
     def forward(self, x, mask):
         return torch.ops.torchtrt.masked_rows(x, mask) * 2
@@ -134,6 +148,22 @@ def _rms_norm() -> list[ExportCase]:
             "rms_norm", "dynamic", RmsNormCall(16, 1e-6), (torch.randn(2, 5, 16),), {"x": {0: "batch", 1: "seq"}}
         ),
     ]
+
+
+def _rms_norm_quant(op: str) -> Callable[[], list[ExportCase]]:
+    def cases() -> list[ExportCase]:
+        return [
+            ExportCase(op, "static", RmsNormQuantCall(op, 8, 1e-5, 0.02), (torch.randn(3, 8),)),
+            ExportCase(
+                op,
+                "dynamic",
+                RmsNormQuantCall(op, 16, 1e-6, 0.05),
+                (torch.randn(2, 5, 16),),
+                {"x": {0: "batch", 1: "seq"}},
+            ),
+        ]
+
+    return cases
 
 
 def _masked_rows() -> list[ExportCase]:
@@ -177,6 +207,8 @@ def _add_rms_norm() -> list[ExportCase]:
 CASES: dict[str, Callable[[], list[ExportCase]]] = {
     "add_rms_norm": _add_rms_norm,
     "rms_norm": _rms_norm,
+    "rms_norm_fp8": _rms_norm_quant("rms_norm_fp8"),
+    "rms_norm_int8": _rms_norm_quant("rms_norm_int8"),
     "masked_rows": _masked_rows,
     "pad_to": _pad_to,
 }
