@@ -107,17 +107,22 @@ class RmsNormCall(nn.Module):
 
 
 class RmsNormQuantCall(nn.Module):
-    """rms_norm quantized by a scale buffer, then dequantized by it (what the consumer of FP8/INT8 activations does)."""
+    """rms_norm quantized by a scale buffer; an INT8 result dequantized by it as ``q.float() * scale``. An FP8 result is
+    the model's output: in a TensorRT network an FP8 tensor may feed only a dequantize, shape or identity layer
+    (the builder's validateQuantizedTypesProducersConsumers), so the Cast that ``.float()`` exports to does not build;
+    the hand-written graphs of the rtx tier dequantize it with DequantizeLinear."""
 
     def __init__(self, op: str, hidden: int, eps: float, scale: float):
         super().__init__()
         self.op = getattr(torch.ops.torchtrt, op)
+        self.dequantize = op == "rms_norm_int8"
         self.weight = nn.Parameter(1 + 0.1 * torch.randn(hidden))
         self.register_buffer("scale", torch.tensor(scale))
         self.eps = eps
 
     def forward(self, x):
-        return self.op(x, self.weight, self.scale, self.eps).float() * self.scale
+        q = self.op(x, self.weight, self.scale, self.eps)
+        return q.float() * self.scale if self.dequantize else q
 
 
 class MaskedRowsCall(nn.Module):
