@@ -159,3 +159,16 @@ def test_onnx_node_outputs_the_quantized_type(name, element):
     assert scale.data_type == onnx.TensorProto.FLOAT and onnx.numpy_helper.to_array(scale).item() == pytest.approx(0.02)
     attrs = {a.name for a in node.attribute}
     assert attrs == {"eps", "weight_offset", "plugin_version", "plugin_namespace"}
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_check_op_without_a_gpu(name):
+    """check_op's CPU half: eager vs reference, opcheck, torch.compile, the plan, the harness's build-phase checks
+    (FP8/INT8 output formats included) and NVIDIA's registry where tensorrt_rtx is installed."""
+    from torchtrt_plugins.testing import check_op
+
+    x, w = torch.randn(33, 200).bfloat16(), (1 + 0.1 * torch.randn(200)).bfloat16()
+    reference = rms_norm_quant.reference_fp8 if name.endswith("fp8") else rms_norm_quant.reference_int8
+    samples = [(x, w, torch.tensor(0.02), 1e-5), (x[:1], w, torch.tensor([0.05]), 1e-6, 0.5)]
+    report = check_op(_op(name), samples, reference=reference)
+    assert {"eager", "opcheck", "compile", "plan"} <= set(report.passed), report
