@@ -1,5 +1,5 @@
-#include "rms_norm.h"
 #include "quantize.cuh"
+#include "rms_norm.h"
 
 namespace ttp
 {
@@ -34,8 +34,9 @@ __device__ __forceinline__ Vec<typename Q::Elem, VEC> normVec(
 // the group shuffles stay converged even on the last, partial set of rows.
 template <typename T, typename Q, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
     CachePolicy STORE = CachePolicy::kDEFAULT>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(T const* __restrict__ x,
-    T const* __restrict__ w, typename Q::Elem* __restrict__ y, int64_t rows, int64_t hidden, float eps, float weightOffset, Q quant)
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
+    rmsNormWarpKernel(T const* __restrict__ x, T const* __restrict__ w, typename Q::Elem* __restrict__ y, int64_t rows,
+        int64_t hidden, float eps, float weightOffset, Q quant)
 {
     Q const q = quant.ready();
     using V = Vec<T, VEC>;
@@ -126,8 +127,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(T
 
 // One block per row. CACHED > 0 keeps the row in registers between the reduction and the write; PREFETCH_W also
 // loads the row's weight before the reduction, so that a short launch waits for one memory round trip, not two.
-template <typename T, typename Q, int VEC, int CACHED, int BLOCK, bool PREFETCH_W, CachePolicy LOAD = CachePolicy::kDEFAULT,
-    CachePolicy STORE = CachePolicy::kDEFAULT>
+template <typename T, typename Q, int VEC, int CACHED, int BLOCK, bool PREFETCH_W,
+    CachePolicy LOAD = CachePolicy::kDEFAULT, CachePolicy STORE = CachePolicy::kDEFAULT>
 __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(T const* __restrict__ x, T const* __restrict__ w,
     typename Q::Elem* __restrict__ y, int64_t rows, int64_t hidden, float eps, float weightOffset, Q quant)
 {
@@ -206,8 +207,8 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(T const* __restrict_
 // programmatic dependent launch (waits for the previous kernel's memory before touching any; lets the next one
 // launch at once).
 template <typename T, typename Q, int VEC, int C, int BLOCK, bool PDL>
-__global__ void __launch_bounds__(BLOCK) rmsNormRowKernel(
-    T const* __restrict__ x, T const* __restrict__ w, typename Q::Elem* __restrict__ y, int hidden, float eps, float weightOffset, Q quant)
+__global__ void __launch_bounds__(BLOCK) rmsNormRowKernel(T const* __restrict__ x, T const* __restrict__ w,
+    typename Q::Elem* __restrict__ y, int hidden, float eps, float weightOffset, Q quant)
 {
     using V = Vec<T, VEC>;
     using OV = Vec<typename Q::Elem, VEC>;
@@ -273,19 +274,19 @@ __global__ void __launch_bounds__(BLOCK) rmsNormRowKernel(
 }
 
 template <typename T, typename Q, int VEC, int C, int BLOCK, bool PDL>
-cudaError_t launchRowConfig(
-    T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps, float weightOffset, Q q, cudaStream_t stream)
+cudaError_t launchRowConfig(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, Q q, cudaStream_t stream)
 {
-    return launchKernel(rmsNormRowKernel<T, Q, VEC, C, BLOCK, PDL>, dim3(static_cast<unsigned>(rows)), dim3(BLOCK), stream,
-        PDL && pdlSupported(), x, w, y, static_cast<int>(hidden), eps, weightOffset, q);
+    return launchKernel(rmsNormRowKernel<T, Q, VEC, C, BLOCK, PDL>, dim3(static_cast<unsigned>(rows)), dim3(BLOCK),
+        stream, PDL && pdlSupported(), x, w, y, static_cast<int>(hidden), eps, weightOffset, q);
 }
 
 // residentPerSm > 0 caps the grid at that many blocks per SM (a persistent grid walks the rest); 0: a block for
 // every kRowsPerBlock rows.
 template <typename T, typename Q, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
     CachePolicy STORE = CachePolicy::kDEFAULT>
-cudaError_t launchWarpConfig(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps, float weightOffset, Q q,
-    cudaStream_t stream, int residentPerSm = 0)
+cudaError_t launchWarpConfig(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, Q q, cudaStream_t stream, int residentPerSm = 0)
 {
     constexpr int64_t kRowsPerBlock = int64_t{kWarpsPerBlock} * (kWarpSize / LANES) * U;
     int64_t blocks = std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxGridBlocks);
@@ -305,8 +306,8 @@ cudaError_t launchWarpConfig(T const* x, T const* w, typename Q::Elem* y, int64_
 }
 
 template <typename T, typename Q, int VEC>
-cudaError_t launchWarp(
-    T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps, float weightOffset, Q q, cudaStream_t stream)
+cudaError_t launchWarp(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, Q q, cudaStream_t stream)
 {
     // Fewest lanes per row that still give each lane at most one vector (never fewer than 4); longer rows take a
     // whole warp with up to 8 vectors a lane in registers, and beyond that stride over the row twice.
@@ -324,20 +325,24 @@ cudaError_t launchWarp(
     if (nvec <= 16)
         return launchWarpConfig<T, Q, VEC, 16, 1, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
     if (nvec <= kWarpSize)
-        return launchWarpConfig<T, Q, VEC, kWarpSize, 1, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
+        return launchWarpConfig<T, Q, VEC, kWarpSize, 1, 1, kX, kY>(
+            x, w, y, rows, hidden, eps, weightOffset, q, stream);
     if (nvec <= 2 * kWarpSize)
-        return launchWarpConfig<T, Q, VEC, kWarpSize, 2, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
+        return launchWarpConfig<T, Q, VEC, kWarpSize, 2, 1, kX, kY>(
+            x, w, y, rows, hidden, eps, weightOffset, q, stream);
     if (nvec <= 4 * kWarpSize)
-        return launchWarpConfig<T, Q, VEC, kWarpSize, 4, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
+        return launchWarpConfig<T, Q, VEC, kWarpSize, 4, 1, kX, kY>(
+            x, w, y, rows, hidden, eps, weightOffset, q, stream);
     if (nvec <= 8 * kWarpSize)
-        return launchWarpConfig<T, Q, VEC, kWarpSize, 8, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
+        return launchWarpConfig<T, Q, VEC, kWarpSize, 8, 1, kX, kY>(
+            x, w, y, rows, hidden, eps, weightOffset, q, stream);
     return launchWarpConfig<T, Q, VEC, kWarpSize, 0, 1>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
 }
 
-template <typename T, typename Q, int VEC, int CACHED, int BLOCK, bool PREFETCH_W, CachePolicy LOAD = CachePolicy::kDEFAULT,
-    CachePolicy STORE = CachePolicy::kDEFAULT>
-cudaError_t launchBlockConfig(
-    T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps, float weightOffset, Q q, cudaStream_t stream)
+template <typename T, typename Q, int VEC, int CACHED, int BLOCK, bool PREFETCH_W,
+    CachePolicy LOAD = CachePolicy::kDEFAULT, CachePolicy STORE = CachePolicy::kDEFAULT>
+cudaError_t launchBlockConfig(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, Q q, cudaStream_t stream)
 {
     // One block per row and no cap below the hardware's: the block scheduler balances the tail better
     // than a grid-stride loop over a device-sized grid (measured: +3% of copy rate at 65536x4096).
@@ -348,8 +353,8 @@ cudaError_t launchBlockConfig(
 }
 
 template <typename T, typename Q, int VEC>
-cudaError_t launchBlock(
-    T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps, float weightOffset, Q q, cudaStream_t stream)
+cudaError_t launchBlock(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, Q q, cudaStream_t stream)
 {
     int64_t const nvec = hidden / VEC;
     if constexpr (VEC > 1)
@@ -397,7 +402,8 @@ cudaError_t launchBlock(
             return launchBlockConfig<T, Q, VEC, 4, 1024, false>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
         }
     }
-    return launchBlockConfig<T, Q, VEC, 0, kMaxBlockThreads, false>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
+    return launchBlockConfig<T, Q, VEC, 0, kMaxBlockThreads, false>(
+        x, w, y, rows, hidden, eps, weightOffset, q, stream);
 }
 
 template <typename T, typename Q>
@@ -408,8 +414,8 @@ cudaError_t dispatch(void const* x, void const* w, void* y, int64_t rows, int64_
     auto const* xt = static_cast<T const*>(x);
     auto const* wt = static_cast<T const*>(w);
     auto* yt = static_cast<typename Q::Elem*>(y);
-    bool const vectorized = hidden % kVec == 0 && isAligned(x, 16) && isAligned(w, 16)
-                            && isAligned(y, sizeof(typename Q::Elem) * kVec);
+    bool const vectorized
+        = hidden % kVec == 0 && isAligned(x, 16) && isAligned(w, 16) && isAligned(y, sizeof(typename Q::Elem) * kVec);
     if (tactic == RmsNormTactic::kWARP_PER_ROW)
     {
         return vectorized ? launchWarp<T, Q, kVec>(xt, wt, yt, rows, hidden, eps, weightOffset, q, stream)
@@ -456,8 +462,8 @@ cudaError_t launchNorm(void const* x, void const* weight, void* y, int64_t rows,
         [&](auto t)
         {
             using T = decltype(t);
-            return makeQ(t, [&](auto q)
-                { return dispatch<T>(x, weight, y, rows, hidden, eps, weightOffset, q, tactic, stream); });
+            return makeQ(t,
+                [&](auto q) { return dispatch<T>(x, weight, y, rows, hidden, eps, weightOffset, q, tactic, stream); });
         });
 }
 
@@ -470,9 +476,8 @@ cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, in
         [](auto t, auto&& run) { return run(RoundTo<decltype(t)>{}); });
 }
 
-cudaError_t rmsNormQuant(void const* x, void const* weight, float const* scale, void* y, int64_t rows,
-    int64_t hidden, float eps, float weightOffset, DType dtype, DType outDtype, RmsNormTactic tactic,
-    cudaStream_t stream)
+cudaError_t rmsNormQuant(void const* x, void const* weight, float const* scale, void* y, int64_t rows, int64_t hidden,
+    float eps, float weightOffset, DType dtype, DType outDtype, RmsNormTactic tactic, cudaStream_t stream)
 {
     if (scale == nullptr && rows != 0 && hidden != 0)
     {

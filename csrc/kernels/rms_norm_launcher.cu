@@ -31,8 +31,8 @@ cudaError_t launchRmsNorm(sdk::LaunchArgs const& a, RmsNormTactic tactic, bool q
     auto const weightOffset = static_cast<float>(a.scalars[1]);
     if (!quantized)
     {
-        return rmsNorm(x.data, weight.data, a.outputs[0].data, rows, hidden, eps, weightOffset, x.dtype, tactic,
-            a.stream);
+        return rmsNorm(
+            x.data, weight.data, a.outputs[0].data, rows, hidden, eps, weightOffset, x.dtype, tactic, a.stream);
     }
     sdk::Tensor const& scale = a.inputs[2];
     if (scale.dtype != DType::kFLOAT32 || scale.rank > 1 || scale.numel() != 1)
