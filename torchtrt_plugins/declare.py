@@ -755,6 +755,7 @@ _TRT_TYPE_NAMES = {
     "INT64": torch.int64,
     "BOOL": torch.bool,
     "UINT8": torch.uint8,
+    "FP8": torch.float8_e4m3fn,
 }
 
 

@@ -62,6 +62,7 @@ KERNEL_DTYPES = {
     torch.int32: 4,
     torch.int64: 5,
     torch.bool: 6,
+    torch.float8_e4m3fn: 7,
 }
 MAX_DIMS = 8
 

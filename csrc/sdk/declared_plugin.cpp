@@ -210,7 +210,8 @@ size_t elementSize(nvinfer1::DataType type)
     {
     case nvinfer1::DataType::kHALF:
     case nvinfer1::DataType::kBF16: return 2;
-    case nvinfer1::DataType::kINT8: return 1;
+    case nvinfer1::DataType::kINT8:
+    case nvinfer1::DataType::kFP8: return 1;
     case nvinfer1::DataType::kINT64: return 8;
     default: return 4;
     }

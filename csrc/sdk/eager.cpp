@@ -108,13 +108,14 @@ private:
 struct DTypes
 {
     // ttp::DType -> torch code
-    std::array<int32_t, 7> kernel{};
+    std::array<int32_t, 8> kernel{};
     std::vector<std::pair<int32_t, char const*>> names;
 
     DTypes()
     {
         kernel = {aoti_torch_dtype_float32(), aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(),
-            aoti_torch_dtype_int8(), aoti_torch_dtype_int32(), aoti_torch_dtype_int64(), aoti_torch_dtype_bool()};
+            aoti_torch_dtype_int8(), aoti_torch_dtype_int32(), aoti_torch_dtype_int64(), aoti_torch_dtype_bool(),
+            aoti_torch_dtype_float8_e4m3fn()};
         names = {{aoti_torch_dtype_float32(), "float32"}, {aoti_torch_dtype_float16(), "float16"},
             {aoti_torch_dtype_bfloat16(), "bfloat16"}, {aoti_torch_dtype_int8(), "int8"},
             {aoti_torch_dtype_int32(), "int32"}, {aoti_torch_dtype_int64(), "int64"}, {aoti_torch_dtype_bool(), "bool"},
@@ -167,6 +168,7 @@ int32_t kernelDTypeOfCode(int64_t code)
     case 2: return static_cast<int32_t>(DType::kINT8);
     case 3: return static_cast<int32_t>(DType::kINT32);
     case 4: return static_cast<int32_t>(DType::kBOOL);
+    case 6: return static_cast<int32_t>(DType::kFLOAT8_E4M3);
     case 7: return static_cast<int32_t>(DType::kBFLOAT16);
     case 8: return static_cast<int32_t>(DType::kINT64);
     default: return -1;
