@@ -2,6 +2,7 @@
 #include "type_utils.cuh"
 
 #include <iterator>
+#include <type_traits>
 
 namespace ttp
 {
@@ -139,17 +140,23 @@ struct RowConfig
     int group;
     int c;
     int block;
+    bool lateWeightBf16; // bf16 with many rows: the weight loaded after the sum (PREFETCH_W false)
 };
+
+// Rows from which a launch is bandwidth-bound rather than latency-bound (the weight may then come late).
+constexpr int64_t kManyRows = 1024;
 
 // Short rows share a warp; longer ones take a block whose threads hold 1-4 vectors each, the block sized so that
 // they hold about as many as the row has: vector slots a thread keeps but the row does not fill cost bandwidth, most
 // in bf16 (scripts/kernel_lab/add_rms_lab.cu, H100, graph timer, % of a copy of the same bytes: bf16 4096x12288
 // 94.4% with 512 threads x 3 against 72.7% with 512 x 4; 2048x16384 83.0% with 1024 x 2 against 76.5% with 512 x 4;
 // 1024x2048 144% with 256 x 1 against 130% with 128 x 2; fp32 4096x12288 97.2% with 1024 x 3 against 90.0% with
-// 1024 x 4). Ordered by the rows they take.
+// 1024 x 4). In bf16 with many rows, 2 vectors per thread in blocks of 512-1024 keep more blocks resident with the
+// weight loaded after the sum (4096x8192 97.2% against 93.3%, 2048x16384 93.7% against 82.7%); few rows and the other
+// dtypes lose with it (1x4096 bf16 46% against 58%). Ordered by the rows they take.
 constexpr RowConfig kRowConfigs[]
     = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32, 1, 256}, {32, 2, 256}, {128, 1, 128}, {256, 1, 256}, {256, 2, 256},
-        {256, 3, 256}, {512, 2, 512}, {512, 3, 512}, {1024, 2, 1024}, {1024, 3, 1024}, {1024, 4, 1024}};
+        {256, 3, 256}, {512, 2, 512, true}, {512, 3, 512}, {1024, 2, 1024, true}, {1024, 3, 1024}, {1024, 4, 1024}};
 
 // The first configuration from kRowConfigs[I] on that holds the row; past the last, the two-pass kernel.
 template <typename T, int VEC, size_t I = 0>
@@ -161,6 +168,14 @@ cudaError_t launch(
         constexpr RowConfig kConfig = kRowConfigs[I];
         if (hidden / VEC <= kConfig.group * kConfig.c)
         {
+            if constexpr (kConfig.lateWeightBf16 && std::is_same_v<T, __nv_bfloat16>)
+            {
+                if (rows >= kManyRows)
+                {
+                    return launchConfig<T, VEC, kConfig.group, kConfig.c, kConfig.block, false>(
+                        x, r, w, ro, y, rows, hidden, eps, stream);
+                }
+            }
             return launchConfig<T, VEC, kConfig.group, kConfig.c, kConfig.block>(
                 x, r, w, ro, y, rows, hidden, eps, stream);
         }
