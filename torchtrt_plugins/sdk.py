@@ -471,25 +471,53 @@ class PluginLibrary:
         def linker_flags(script: str) -> str:
             return "-Xlinker=" + ",".join([f"--version-script={csrc / recipe[script]}", *recipe["linker_flags"]])
 
-        _run(
-            [
-                *link,
-                "-o",
-                str(plugins),
-                *[str(objects[s]) for s in user + plugin_side],
-                linker_flags("version_script"),
-                *(f"-l{name}" for name in recipe["plugin_link_libraries"]),
-            ]
-        )
-        _run(
-            [
-                *link,
-                "-o",
-                str(launchers),
-                *[str(objects[s]) for s in user + launcher_side],
-                linker_flags("launcher_version_script"),
-            ]
-        )
+        try:
+            _run(
+                [
+                    *link,
+                    "-o",
+                    str(plugins),
+                    *[str(objects[s]) for s in user + plugin_side],
+                    linker_flags("version_script"),
+                    *(f"-l{name}" for name in recipe["plugin_link_libraries"]),
+                ]
+            )
+            _run(
+                [
+                    *link,
+                    "-o",
+                    str(launchers),
+                    *[str(objects[s]) for s in user + launcher_side],
+                    linker_flags("launcher_version_script"),
+                ]
+            )
+        except _build.BuildError as err:
+            raise _build.BuildError(_undefined_functions(self, str(err)) + str(err)) from None
+
+
+_UNDEFINED = re.compile(r"undefined reference to `([\w:]+)\(ttp::sdk::LaunchArgs const&\)'")
+
+
+def _undefined_functions(library: PluginLibrary, log: str) -> str:
+    """What a failed link says in the declarations' terms: a line per declared launcher or workspace function that the
+    library's sources do not define, naming its op (empty when the linker names none)."""
+    missing = set(_UNDEFINED.findall(log))
+    sources = [str(path) for path in library.sources]
+    lines = []
+    for d in library.declarations:
+        functions = {symbol: ("cudaError_t", "launcher") for symbol in d.launchers.values()}
+        if d.workspace:
+            functions[d.workspace] = ("size_t", "workspace")
+        for symbol, (returns, what) in functions.items():
+            if symbol in missing:
+                namespace, _, name = symbol.rpartition("::")
+                lines.append(
+                    f"plugin library {library.name}: {d.label}: {what} '{symbol}' is not defined in its sources "
+                    f"{sources}; define `{returns} {name}(ttp::sdk::LaunchArgs const&)`"
+                    + (f" in namespace {namespace}" if namespace else "")
+                    + " there, or correct the name in the declaration\n"
+                )
+    return "".join(lines)
 
 
 def _run(command: list[str]) -> None:

@@ -285,6 +285,12 @@ def register(entry: OpEntry) -> OpEntry:
     return entry
 
 
+def unregister(entry: OpEntry) -> None:
+    """Remove an op entry (a declaration that failed after it was registered)."""
+    if _REGISTRY.get(entry.spec.qualname) is entry:
+        del _REGISTRY[entry.spec.qualname]
+
+
 def is_ours(entry: OpEntry) -> bool:
     """Whether the op's plugin lives in our own plugin library (declared on our library)."""
     declaration = entry.spec.declaration

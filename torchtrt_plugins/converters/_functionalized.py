@@ -83,9 +83,8 @@ def validate(node: torch.fx.Node, settings: Any = None) -> bool:
     try:
         entry, bound, _ = unwrap(node.target, node.args, dict(node.kwargs))
     except spec_mod.SpecError as err:
-        _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", node.name, err)
-        return False
-    return _factory.validate_call(entry, (), bound, node.name)
+        return _factory.accept(node, str(err))
+    return _factory.accept(node, _factory.rejection(entry, (), bound))
 
 
 def convert(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):

@@ -115,7 +115,9 @@ def _traced_node(fn: Callable, args: tuple, kwargs: dict, target: Any) -> torch.
 def _check_plan(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> Any:
     spec = entry.spec
     node = _traced_node(op, args, kwargs, op)
-    assert _factory.validate_node(node), f"{spec.label}: the converter's validator rejects {node.format_node()}"
+    assert _factory.validate_node(node), (
+        f"{spec.label}: the converter's validator rejects {node.format_node()}: {node.meta.get(_factory.REJECTED)}"
+    )
     _factory.plan_node(node)  # symbolic sizes: what a dynamic-shape engine gets
     call = _factory.plan(spec, args, kwargs)
     assert len(call.tensor_inputs) == len(spec.inputs)
