@@ -506,7 +506,7 @@ class Declaration:
                 given += [f"{name}={value!r}" for name, value in values]
                 raise SpecError(
                     f"{self.label}: its fake kernel rejects the arguments ({', '.join(given)}): "
-                    f"{type(err).__name__}: {err}"
+                    f"{type(err).__name__}: {str(err).split(' (Could this error message be improved?')[0]}"
                 ) from err
 
     @property

@@ -821,14 +821,13 @@ def _call(declaration: Any, plan: _Plan, tactic: int, device: torch.device) -> N
             status = plan.launcher(plan.args_pointer)
     if status != 0:
         phase = f", phase {plan.args.phase}" if plan.args.phase else ""
-        why = (
-            declaration.library.launchers().ttp_sdk_last_error().decode()
-            if tactic in getattr(declaration, "aot_kernels", {})
-            else ""
-        )
+        lib = declaration.library.launchers()
+        why = lib.ttp_sdk_last_error().decode() if tactic in getattr(declaration, "aot_kernels", {}) else ""
+        # The CUDA runtime the launcher library links names the status (as the C++ eager kernel says it).
+        lib.cudaGetErrorName.restype, lib.cudaGetErrorName.argtypes = ctypes.c_char_p, [ctypes.c_int]
         raise RuntimeError(
-            f"{declaration.label}: launcher '{plan.launcher_name}' (tactic {tactic}{phase}) returned cudaError {status}"
-            + (f": {why}" if why else "")
+            f"{declaration.label}: launcher '{plan.launcher_name}' (tactic {tactic}{phase}) returned "
+            f"{lib.cudaGetErrorName(status).decode()} ({status})" + (f": {why}" if why else "")
         )
 
 
