@@ -682,7 +682,7 @@ class PreparedLaunch:
         ):
             for i, tensor in enumerate(buffers):
                 structs[i] = _tensor_struct(declaration.label, tensor)
-        plan.args.workspace = self.workspace.data_ptr()
+        plan.args.workspace = self.workspace.data_ptr() if plan.workspace_bytes else None  # ttp_sdk.h: null at 0
         self._declaration, self._plan, self._tactic = declaration, plan, tactic
 
     def __call__(self) -> torch.Tensor:
