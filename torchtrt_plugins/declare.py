@@ -19,10 +19,10 @@ FLOAT64, ``int`` and ``SymInt`` -> INT64, ``bool`` -> INT32 0/1) whose valid ran
 eager checks, the converter's validator and the C++ ``createPlugin``; a ``SymInt`` that is symbolic in the graph is
 passed as a shape input instead (``torch.library.custom_op`` makes an ``int`` annotation a ``SymInt`` and rejects a
 ``torch.SymInt`` one). ``tolerances`` ({dtype: Tolerance}) say how close ``testing.check_op`` requires outputs of a
-dtype to be; others take ``spec.DEFAULT_TOLERANCES``. Output dtypes and shapes come from the op's registered fake kernel, run
-symbolically for each call (``_derive``). The converter is registered with Torch-TensorRT when it imports, the
-library is loaded into TensorRT by ``load_plugins``, and with ``library`` the eager CUDA kernel of the op is the same
-launcher the plugin calls.
+dtype to be; others take ``spec.DEFAULT_TOLERANCES``. Output dtypes and shapes come from the op's registered fake
+kernel, run symbolically for each call (``_derive``). The converter is registered with Torch-TensorRT when it
+imports, the library is loaded into TensorRT by ``load_plugins``, and with ``library`` the eager CUDA kernel of the op
+is the same launcher the plugin calls.
 
 A data-dependent op's eager kernel allocates its outputs at their upper bounds and reads the sizes back after the
 launch; with ``sizes_first=True`` its launcher instead takes two phases (``LaunchArgs::phase`` in ``ttp_sdk.h``:

@@ -22,7 +22,6 @@ mutate passes through unchanged.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,8 +29,6 @@ import torch
 
 from .. import spec as spec_mod
 from . import _factory
-
-_LOGGER = logging.getLogger(__name__)
 
 #: Keywords auto_functionalized_v2 adds for a mutated argument that is a view of its base.
 _VIEW_SUFFIXES = ("alias", "size", "stride", "storage_offset", "slice_dim", "slice_start", "slice_end", "length")
