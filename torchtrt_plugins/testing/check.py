@@ -23,7 +23,8 @@ Each sample (a tuple of arguments, or ``(args, kwargs)``) goes through:
   both phases from the converter's fields, an out-of-range field rejected;
 - ``trt``: where TensorRT and Torch-TensorRT import (and a GPU), ``torch_tensorrt.compile`` against eager.
 
-A check that cannot run here is skipped with its reason; a failing one raises ``AssertionError`` naming the op,
+Outputs are compared with the declaration's ``tolerances`` for their dtype (``spec.DEFAULT_TOLERANCES`` for a dtype
+it leaves out). A check that cannot run here is skipped with its reason; a failing one raises ``AssertionError`` naming the op,
 the sample and the check.
 """
 
