@@ -24,8 +24,8 @@ Each sample (a tuple of arguments, or ``(args, kwargs)``) goes through:
 - ``trt``: where TensorRT and Torch-TensorRT import (and a GPU), ``torch_tensorrt.compile`` against eager.
 
 Outputs are compared with the declaration's ``tolerances`` for their dtype (``spec.DEFAULT_TOLERANCES`` for a dtype
-it leaves out). A check that cannot run here is skipped with its reason; a failing one raises ``AssertionError`` naming the op,
-the sample and the check.
+it leaves out). A check that cannot run here is skipped with its reason; a failing one raises ``AssertionError``
+naming the op, the sample and the check.
 """
 
 from __future__ import annotations
