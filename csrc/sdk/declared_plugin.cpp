@@ -1048,6 +1048,10 @@ private:
         {
             args.workspaceSize = mDecl.workspace(args);
         }
+        if (args.workspaceSize == 0)
+        {
+            args.workspace = nullptr; // the launcher ABI (ttp_sdk.h): no workspace, a null pointer
+        }
         return fn(args);
     }
 

@@ -339,23 +339,37 @@ void* dataOf(AtenTensorHandle handle)
     return data;
 }
 
-// Why the launcher's last launch failed on this thread, as its library says (ttp_sdk_last_error: a kernel compiled
-// ahead of time names op, kernel and cause), or empty. The library is found from the launcher's own address.
-std::string launcherError(void const* launcher)
+// Why the launcher's launch failed, as its library says: the status's name (cudaGetErrorName of the CUDA runtime the
+// library links, found through its handle; the status as a number where it cannot be), then ttp_sdk_last_error (a
+// kernel compiled ahead of time names op, kernel and cause) where it says something. The library is found from the
+// launcher's own address.
+std::string launcherError(void const* launcher, cudaError_t status)
 {
+    std::string text = concat("cudaError ", static_cast<int32_t>(status));
     Dl_info info{};
     if (dladdr(launcher, &info) == 0 || info.dli_fname == nullptr)
     {
-        return {};
+        return text;
     }
     void* library = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
     if (library == nullptr)
     {
-        return {};
+        return text;
+    }
+    using ErrorName = char const* (*)(cudaError_t);
+    auto const errorName = reinterpret_cast<ErrorName>(dlsym(library, "cudaGetErrorName"));
+    char const* name = errorName != nullptr ? errorName(status) : nullptr;
+    if (name != nullptr)
+    {
+        text = concat(name, " (", static_cast<int32_t>(status), ")");
     }
     using LastError = char const* (*)();
     auto const lastError = reinterpret_cast<LastError>(dlsym(library, "ttp_sdk_last_error"));
-    std::string text = lastError != nullptr && lastError() != nullptr ? lastError() : "";
+    char const* why = lastError != nullptr ? lastError() : nullptr;
+    if (why != nullptr && why[0] != '\0')
+    {
+        text = concat(text, ": ", why);
+    }
     dlclose(library);
     return text;
 }
@@ -788,10 +802,9 @@ private:
         cudaError_t const status = mTactic->launch(args);
         if (status != cudaSuccess)
         {
-            std::string const why = launcherError(reinterpret_cast<void const*>(mTactic->launch));
             throw EagerError(concat(mOp.label, ": launcher '", mTactic->launcherName, "' (tactic ", mTactic->value,
-                args.phase != kPHASE_ALL ? concat(", phase ", args.phase) : "", ") returned cudaError ",
-                static_cast<int32_t>(status), why.empty() ? "" : ": ", why));
+                args.phase != kPHASE_ALL ? concat(", phase ", args.phase) : "", ") returned ",
+                launcherError(reinterpret_cast<void const*>(mTactic->launch), status)));
         }
     }
 
