@@ -1,6 +1,6 @@
 """Kernels written in Python, compiled ahead of time (examples/pyops) vs the same kernels launched from Python.
 
-    PYTHONPATH=examples/pyops python scripts/bench_pyops.py [--out DIR] [--repeats 5]
+    PYTHONPATH=examples/pyops python scripts/bench_pyops.py [--out DIR] [--repeats 5] [--ops liger_rms_norm,swiglu]
 
 GPU time per call: a CUDA graph of 50 calls, replayed (what an engine pays; the host is out of it). Host time per
 eager call: wall time of 500 calls with no synchronization inside the loop, divided by 500 (what eager users pay;
@@ -118,14 +118,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("bench_pyops"))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--ops", default=",".join(op for op, _, _ in CASES), help="comma-separated subset of the ops")
     args = parser.parse_args()
+    ops = args.ops.split(",")
     dtype = getattr(torch, args.dtype)
     args.out.mkdir(parents=True, exist_ok=True)
     gpu = torch.cuda.get_device_name()
     with open(args.out / "pyops.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["op", "shape", "dtype", "provider", "metric", "median_us", "p20_us", "p80_us", "gpu", "torch"])
-        for op, make, shapes in CASES:
+        for op, make, shapes in (case for case in CASES if case[0] in ops):
             for rows, cols in shapes:
                 for provider, fn in make(rows, cols, dtype).items():
                     for metric, timer in (("gpu", gpu_time_us), ("host", host_time_us)):
