@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (README "Verification tiers"), in steps so each device call stays under its time limit:
+# The GPU check (docs/tiers.md), in steps so each device call stays under its time limit:
 #   bash scripts/gpu_check.sh [tests] [sanitizer] [fuzz] [bench] [bench-quick] [bench-graph] [lab] [peer-lab] [multi-gpu]
 #                             [results]
 #                                                                          (default: tests sanitizer bench)
@@ -22,7 +22,7 @@
 #   multi-gpu   tests/gpu/test_multi_gpu.py alone (device 1, two GPUs at once; skips below 2 GPUs)
 #   pyops       kernels written in Python (examples/pyops: Liger's Triton RMSNorm, a CuPy SwiGLU): their gpu and cpu
 #               tests, then scripts/bench_pyops.py (GPU time vs the same kernel launched from Python, host time)
-#   results     the README's "Results (H100)" commands, each into its own folder under $OUT ($RESULTS names a subset:
+#   results     the commands of docs/results.md, each into its own folder under $OUT ($RESULTS names a subset:
 #               rms_bf16 rms_fp32 pad masked masked_widths add_rms vision decoder)
 #   eager-host  scripts/eager_overhead.py: host time per eager call of every declared op beside its torch peer
 set -uo pipefail

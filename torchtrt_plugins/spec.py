@@ -332,7 +332,7 @@ def get(name: str) -> OpEntry:
 
 
 def field_table(specs: Sequence[OpSpec]) -> str:
-    """The Markdown table of the plugins' fields (the README's "Plugin fields"): each field's PluginFieldType and the
+    """The Markdown table of the plugins' fields (docs/ops.md, "Plugin fields"): each field's PluginFieldType and the
     type TensorRT's ONNX parser delivers it as (createPlugin takes both, and no other), the op argument feeding it,
     its valid values (with the shape-input marker) and its default."""
     rows = [

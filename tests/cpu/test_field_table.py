@@ -1,4 +1,4 @@
-"""The README's "Plugin fields" table is generated from the declarations (torchtrt_plugins.spec.field_table) and
+"""The "Plugin fields" table of docs/ops.md is generated from the declarations (torchtrt_plugins.spec.field_table) and
 current: each field's PluginFieldType, the type TensorRT's ONNX parser delivers it as, its range and its default.
 (tests/cpu/test_strict_fields.py checks createPlugin takes exactly those types.)"""
 
@@ -10,11 +10,11 @@ import pytest
 
 from torchtrt_plugins import spec
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-if not README.is_file():
+OPS_DOC = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
+if not OPS_DOC.is_file():
     # Before importing torchtrt_plugins.vision: its declarations would make every later load_plugins() build their
     # library, which a wheel's tests (.ci/run's copy of tests/, no TensorRT headers) cannot.
-    pytest.skip("README.md is not beside tests/ (a copy of tests/ run against a wheel)", allow_module_level=True)
+    pytest.skip("docs/ops.md is not beside tests/ (a copy of tests/ run against a wheel)", allow_module_level=True)
 
 import torchtrt_plugins.vision as vision  # noqa: E402
 
@@ -28,11 +28,11 @@ def documented_specs() -> list[spec.OpSpec]:
     return sorted(specs, key=lambda s: (s.plugin_namespace, s.plugin_name))
 
 
-def test_readme_field_table_is_current():
-    text = README.read_text()
+def test_ops_doc_field_table_is_current():
+    text = OPS_DOC.read_text()
     current = text[text.index(BEGIN) + len(BEGIN) : text.index(END)]
     expected = spec.field_table(documented_specs())
-    assert current == expected, f"README.md's field table is stale; put this between its markers:\n{expected}"
+    assert current == expected, f"docs/ops.md's field table is stale; put this between its markers:\n{expected}"
 
 
 def test_the_table_gives_the_parsers_types_and_integers_as_integers():

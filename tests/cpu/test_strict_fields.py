@@ -149,7 +149,7 @@ def test_the_onnx_parsers_types_are_accepted_and_serialized_as_the_fields_own(li
 @pytest.mark.parametrize("field", ["n", "k", "flag", "scale"])
 def test_accepted_types_are_the_declarations(library, field):
     """For every PluginFieldType, createPlugin takes a valid value of field `field` exactly when the field's spec
-    lists the type (the field table in the README documents the same list)."""
+    lists the type (the field table in docs/ops.md documents the same list)."""
     fspec = sdk_ops.SHAPES.spec.field_by_name(field)
     value = {"n": 9, "k": 3, "flag": 1, "scale": 2}[field]
     call = constant_call()

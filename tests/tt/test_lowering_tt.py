@@ -1,4 +1,4 @@
-"""The automatic RMSNorm lowering inside Torch-TensorRT, for every form the README claims (issue 11, defect 1).
+"""The automatic RMSNorm lowering inside Torch-TensorRT, every form docs/torch_tensorrt.md lists (issue 11, defect 1).
 
 Torch-TensorRT decomposes ``rsqrt`` into ``reciprocal(sqrt(.))`` and ``reciprocal`` into ``div(1, .)``
 before its post-lowering passes (ours among them) run; each form must still become one
