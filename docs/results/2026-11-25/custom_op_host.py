@@ -1,4 +1,5 @@
-"""Where the host time of a custom_op-defined declared op goes: the op as called, the same below torch's Autograd
+"""As run on 2026-11-25 (examples/pyops then defined liger_rms_norm with torch.library.custom_op; it is a Library op since).
+Where the host time of a custom_op-defined declared op goes: the op as called, the same below torch's Autograd
 key (custom_op's Python autograd kernel skipped), a Library.define op of ours, and Triton's own launch."""
 import statistics, sys, time
 from pathlib import Path
