@@ -28,39 +28,43 @@ struct RoundTo
     }
 };
 
-// FP8 E4M3 (OCP "fn": no infinities): round to nearest even, saturated to +-448; NaN stays NaN.
-struct QuantizeFp8E4M3
+// A quantizing output stage: the per-tensor scale is read from device memory once per thread (ready(), after the
+// kernel's wait for its prerequisites), then each value is divided by it (correctly rounded, as QuantizeLinear).
+template <typename Derived>
+struct ScaledQuantize
 {
-    using Elem = __nv_fp8_storage_t;
-
     float const* scalePtr;
     float scale;
 
-    __device__ __forceinline__ QuantizeFp8E4M3 ready() const
+    __device__ __forceinline__ Derived ready() const
     {
-        return {scalePtr, *scalePtr};
+        return {{scalePtr, *scalePtr}};
     }
+    __device__ __forceinline__ float scaled(float v) const
+    {
+        return __fdiv_rn(v, scale);
+    }
+};
+
+// FP8 E4M3 (OCP "fn": no infinities): round to nearest even, saturated to +-448; NaN stays NaN.
+struct QuantizeFp8E4M3 : ScaledQuantize<QuantizeFp8E4M3>
+{
+    using Elem = __nv_fp8_storage_t;
+
     __device__ __forceinline__ Elem operator()(float v) const
     {
-        return __nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3);
+        return __nv_cvt_float_to_fp8(scaled(v), __NV_SATFINITE, __NV_E4M3);
     }
 };
 
 // INT8: round half to even, saturated to [-128, 127]; NaN becomes 0 (the conversion's NaN result).
-struct QuantizeInt8
+struct QuantizeInt8 : ScaledQuantize<QuantizeInt8>
 {
     using Elem = int8_t;
 
-    float const* scalePtr;
-    float scale;
-
-    __device__ __forceinline__ QuantizeInt8 ready() const
-    {
-        return {scalePtr, *scalePtr};
-    }
     __device__ __forceinline__ Elem operator()(float v) const
     {
-        int const r = __float2int_rn(__fdiv_rn(v, scale));
+        int const r = __float2int_rn(scaled(v));
         return static_cast<Elem>(r < -128 ? -128 : (r > 127 ? 127 : r));
     }
 };

@@ -29,6 +29,8 @@ stage) and the same tactics (0: heuristic; 1: one warp per row; 2: one block per
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -110,29 +112,22 @@ reference_int8 = _reference(torch.int8)
 _LIB_FP8 = define("rms_norm_fp8" + _SCHEMA, _fake("rms_norm_fp8", torch.float8_e4m3fn), reference_fp8, tactics=True)
 _LIB_INT8 = define("rms_norm_int8" + _SCHEMA, _fake("rms_norm_int8", torch.int8), reference_int8, tactics=True)
 
-RMS_NORM_FP8 = declare(
-    "torchtrt::rms_norm_fp8",
-    library=LIBRARY,
-    plugin_name="RMSNormFP8",
-    plugin_version="1",
-    **_LAUNCHERS,
-    ranges=_RANGES,
-    dtypes=_DTYPES,
-    same_dtype={"weight": "x"},
-    reference=reference_fp8,
-    tolerances=TOLERANCES,
-    doc=__doc__,
-)
-RMS_NORM_INT8 = declare(
-    "torchtrt::rms_norm_int8",
-    library=LIBRARY,
-    plugin_name="RMSNormINT8",
-    plugin_version="1",
-    **_LAUNCHERS,
-    ranges=_RANGES,
-    dtypes=_DTYPES,
-    same_dtype={"weight": "x"},
-    reference=reference_int8,
-    tolerances=TOLERANCES,
-    doc=__doc__,
-)
+
+def _declare(name: str, plugin_name: str, reference: Callable[..., Any]):
+    return declare(
+        f"torchtrt::{name}",
+        library=LIBRARY,
+        plugin_name=plugin_name,
+        plugin_version="1",
+        **_LAUNCHERS,
+        ranges=_RANGES,
+        dtypes=_DTYPES,
+        same_dtype={"weight": "x"},
+        reference=reference,
+        tolerances=TOLERANCES,
+        doc=__doc__,
+    )
+
+
+RMS_NORM_FP8 = _declare("rms_norm_fp8", "RMSNormFP8", reference_fp8)
+RMS_NORM_INT8 = _declare("rms_norm_int8", "RMSNormINT8", reference_int8)
