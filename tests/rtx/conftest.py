@@ -33,6 +33,8 @@ EXAMPLE_ARGS: dict[str, dict[str, Any]] = {
     # Tensors whose shapes the op's fake kernel accepts with the (4, 8) default of the first input.
     "rms_norm": {"weight": torch.ones(8)},
     "add_rms_norm": {"weight": torch.ones(8)},
+    "rms_norm_fp8": {"weight": torch.ones(8), "scale": torch.ones(())},
+    "rms_norm_int8": {"weight": torch.ones(8), "scale": torch.ones(())},
     "masked_rows": {"mask": torch.ones(4, dtype=torch.bool)},
     "pad_to": {"x": torch.zeros(1, 2, 4, 8)},  # (B, C, H, W)
 }
