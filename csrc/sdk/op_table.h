@@ -7,13 +7,14 @@
 
 #include <cstdint>
 
+#include "sdk/resources.h"
 #include "sdk/ttp_sdk.h"
 
 namespace ttp::sdk
 {
 
 // Bumped whenever a field below changes: the eager kernel refuses a table of another version.
-constexpr int32_t kEAGER_TABLE_VERSION = 2;
+constexpr int32_t kEAGER_TABLE_VERSION = 3;
 
 struct EagerInput
 {
@@ -42,6 +43,13 @@ struct EagerScalar
 
 // Reads `count` int64 sizes from device memory on `stream` (one host synchronization).
 using SizesReader = cudaError_t (*)(int64_t* host, void const* device, int32_t count, cudaStream_t stream);
+struct EagerOp;
+// Per resource of `op`, its device table for the call's `scalars` on the current device (`tables`, nbResources
+// entries): built once per key and device, then kept for the process.
+using ResourceTables = cudaError_t (*)(EagerOp const& op, double const* scalars, void const** tables);
+// The ResourceTables of every op library (csrc/sdk/launchers.cpp).
+cudaError_t eagerResourceTables(EagerOp const& op, double const* scalars, void const** tables);
+
 // The SizesReader of every op library (csrc/sdk/launchers.cpp): the library's CUDA runtime does the copy.
 cudaError_t readSizes(int64_t* host, void const* device, int32_t count, cudaStream_t stream);
 
@@ -69,6 +77,10 @@ struct EagerOp
     // the size tensors, at that input's memory (the plugin's aliased outputs). The op does not return them.
     int32_t const* aliasedInputs;
     int32_t nbAliasedInputs;
+    // The op's shared device tables (declare(resources=...)), passed to the launcher as LaunchArgs::resources.
+    ResourceDecl const* resources;
+    int32_t nbResources;
+    ResourceTables resourceTables;
 };
 
 } // namespace ttp::sdk

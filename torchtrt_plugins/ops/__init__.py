@@ -55,4 +55,4 @@ def define(schema: str, fake: Callable[..., Any], reference: Callable[..., Any],
     return lib
 
 
-from . import add_rms_norm, masked_rows, pad_to, rms_norm  # noqa: E402, F401
+from . import add_rms_norm, masked_rows, pad_to, rms_norm, rotary_embedding  # noqa: E402, F401
