@@ -8,7 +8,8 @@
 
 namespace ttp::sdk
 {
-
+namespace
+{
 using plugin::concat;
 using plugin::PluginError;
 using plugin::Severity;
@@ -72,9 +73,6 @@ private:
     void* mTable{nullptr};
     std::string mError;
 };
-
-namespace
-{
 
 using GetRegistry = nvinfer1::IPluginRegistry* (*) ();
 using GetVersion = int32_t (*)();
@@ -157,8 +155,8 @@ void SharedTables::acquire(char const* owner, ResourceDecl const* resources, int
         }
         else
         {
-            held.own.reset(static_cast<SharedTable*>(prototype.clone()));
-            table = held.own.get();
+            table = static_cast<SharedTable const*>(prototype.clone());
+            held.own.reset(const_cast<SharedTable*>(table));
         }
         if (table == nullptr || table->table() == nullptr)
         {

@@ -18,8 +18,6 @@
 namespace ttp::sdk
 {
 
-class SharedTable;
-
 class SharedTables
 {
 public:
@@ -46,7 +44,7 @@ private:
     {
         std::string key;
         nvinfer1::IPluginRegistry* registry; // null: `own` is this instance's table
-        std::unique_ptr<SharedTable> own;
+        std::unique_ptr<nvinfer1::IPluginResource> own;
     };
     std::vector<Held> mHeld;
     std::vector<void const*> mPointers;
