@@ -369,8 +369,10 @@ class Declaration:
                 raise DeclarationError(f"{where} must be a torchtrt_plugins.Resource, got {type(resource).__name__}")
             keys = tuple(resource.key_fields) if not isinstance(resource.key_fields, str) else (resource.key_fields,)
             if not keys:
-                raise DeclarationError(f"{where}: key_fields is empty; expected the scalar arguments of {self.schema} "
-                                       "the table is computed from")
+                raise DeclarationError(
+                    f"{where}: key_fields is empty; expected the scalar arguments of {self.schema} "
+                    "the table is computed from"
+                )
             for key in keys:
                 if key not in scalars:
                     raise DeclarationError(
