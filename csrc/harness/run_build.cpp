@@ -1257,11 +1257,13 @@ void Run::checkResourcesReleased()
     for (auto const& [key, stats] : pluginRegistry().resourceStats())
     {
         auto const before = mStatsAtStart.find(key);
-        int64_t const failed = stats.failedReleases - (before != mStatsAtStart.end() ? before->second.failedReleases : 0);
+        int64_t const failed
+            = stats.failedReleases - (before != mStatsAtStart.end() ? before->second.failedReleases : 0);
         if (failed > 0)
         {
             violation("resource-release", "releasePluginResource",
-                "shared resource '" + key + "': its release() returned non-zero " + std::to_string(failed) + " time(s)");
+                "shared resource '" + key + "': its release() returned non-zero " + std::to_string(failed)
+                    + " time(s)");
         }
     }
     for (auto const& [key, count] : pluginRegistry().heldResources())

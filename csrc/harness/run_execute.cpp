@@ -492,7 +492,8 @@ void Run::runtimePhase(nvinfer1::IPluginV3* runtimePlugin, bool withEnqueue)
             {
                 violation("instances", "enqueue",
                     "tactic " + std::to_string(tactic) + ": runtime instance " + std::to_string(i)
-                        + " (attached from the same plugin, alive beside the first) gives other outputs than the first");
+                        + " (attached from the same plugin, alive beside the first) gives other outputs than the "
+                          "first");
             }
             mRuns.push(std::move(e.report));
         }

@@ -80,10 +80,10 @@ public:
     struct ResourceStats
     {
         int64_t acquires{0};
-        int64_t clones{0};          // resources built: the registry clones the caller's object on a first acquire
-        int64_t releases{0};        // release() calls (the last reference dropped)
-        int64_t failedReleases{0};  // release() returned non-zero
-        int32_t peak{0};            // the most references held at once
+        int64_t clones{0};         // resources built: the registry clones the caller's object on a first acquire
+        int64_t releases{0};       // release() calls (the last reference dropped)
+        int64_t failedReleases{0}; // release() returned non-zero
+        int32_t peak{0};           // the most references held at once
     };
     std::map<std::string, ResourceStats> resourceStats() const;
     void resetPeaks();

@@ -16,7 +16,7 @@ __global__ void rotaryCacheKernel(float* __restrict__ cache, int64_t maxPosition
 {
     int64_t const half = rotaryDim / 2;
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < maxPosition * half;
-         idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
     {
         int64_t const p = idx / half;
         int64_t const i = idx - p * half;
@@ -38,9 +38,9 @@ __device__ __forceinline__ int64_t positionOf(P const* positions, int64_t token,
 // half/VEC items, each rotating VEC elements of both halves; GPT-J: rotaryDim/VEC items of VEC/2 pairs), then the
 // pass-through part ((headDim - rotaryDim)/VEC items).
 template <typename T, typename P, int VEC, bool NEOX>
-__global__ void __launch_bounds__(kBLOCK) rotaryKernel(T const* __restrict__ x, P const* __restrict__ positions,
-    float const* __restrict__ cache, T* __restrict__ y, int64_t tokens, int64_t heads, int64_t headDim,
-    int64_t rotaryDim, int64_t maxPosition)
+__global__ void __launch_bounds__(kBLOCK)
+    rotaryKernel(T const* __restrict__ x, P const* __restrict__ positions, float const* __restrict__ cache,
+        T* __restrict__ y, int64_t tokens, int64_t heads, int64_t headDim, int64_t rotaryDim, int64_t maxPosition)
 {
     using V = Vec<T, VEC>;
     constexpr int kPAIRS = VEC < 2 ? 2 : VEC; // GPT-J: the elements of one item (whole pairs)
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kBLOCK) rotaryKernel(T const* __restrict__ x, 
     int64_t const perToken = perHead * heads;
     waitForPrerequisites();
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < tokens * perToken;
-         idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
     {
         int64_t const token = idx / perToken;
         int64_t const rest = idx - token * perToken;
@@ -147,8 +147,7 @@ cudaError_t launchRotary(T const* x, P const* positions, float const* cache, T* 
 
 size_t rotaryCacheBytes(int64_t maxPosition, int64_t rotaryDim)
 {
-    return maxPosition > 0 && rotaryDim > 0 ? static_cast<size_t>(maxPosition) * static_cast<size_t>(rotaryDim) * 4
-                                            : 0;
+    return maxPosition > 0 && rotaryDim > 0 ? static_cast<size_t>(maxPosition) * static_cast<size_t>(rotaryDim) * 4 : 0;
 }
 
 cudaError_t rotaryCache(float* cache, int64_t maxPosition, int64_t rotaryDim, float base, cudaStream_t stream)

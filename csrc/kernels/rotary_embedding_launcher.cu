@@ -9,8 +9,9 @@ namespace ttp::launchers
 // The cache's key fields, in declared order: max_position, rotary_dim, base.
 size_t rotaryCacheBytes(sdk::LaunchArgs const& a)
 {
-    return a.nbScalars == 3 ? ttp::rotaryCacheBytes(static_cast<int64_t>(a.scalars[0]), static_cast<int64_t>(a.scalars[1]))
-                            : 0;
+    return a.nbScalars == 3
+               ? ttp::rotaryCacheBytes(static_cast<int64_t>(a.scalars[0]), static_cast<int64_t>(a.scalars[1]))
+               : 0;
 }
 
 cudaError_t rotaryCache(sdk::LaunchArgs const& a)

@@ -719,7 +719,8 @@ public:
                 if (!mTables.acquired(mDecl.nbResources))
                 {
                     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-                    if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture != cudaStreamCaptureStatusNone)
+                    if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess
+                        && capture != cudaStreamCaptureStatusNone)
                     {
                         fail("its shared tables were not acquired before this graph capture (onShapeChange failed)");
                     }
@@ -1014,8 +1015,7 @@ private:
     {
         if (mDecl.nbResources > 0)
         {
-            std::string const owner
-                = concat(mDecl.pluginNamespace, "::", mDecl.pluginName, " v", mDecl.pluginVersion);
+            std::string const owner = concat(mDecl.pluginNamespace, "::", mDecl.pluginName, " v", mDecl.pluginVersion);
             mTables.acquire(owner.c_str(), mDecl.resources, mDecl.nbResources, mFields.values.data());
         }
     }

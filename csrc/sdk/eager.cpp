@@ -547,13 +547,14 @@ public:
         if (mOp.nbResources > 0)
         {
             cudaError_t const built = mOp.nbResources <= kMAX_TENSORS && mOp.resourceTables != nullptr
-                ? mOp.resourceTables(mOp, mScalars, tables)
-                : cudaErrorInvalidValue;
+                                          ? mOp.resourceTables(mOp, mScalars, tables)
+                                          : cudaErrorInvalidValue;
             if (built != cudaSuccess)
             {
-                throw EagerError(concat(mOp.label, ": building its shared tables (", mOp.resources[0].initName,
-                    ) failed with cudaError ", static_cast<int32_t>(built), " (the first call with new table fields must not be inside "
-                    "a CUDA graph capture)"));
+                throw EagerError(concat(mOp.label, ": building its shared tables (", mOp.resources[0].initName, )
+                        failed with cudaError ", static_cast<int32_t>(built), "(
+                            the first call with new table fields must not be inside "
+                                                                                    "a CUDA graph capture)"));
             }
             args.resources = tables;
             args.nbResources = mOp.nbResources;

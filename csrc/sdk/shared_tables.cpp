@@ -74,7 +74,7 @@ private:
     std::string mError;
 };
 
-using GetRegistry = nvinfer1::IPluginRegistry* (*) ();
+using GetRegistry = nvinfer1::IPluginRegistry* (*)();
 using GetVersion = int32_t (*)();
 
 nvinfer1::IPluginRegistry* tensorrtRegistry(void* handle)
@@ -137,9 +137,9 @@ void SharedTables::acquire(char const* owner, ResourceDecl const* resources, int
         static std::atomic<bool> noted{false};
         if (!noted.exchange(true))
         {
-            plugin::log(Severity::kWARNING,
-                concat(owner, ": no TensorRT ", NV_TENSORRT_MAJOR, ".x plugin registry in this process; each plugin "
-                              "instance builds its own shared tables (declare(resources=...))"));
+            plugin::log(Severity::kWARNING, concat(owner, ": no TensorRT ", NV_TENSORRT_MAJOR,
+                                                ".x plugin registry in this process; each plugin "
+                                                "instance builds its own shared tables (declare(resources=...))"));
         }
     }
     for (auto r = static_cast<int32_t>(mPointers.size()); r < nbResources; ++r)
@@ -164,8 +164,8 @@ void SharedTables::acquire(char const* owner, ResourceDecl const* resources, int
             {
                 registry->releasePluginResource(held.key.c_str());
             }
-            throw PluginError(concat("could not acquire shared table '", held.key, "' (built by '", decl.initName,
-                "'; see the log)"));
+            throw PluginError(concat(
+                "could not acquire shared table '", held.key, "' (built by '", decl.initName, "'; see the log)"));
         }
         mPointers.push_back(table->table());
         mHeld.push_back(std::move(held));
