@@ -11,7 +11,8 @@ frequencies, angles, cos and sin) once per ``(max_position, rotary_dim, base)``,
 (``declare(resources=...)``): every plugin instance of an engine with those fields reads one table, acquired through
 TensorRT's plugin registry and freed with the last instance; the eager op keeps one per device. The rotation is in
 fp32, rounded once. Launchers: ``csrc/kernels/rotary_embedding_launcher.cu``; the plugin is the generic one
-(``RotaryEmbedding`` v1).
+(``CachedRotaryEmbedding`` v1: ``RotaryEmbedding`` is a standard ONNX op, which TensorRT's parser would
+import instead).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ _LIB = define(
 ROTARY_EMBEDDING = declare(
     "torchtrt::rotary_embedding",
     library=LIBRARY,
-    plugin_name="RotaryEmbedding",
+    plugin_name="CachedRotaryEmbedding",
     plugin_version="1",
     launcher="ttp::launchers::rotaryEmbedding",
     ranges={

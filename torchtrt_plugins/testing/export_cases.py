@@ -127,6 +127,14 @@ class PadToLike(nn.Module):
         return torch.ops.torchtrt.pad_to(x, like.shape[-2], like.shape[-1])
 
 
+class RotaryCall(nn.Module):
+    """Queries and keys of one attention layer: two RotaryEmbedding nodes with the same cache fields (one table)."""
+
+    def forward(self, q, k, positions):
+        rope = torch.ops.torchtrt.rotary_embedding
+        return rope(q, positions, 16, 64, 10000.0, True) + rope(k, positions, 16, 64, 10000.0, True)
+
+
 def _rms_norm() -> list[ExportCase]:
     return [
         ExportCase("rms_norm", "static", RmsNormCall(8, 1e-5), (torch.randn(3, 8),)),
@@ -166,6 +174,19 @@ def _pad_to() -> list[ExportCase]:
     ]
 
 
+def _rotary_embedding() -> list[ExportCase]:
+    positions = torch.tensor([0, 5, 63, 2])
+    return [
+        ExportCase(
+            "rotary_embedding",
+            "dynamic",
+            RotaryCall(),
+            (torch.randn(4, 2, 32), torch.randn(4, 2, 32), positions),
+            {"q": {0: "tokens"}, "k": {0: "tokens"}, "positions": {0: "tokens"}},
+        )
+    ]
+
+
 def _add_rms_norm() -> list[ExportCase]:
     # None yet: export holds the mutating op as auto_functionalized_v2(op, ...), and torch 2.13's dynamo exporter
     # fails on that node before any translation runs (it looks the OpOverload argument up as an FX value:
@@ -179,6 +200,7 @@ CASES: dict[str, Callable[[], list[ExportCase]]] = {
     "rms_norm": _rms_norm,
     "masked_rows": _masked_rows,
     "pad_to": _pad_to,
+    "rotary_embedding": _rotary_embedding,
 }
 
 
