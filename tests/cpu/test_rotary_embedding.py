@@ -206,3 +206,17 @@ def test_the_harness_reports_resources_shared_by_instances_alive_together(build)
     assert stats["peak"] == 3  # three runtime instances held it at once
     assert stats["builds"] == stats["releases"] and stats["held"] == 0
     assert stats["acquires"] > stats["builds"]
+
+
+def test_benchmark_providers_agree_with_the_reference_on_cpu():
+    from torchtrt_plugins.benchmarks import bench_rotary_embedding as bench
+    from torchtrt_plugins.benchmarks import common
+
+    case = bench.make_case((16, 4, 64), torch.float32, torch.device("cpu"))
+    assert case.nbytes == 2 * 16 * 4 * 64 * 4 + 16 * 8
+    ctx = common.RunContext(torch.device("cpu"), quick=True)
+    reasons = {p.name: common.unmet(p.requires, ctx) for p in bench.BENCHMARK.providers}
+    assert reasons["eager_composite"] is None and reasons["torchtrt"] is None
+    assert "CUDA" in reasons["liger"] and "CUDA GPU" in reasons["plugin_enqueue"]
+    results = common.run(bench.BENCHMARK, ctx, providers=["eager*", "torchtrt"])
+    assert {r.status for r in results} == {"ok"}, [(r.provider, r.status, r.reason) for r in results]
