@@ -32,12 +32,22 @@ def per_call_us(fn, calls=2000, repeats=5):
 x, w = torch.randn(4, 64, device="cuda"), torch.ones(64, device="cuda")
 xm, mask = torch.randn(8, 16, device="cuda"), torch.arange(8, device="cuda") % 2 == 0
 xp = torch.randn(1, 2, 6, 6, device="cuda")
+residual = torch.randn(4, 64, device="cuda")
+
+
+def add_then_rms_norm():
+    residual.add_(x)
+    return torch.nn.functional.rms_norm(residual, (64,), w, 1e-6)
+
+
 cases = {
     "rms_norm": lambda: torch.ops.torchtrt.rms_norm(x, w, 1e-6),
     "rms_norm_tactic[2]": lambda: torch.ops.torchtrt.rms_norm_tactic(x, w, 1e-6, tactic=2),
     "masked_rows": lambda: torch.ops.torchtrt.masked_rows(xm, mask),
     "torch x[mask] (peer)": lambda: xm[mask],
     "torch F.rms_norm (peer)": lambda: torch.nn.functional.rms_norm(x, (64,), w, 1e-6),
+    "add_rms_norm": lambda: torch.ops.torchtrt.add_rms_norm(x, residual, w, 1e-6),
+    "torch residual.add_(x); F.rms_norm (peer)": add_then_rms_norm,
     "pad_to": lambda: torch.ops.torchtrt.pad_to(xp, 8, 8),
     "torch F.pad (peer)": lambda: torch.nn.functional.pad(xp, (0, 2, 0, 2)),
     "torch x.clone() (a C++ op's floor)": lambda: x.clone(),

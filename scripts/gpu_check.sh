@@ -23,7 +23,7 @@
 #   pyops       kernels written in Python (examples/pyops: Liger's Triton RMSNorm, a CuPy SwiGLU): their gpu and cpu
 #               tests, then scripts/bench_pyops.py (GPU time vs the same kernel launched from Python, host time)
 #   results     the README's "Results (H100)" commands, each into its own folder under $OUT ($RESULTS names a subset:
-#               rms_bf16 rms_fp32 pad masked masked_widths vision decoder)
+#               rms_bf16 rms_fp32 pad masked masked_widths add_rms vision decoder)
 #   eager-host  scripts/eager_overhead.py: host time per eager call of every declared op beside its torch peer
 set -uo pipefail
 STEPS=${*:-tests sanitizer bench}
@@ -110,7 +110,7 @@ bench() {  # bench <name> <args...>
 has bench && bench bench
 has bench-quick && bench bench --quick
 has bench-graph && bench bench_graph --timer graph
-RESULTS=${RESULTS:-rms_bf16 rms_fp32 pad masked masked_widths vision decoder}
+RESULTS=${RESULTS:-rms_bf16 rms_fp32 pad masked masked_widths add_rms vision decoder}
 result() { [[ " $RESULTS " == *" $1 "* ]] && bench "$@"; }
 if has results; then
   R="--repeats 3 --timer do_bench,graph,host"
@@ -127,6 +127,9 @@ if has results; then
   result masked_widths --repeats 3 --timer do_bench --ops masked_rows --dtypes bf16,fp16,fp32 \
     --sizes 8000000x4x50,2000000x16x50,500000x64x50,125000x256x50,32000x1024x50,8000x4096x50 \
     --providers 'x?mask?,torchtrt'
+  # add_rms_norm (in place) against the unfused ops, inductor's fusion and Liger's fused kernel, at every shape
+  result add_rms $R --ops add_rms_norm --dtypes bf16,fp16,fp32 \
+    --sizes 1x4096,8x4096,128x4096,1024x2048,4096x4096,4096x12288,100000x128
   result vision $R --ops nms,roi_align
   result decoder $R --ops decoder_block
 fi

@@ -210,6 +210,7 @@ def library() -> ctypes.CDLL:
                 ctypes.c_char_p,
                 _HOOK,
                 ctypes.c_int32,
+                ctypes.c_int32,
                 ctypes.POINTER(ctypes.c_void_p),
                 ctypes.c_char_p,
                 ctypes.c_int32,
@@ -264,9 +265,12 @@ def _eager_op(declaration: Any) -> int:
     return address
 
 
-def register(declaration: Any, *, name: str | None = None, dispatch_key: str = "CUDA") -> ctypes.c_void_p:
+def register(
+    declaration: Any, *, name: str | None = None, dispatch_key: str = "CUDA", tactic_argument: bool = False
+) -> ctypes.c_void_p:
     """Register the C++ kernel of ``declaration`` with torch's dispatcher (under op ``name``, default its own);
-    returns its handle for :func:`unregister`. Raises EagerKernelUnavailable."""
+    returns its handle for :func:`unregister`. With ``tactic_argument``, the op takes one more argument, last: the
+    value of the tactic whose launcher runs (our ops' ``<name>_tactic``). Raises EagerKernelUnavailable."""
     lib = library()
     address = _eager_op(declaration)
     with _lock:
@@ -280,6 +284,7 @@ def register(declaration: Any, *, name: str | None = None, dispatch_key: str = "
         dispatch_key.encode(),
         _CHECK,
         token,
+        int(tactic_argument),
         ctypes.byref(handle),
         error,
         len(error),
@@ -298,10 +303,13 @@ def disabled() -> bool:
     return os.environ.get(ENV, "").strip().lower() == "python"
 
 
-def install(declaration: Any, python_kernel: torch.library.Library) -> bool:
-    """Put the C++ kernel in place of the op's Python kernel (registered by ``python_kernel``); False, with one
-    warning per process saying why, where it cannot. Called from that Python kernel's first call, so the kernel
-    being run is kept alive (its dispatcher entry is copied) before its registration is removed."""
+def install(
+    declaration: Any, python_kernel: torch.library.Library, *, qualname: str | None = None, tactic_argument: bool = False
+) -> bool:
+    """Put the C++ kernel in place of the Python kernel of op ``qualname`` (default the declared op; registered by
+    ``python_kernel``); False, with one warning per process saying why, where it cannot. Called from that Python
+    kernel's first call, so the kernel being run is kept alive (its dispatcher entry is copied) before its
+    registration is removed. ``tactic_argument``: as for :func:`register`."""
     global _warned
     if disabled():
         return False
@@ -319,19 +327,21 @@ def install(declaration: Any, python_kernel: torch.library.Library) -> bool:
                 stacklevel=3,
             )
         return False
+    qualname = qualname or declaration.qualname
     keep = getattr(torch._C, "_dispatch_get_computed_kernel_for_dispatch_key", None)
     with _lock:
         if keep is not None:
-            _replaced.append(keep(declaration.qualname, "CUDA"))
+            _replaced.append(keep(qualname, "CUDA"))
             python_kernel._destroy()
-        _handles[declaration.qualname] = register(declaration)
+        _handles[qualname] = register(declaration, name=qualname, tactic_argument=tactic_argument)
     return True
 
 
-def uninstall(declaration: Any) -> bool:
-    """Remove the op's C++ kernel (tests); the caller registers the Python kernel again. False if none."""
+def uninstall(declaration: Any, *, qualname: str | None = None) -> bool:
+    """Remove the C++ kernel of op ``qualname`` (default the declared op; tests); the caller registers the Python
+    kernel again. False if none."""
     with _lock:
-        handle = _handles.pop(declaration.qualname, None)
+        handle = _handles.pop(qualname or declaration.qualname, None)
     if handle is None:
         return False
     unregister(handle)

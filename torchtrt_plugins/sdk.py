@@ -203,8 +203,7 @@ def generate_op_tables(declarations: Sequence[Any], programs: Callable[[Any], li
             )
         if fields:
             out.append(f"::ttp::plugin::FieldDesc const kFields{i}[] = {{{', '.join(fields)}}};")
-        tactics = ", ".join(f'{{{v}, "{s}", &{s}}}' for v, s in d.launchers.items())
-        out.append(f"::ttp::sdk::TacticDecl const kTactics{i}[] = {{{tactics}}};")
+        out.append(_tactics_table(f"kTactics{i}", d))
         tokens = programs(d)
         out.append(f"int64_t const kPrograms{i}[] = {{{', '.join(map(str, tokens))}}};")
         aliased = spec.aliased_inputs
@@ -248,6 +247,12 @@ def _c_string(text: str) -> str:
 _SCALAR_KINDS = {"float": 0, "int": 1, "SymInt": 1, "bool": 2}
 
 
+def _tactics_table(name: str, d: Any) -> str:
+    """The op's launchers as a ``TacticDecl`` array (``csrc/sdk/op_table.h``), tactic 0 (the default) first."""
+    rows = ", ".join(f'{{{v}, "{s}", &{s}}}' for v, s in sorted(d.launchers.items()))
+    return f"::ttp::sdk::TacticDecl const {name}[] = {{{rows}}};"
+
+
 def _eager_op(i: int, d: Any, tokens: Sequence[int]) -> list[str]:
     """The eager kernel's table of one op (``csrc/sdk/op_table.h``): argument order, checks and launcher."""
     scalars = [a.name for a in d.scalar_args]
@@ -271,8 +276,8 @@ def _eager_op(i: int, d: Any, tokens: Sequence[int]) -> list[str]:
             f"{{{_c_string(f.arg)}, ::ttp::sdk::ScalarKind({kind}), {_number(low)}, {_number(high)}, "
             f"{str(f.min_inclusive).lower()}, {_c_string(f.expectation())}}}"
         )
-    launcher = d.launchers[0]
     out = [
+        _tactics_table(f"kEagerTactics{i}", d),
         f"int32_t const kArguments{i}[] = {{{', '.join(map(str, arguments)) or 0}}};",
         f"::ttp::sdk::EagerInput const kEagerInputs{i}[] = {{{', '.join(inputs)}}};",
     ]
@@ -287,9 +292,9 @@ def _eager_op(i: int, d: Any, tokens: Sequence[int]) -> list[str]:
     out.append(
         f"::ttp::sdk::EagerOp const kEagerOp{i}{{::ttp::sdk::kEAGER_TABLE_VERSION, {_c_string(d.qualname)}, "
         f"{_c_string(d.label)}, kArguments{i}, {len(arguments)}, kEagerInputs{i}, {len(inputs)}, "
-        f"{len(d.spec.outputs)}, {f'kScalars{i}' if rows else 'nullptr'}, {len(rows)}, &{launcher}, "
-        f"{_c_string(launcher)}, {'&' + d.workspace if d.workspace else 'nullptr'}, {int(d.sizes_first)}, "
-        f"kPrograms{i}, {len(tokens)}, &::ttp::sdk::readSizes, {f'kEagerAliased{i}' if aliased else 'nullptr'}, "
+        f"{len(d.spec.outputs)}, {f'kScalars{i}' if rows else 'nullptr'}, {len(rows)}, kEagerTactics{i}, "
+        f"{len(d.launchers)}, {'&' + d.workspace if d.workspace else 'nullptr'}, {int(d.sizes_first)}, "
+        f"kPrograms{i}, {len(tokens)}, {f'kEagerAliased{i}' if aliased else 'nullptr'}, "
         f"{len(aliased)}, {resource_table}, {len(getattr(d, 'resources', {}))}, &::ttp::sdk::eagerResourceTables}};"
     )
     return out
@@ -895,17 +900,24 @@ def _uses_size(expr: Sequence[int]) -> bool:
 
 #: The Library objects holding the Python eager CUDA kernels (registrations last as long as their Library).
 _EAGER_LIBRARIES: list[torch.library.Library] = []
+#: The registered kernels of ops' ``_tactic`` variants, by the declared op's name.
+_TACTIC_KERNELS: dict[str, _PythonKernel] = {}
 
 
 class _PythonKernel:
     """An op's eager CUDA kernel as registered at ``declare``: its first call puts the C++ kernel in its place
     (:func:`torchtrt_plugins.eager_kernel.install`) and redispatches; where that cannot be, it stays and runs
-    :func:`launch`."""
+    :func:`launch`. With ``tactic``, the kernel of op ``<name>_tactic`` (the op's arguments, then the tactic's value:
+    benchmarks and tests force each launcher with it)."""
 
-    def __init__(self, declaration: Any):
+    def __init__(self, declaration: Any, *, tactic: bool = False):
         self.declaration = declaration
+        self.tactic = tactic
         self.first = True
         namespace, name = declaration.qualname.split("::", 1)
+        name += "_tactic" if tactic else ""
+        self.qualname = f"{namespace}::{name}"
+        self.overload = getattr(getattr(torch.ops, namespace), name).default
         self.library = torch.library.Library(namespace, "IMPL")
         self.library.impl(name, self, "CUDA")
         _EAGER_LIBRARIES.append(self.library)
@@ -915,25 +927,34 @@ class _PythonKernel:
             self.first = False
             from . import eager_kernel
 
-            if eager_kernel.install(self.declaration, self.library):
+            if eager_kernel.install(self.declaration, self.library, qualname=self.qualname, tactic_argument=self.tactic):
                 _EAGER_LIBRARIES.remove(self.library)
-                return self.declaration.overload(*args, **kwargs)
+                return self.overload(*args, **kwargs)
         return launch(self.declaration, *args, **kwargs)
 
 
-def register_eager_kernel(declaration: Any) -> _PythonKernel:
+def register_eager_kernel(declaration: Any, *, tactic: bool = False) -> _PythonKernel:
     """Register the op's CUDA kernel: the declared launcher, through the C++ eager kernel from its first call on
-    (:mod:`torchtrt_plugins.eager_kernel`), else through :func:`launch`."""
-    return _PythonKernel(declaration)
+    (:mod:`torchtrt_plugins.eager_kernel`), else through :func:`launch`. With ``tactic``, the kernel of the op's
+    ``<name>_tactic`` variant (defined by the caller), which takes the tactic's value as a keyword argument."""
+    kernel = _PythonKernel(declaration, tactic=tactic)
+    if tactic:
+        _TACTIC_KERNELS[declaration.qualname] = kernel
+    return kernel
 
 
-def reset_eager_kernel(declaration: Any) -> None:
-    """Put the op's eager CUDA kernel back as ``declare`` left it (its C++ kernel removed): for tests."""
+def reset_eager_kernel(declaration: Any, *, tactic: bool = False) -> None:
+    """Put the op's eager CUDA kernel (with ``tactic``, its ``_tactic`` variant's) back as first registered (its C++
+    kernel removed): for tests."""
     from . import eager_kernel
 
-    eager_kernel.uninstall(declaration)
-    old = declaration.python_kernel
+    old = _TACTIC_KERNELS[declaration.qualname] if tactic else declaration.python_kernel
+    eager_kernel.uninstall(declaration, qualname=old.qualname)
     if old.library in _EAGER_LIBRARIES:
         _EAGER_LIBRARIES.remove(old.library)
         old.library._destroy()
-    declaration.python_kernel = _PythonKernel(declaration)
+    new = _PythonKernel(declaration, tactic=tactic)
+    if tactic:
+        _TACTIC_KERNELS[declaration.qualname] = new
+    else:
+        declaration.python_kernel = new

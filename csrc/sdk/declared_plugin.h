@@ -11,7 +11,7 @@
 #pragma once
 
 #include "plugins/plugin_common.h"
-#include "sdk/resources.h"
+#include "sdk/op_table.h"
 #include "sdk/rules.h"
 #include "sdk/ttp_sdk.h"
 
@@ -23,13 +23,6 @@ struct InputDecl
     char const* name;
     uint32_t dtypeMask;  // bit (1 << nvinfer1::DataType) per accepted type
     int32_t sameDtypeAs; // an earlier input whose type this one must share, or -1
-};
-
-struct TacticDecl
-{
-    int32_t value; // 0: the default launcher (not advertised as a tactic)
-    char const* launcherName;
-    Launcher launch;
 };
 
 struct OpDecl

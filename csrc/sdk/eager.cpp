@@ -261,16 +261,18 @@ struct Registration
     rules::Rules rules;
     CheckHook hook;
     int32_t hookToken;
+    bool tacticArgument; // the op takes one more argument, last: the tactic's value (an op's `_tactic` variant)
     TorchLibraryHandle library{nullptr};
     std::mutex mutex;
     // Call signatures whose fake-kernel checks passed, looked up by a view of the call's key (no allocation).
     std::set<std::string, std::less<>> checked;
 
-    Registration(EagerOp const* decl, rules::OpShape shape, CheckHook checkHook, int32_t token)
+    Registration(EagerOp const* decl, rules::OpShape shape, CheckHook checkHook, int32_t token, bool tactic)
         : op(decl)
         , rules(std::move(shape), decl->programs, decl->nbProgramTokens)
         , hook(checkHook)
         , hookToken(token)
+        , tacticArgument(tactic)
     {
     }
 };
@@ -379,10 +381,16 @@ public:
     Call(Registration& registration, StableIValue* stack, uint64_t nbArguments)
         : mReg(registration)
         , mOp(*registration.op)
+        , mTactic(mOp.tactics)
     {
-        if (nbArguments != static_cast<uint64_t>(mOp.nbArguments))
+        uint64_t const expected = static_cast<uint64_t>(mOp.nbArguments) + (registration.tacticArgument ? 1 : 0);
+        if (nbArguments != expected)
         {
-            throw EagerError(concat(mOp.label, ": expected ", mOp.nbArguments, " arguments, got ", nbArguments));
+            throw EagerError(concat(mOp.label, ": expected ", expected, " arguments, got ", nbArguments));
+        }
+        if (registration.tacticArgument)
+        {
+            mTactic = findTactic(torch::stable::detail::to<int64_t>(stack[mOp.nbArguments]));
         }
         // Take every argument first: the tensors are owned references the stack hands over.
         for (int32_t a = 0; a < mOp.nbArguments; ++a)
@@ -551,10 +559,9 @@ public:
                                           : cudaErrorInvalidValue;
             if (built != cudaSuccess)
             {
-                throw EagerError(concat(mOp.label, ": building its shared tables (", mOp.resources[0].initName, )
-                        failed with cudaError ", static_cast<int32_t>(built), "(
-                            the first call with new table fields must not be inside "
-                                                                                    "a CUDA graph capture)"));
+                throw EagerError(concat(mOp.label, ": building its shared tables (", mOp.resources[0].initName,
+                    ") failed with cudaError ", static_cast<int32_t>(built),
+                    " (the first call with new table fields must not be inside a CUDA graph capture)"));
             }
             args.resources = tables;
             args.nbResources = mOp.nbResources;
@@ -772,13 +779,30 @@ private:
         }
     }
 
+    TacticDecl const* findTactic(int64_t value) const
+    {
+        for (int32_t t = 0; t < mOp.nbTactics; ++t)
+        {
+            if (mOp.tactics[t].value == value)
+            {
+                return &mOp.tactics[t];
+            }
+        }
+        std::string values;
+        for (int32_t t = 0; t < mOp.nbTactics; ++t)
+        {
+            values += concat(t != 0 ? ", " : "", mOp.tactics[t].value);
+        }
+        throw EagerError(concat(mOp.label, ": argument 'tactic' must be one of [", values, "], got ", value));
+    }
+
     void launch(LaunchArgs const& args) const
     {
-        cudaError_t const status = mOp.launch(args);
+        cudaError_t const status = mTactic->launch(args);
         if (status != cudaSuccess)
         {
-            std::string const why = launcherError(reinterpret_cast<void const*>(mOp.launch));
-            throw EagerError(concat(mOp.label, ": launcher '", mOp.launcherName, "' (tactic 0",
+            std::string const why = launcherError(reinterpret_cast<void const*>(mTactic->launch));
+            throw EagerError(concat(mOp.label, ": launcher '", mTactic->launcherName, "' (tactic ", mTactic->value,
                 args.phase != kPHASE_ALL ? concat(", phase ", args.phase) : "", ") returned cudaError ",
                 static_cast<int32_t>(status), why.empty() ? "" : ": ", why));
         }
@@ -786,6 +810,7 @@ private:
 
     Registration& mReg;
     EagerOp const& mOp;
+    TacticDecl const* mTactic; // the launcher this call runs
     Input mInputs[kMAX_TENSORS];
     double mScalars[kMAX_SCALARS]{};
     int64_t mInts[kMAX_SCALARS]{};
@@ -838,9 +863,12 @@ extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_table_versio
 // Registers the eager kernel of `op` (an op library's ttp_sdk_eager_op) with torch's dispatcher for `dispatchKey`
 // ("CUDA"), under the op `name` ("ns::op", the table's own op when null: another op of the same schema, e.g. a test's).
 // `hook` (may be null) runs the op's fake kernel on call signatures not seen before, `token` being what it
-// is called with. Returns 0 and a handle for ttp_eager_unregister, or non-zero with `error` written.
+// is called with. With `tacticArgument` non-zero, the op takes one more argument, last, the value of the tactic whose
+// launcher runs (an op's `<name>_tactic` variant). Returns 0 and a handle for ttp_eager_unregister, or non-zero with
+// `error` written.
 extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_register(EagerOp const* op, char const* name,
-    char const* dispatchKey, eager::CheckHook hook, int32_t token, void** handle, char* error, int32_t errorSize)
+    char const* dispatchKey, eager::CheckHook hook, int32_t token, int32_t tacticArgument, void** handle, char* error,
+    int32_t errorSize)
 {
     using namespace eager;
     try
@@ -856,6 +884,10 @@ extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_register(Eag
             throw EagerError(concat(op->op, ": the eager kernel takes 1 to ", kMAX_TENSORS, " tensor inputs, up to ",
                 kMAX_TENSORS, " outputs and ", kMAX_SCALARS, " scalars"));
         }
+        if (op->nbTactics < 1 || op->tactics[0].value != 0)
+        {
+            throw EagerError(concat(op->op, ": the eager table lists no default launcher (tactic 0) first"));
+        }
         rules::OpShape shape{op->op, {}, op->nbOutputs, {}};
         for (int32_t i = 0; i < op->nbInputs; ++i)
         {
@@ -865,7 +897,7 @@ extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_register(Eag
         {
             shape.fields.push_back({op->scalars[s].name, op->scalars[s].kind == ScalarKind::kFLOAT, std::nan("")});
         }
-        auto registration = std::make_unique<Registration>(op, std::move(shape), hook, token);
+        auto registration = std::make_unique<Registration>(op, std::move(shape), hook, token, tacticArgument != 0);
         if (!registration->rules.error().empty())
         {
             throw EagerError(concat(op->op, ": ", registration->rules.error()));

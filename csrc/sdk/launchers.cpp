@@ -17,12 +17,6 @@ namespace ttp::sdk
 LauncherEntry const* launcherTable(int32_t& count);
 EagerOp const* const* eagerOpTable(int32_t& count);
 
-// Pageable memory: the copy returns once the sizes are on the host, the call's one synchronization.
-cudaError_t readSizes(int64_t* host, void const* device, int32_t count, cudaStream_t stream)
-{
-    return cudaMemcpyAsync(host, device, sizeof(int64_t) * static_cast<size_t>(count), cudaMemcpyDeviceToHost, stream);
-}
-
 // One table per key and device for the process, as an eager module keeps its cos/sin cache: built on the first call
 // that needs it (outside any stream capture), freed at exit by the driver.
 cudaError_t eagerResourceTables(EagerOp const& op, double const* scalars, void const** tables)

@@ -14,7 +14,7 @@ namespace ttp::sdk
 {
 
 // Bumped whenever a field below changes: the eager kernel refuses a table of another version.
-constexpr int32_t kEAGER_TABLE_VERSION = 3;
+constexpr int32_t kEAGER_TABLE_VERSION = 4;
 
 struct EagerInput
 {
@@ -41,17 +41,20 @@ struct EagerScalar
     char const* expectation; // "a float > 0": what the checks say the value must be
 };
 
-// Reads `count` int64 sizes from device memory on `stream` (one host synchronization).
-using SizesReader = cudaError_t (*)(int64_t* host, void const* device, int32_t count, cudaStream_t stream);
+// One declared launcher: the plugin's tactics and the eager kernel's (tactic 0 is the default launcher).
+struct TacticDecl
+{
+    int32_t value; // 0: the default launcher (not advertised as a tactic)
+    char const* launcherName;
+    Launcher launch;
+};
+
 struct EagerOp;
 // Per resource of `op`, its device table for the call's `scalars` on the current device (`tables`, nbResources
 // entries): built once per key and device, then kept for the process.
 using ResourceTables = cudaError_t (*)(EagerOp const& op, double const* scalars, void const** tables);
 // The ResourceTables of every op library (csrc/sdk/launchers.cpp).
 cudaError_t eagerResourceTables(EagerOp const& op, double const* scalars, void const** tables);
-
-// The SizesReader of every op library (csrc/sdk/launchers.cpp): the library's CUDA runtime does the copy.
-cudaError_t readSizes(int64_t* host, void const* device, int32_t count, cudaStream_t stream);
 
 struct EagerOp
 {
@@ -66,13 +69,12 @@ struct EagerOp
     int32_t nbOutputs;
     EagerScalar const* scalars;
     int32_t nbScalars;
-    Launcher launch; // tactic 0
-    char const* launcherName;
+    TacticDecl const* tactics; // tactic 0 first
+    int32_t nbTactics;
     WorkspaceSize workspace; // may be null
     int32_t sizesFirst;      // the launcher takes kPHASE_SIZES then kPHASE_OUTPUTS
     int64_t const* programs; // as OpDecl::programs
     int32_t nbProgramTokens;
-    SizesReader readSizes;
     // Per argument updated in place (Tensor(a!)), the input it is: the launcher gets one more output per entry, after
     // the size tensors, at that input's memory (the plugin's aliased outputs). The op does not return them.
     int32_t const* aliasedInputs;

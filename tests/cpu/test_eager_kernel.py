@@ -25,6 +25,7 @@ from torchtrt_plugins.ops import add_rms_norm  # noqa: E402
 _LIB = torch.library.Library("ttp_eager_test", "DEF")
 _LIB.define("shapes(Tensor x, Tensor w, SymInt n, int k, bool flag=False, float scale=1.0) -> (Tensor, Tensor)")
 _LIB.define("add_rms_norm(Tensor x, Tensor(a!) residual, Tensor weight, float eps=1e-06) -> Tensor")
+_LIB.define("rms_norm_tactic(Tensor x, Tensor weight, float eps=1e-06, float weight_offset=0.0, *, int tactic) -> Tensor")
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +81,9 @@ def _python_error(*args) -> str:
     return str(info.value)
 
 
-def _cpp_error(op, *args) -> str:
+def _cpp_error(op, *args, **kwargs) -> str:
     with pytest.raises(RuntimeError) as info:
-        op(*args)
+        op(*args, **kwargs)
     return str(info.value)
 
 
@@ -134,6 +135,41 @@ def test_mutating_op_checks_give_the_python_paths_messages(mutating_on_cpu, args
         sdk.launch(add_rms_norm.ADD_RMS_NORM, *args)
     expected = str(info.value)
     assert expected and expected in _cpp_error(mutating_on_cpu, *args)
+
+
+@pytest.fixture(scope="module")
+def tactic_on_cpu(eager_library):
+    declaration = spec.get("rms_norm").spec.declaration
+    handle = eager_kernel.register(
+        declaration, name="ttp_eager_test::rms_norm_tactic", dispatch_key="CPU", tactic_argument=True
+    )
+    yield torch.ops.ttp_eager_test.rms_norm_tactic
+    eager_kernel.unregister(handle)
+
+
+def test_tactic_argument_picks_a_declared_launcher(tactic_on_cpu):
+    declaration = spec.get("rms_norm").spec.declaration
+    x, w = torch.ones(2, 8), torch.ones(8)
+    with pytest.raises(Exception) as info:
+        sdk.launch(declaration, x, w, 1e-6, tactic=7)
+    assert str(info.value) in _cpp_error(tactic_on_cpu, x, w, 1e-6, 0.0, tactic=7)
+    for tactic in sorted(declaration.launchers):  # a declared tactic passes; the device check comes next
+        assert "must be a CUDA tensor" in _cpp_error(tactic_on_cpu, x, w, 1e-6, 0.0, tactic=tactic)
+
+
+def test_tactic_variant_gets_the_cpp_kernel_on_first_call(eager_library, monkeypatch):
+    monkeypatch.delenv(eager_kernel.ENV, raising=False)
+    declaration = spec.get("rms_norm").spec.declaration
+    sdk.reset_eager_kernel(declaration, tactic=True)
+    assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm_tactic")
+    try:
+        # Called as the dispatcher would for CUDA; it redispatches, here to the CPU reference.
+        sdk._TACTIC_KERNELS[declaration.qualname](torch.ones(2, 8), torch.ones(8), 1e-6, tactic=1)
+        after = [line for line in torch._C._dispatch_dump("torchtrt::rms_norm_tactic").splitlines() if "CUDA" in line]
+        assert len(after) == 1 and "eager.cpp" in after[0], after
+    finally:
+        sdk.reset_eager_kernel(declaration, tactic=True)
+    assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm_tactic")
 
 
 def test_mutating_op_table_names_the_aliased_input():

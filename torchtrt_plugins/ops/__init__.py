@@ -24,8 +24,9 @@ LIBRARY = sdk.PluginLibrary.prebuilt(
 
 def define(schema: str, fake: Callable[..., Any], reference: Callable[..., Any], *, tactics: bool = False):
     """Define ``torchtrt::<name>`` from ``schema`` with its fake kernel and, on CPU, ``reference`` behind the
-    declaration's checks. With ``tactics``, also ``<name>_tactic(..., *, int tactic)``, whose CUDA kernel runs the
-    declared launcher of that tactic (benchmarks and tests force each one with it)."""
+    declaration's checks. With ``tactics``, also ``<name>_tactic(..., *, int tactic)``, whose CUDA kernel (the declared
+    op's, :func:`torchtrt_plugins.sdk.register_eager_kernel`) runs the launcher of that tactic (benchmarks and tests
+    force each one with it)."""
     name = schema.split("(", 1)[0]
     qualname = f"{spec_mod.NAMESPACE}::{name}"
     lib = torch.library.Library(spec_mod.NAMESPACE, "FRAGMENT")
@@ -51,8 +52,14 @@ def define(schema: str, fake: Callable[..., Any], reference: Callable[..., Any],
         lib.define(f"{name}_tactic{args}, *, int tactic) ->{returns}")
         torch.library.register_fake(f"{qualname}_tactic", lambda *a, tactic, **k: checked_fake(*a, **k), lib=lib)
         lib.impl(f"{name}_tactic", lambda *a, tactic, **k: cpu(*a, **k), "CPU")
-        lib.impl(f"{name}_tactic", lambda *a, tactic, **k: sdk.launch(declaration(), *a, tactic=tactic, **k), "CUDA")
+        _TACTIC_OPS.append(qualname)  # its CUDA kernel: registered once the op is declared (below)
     return lib
 
 
+#: The ops defined with a ``<name>_tactic`` variant.
+_TACTIC_OPS: list[str] = []
+
 from . import add_rms_norm, masked_rows, pad_to, rms_norm, rotary_embedding  # noqa: E402, F401
+
+for _qualname in _TACTIC_OPS:
+    sdk.register_eager_kernel(spec_mod.get(_qualname).spec.declaration, tactic=True)
