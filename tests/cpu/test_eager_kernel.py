@@ -25,7 +25,9 @@ from torchtrt_plugins.ops import add_rms_norm  # noqa: E402
 _LIB = torch.library.Library("ttp_eager_test", "DEF")
 _LIB.define("shapes(Tensor x, Tensor w, SymInt n, int k, bool flag=False, float scale=1.0) -> (Tensor, Tensor)")
 _LIB.define("add_rms_norm(Tensor x, Tensor(a!) residual, Tensor weight, float eps=1e-06) -> Tensor")
-_LIB.define("rms_norm_tactic(Tensor x, Tensor weight, float eps=1e-06, float weight_offset=0.0, *, int tactic) -> Tensor")
+_LIB.define(
+    "rms_norm_tactic(Tensor x, Tensor weight, float eps=1e-06, float weight_offset=0.0, *, int tactic) -> Tensor"
+)
 
 
 @pytest.fixture(scope="module")

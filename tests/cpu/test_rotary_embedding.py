@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from rope_cases import hf_rotary
 
 import torchtrt_plugins as ttp
 from torchtrt_plugins import SpecError, sdk
@@ -15,21 +16,6 @@ from torchtrt_plugins.testing import harness as H
 
 SPEC = rotary_embedding.SPEC
 ROPE = torch.ops.torchtrt.rotary_embedding
-
-
-def hf_rotary(q: torch.Tensor, positions: torch.Tensor, dim: int, base: float) -> torch.Tensor:
-    """Hugging Face's Llama rotary embedding (LlamaRotaryEmbedding + apply_rotary_pos_emb) on q (tokens, heads, dim),
-    written out here as transformers writes it, in fp32."""
-    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-    freqs = positions.float()[:, None] * inv_freq[None, :]
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
-
-    def rotate_half(x):
-        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
-        return torch.cat((-x2, x1), dim=-1)
-
-    return q * cos + rotate_half(q) * sin
 
 
 def test_declaration_names_and_resource():
