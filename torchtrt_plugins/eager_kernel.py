@@ -304,7 +304,11 @@ def disabled() -> bool:
 
 
 def install(
-    declaration: Any, python_kernel: torch.library.Library, *, qualname: str | None = None, tactic_argument: bool = False
+    declaration: Any,
+    python_kernel: torch.library.Library,
+    *,
+    qualname: str | None = None,
+    tactic_argument: bool = False,
 ) -> bool:
     """Put the C++ kernel in place of the Python kernel of op ``qualname`` (default the declared op; registered by
     ``python_kernel``); False, with one warning per process saying why, where it cannot. Called from that Python

@@ -927,7 +927,9 @@ class _PythonKernel:
             self.first = False
             from . import eager_kernel
 
-            if eager_kernel.install(self.declaration, self.library, qualname=self.qualname, tactic_argument=self.tactic):
+            if eager_kernel.install(
+                self.declaration, self.library, qualname=self.qualname, tactic_argument=self.tactic
+            ):
                 _EAGER_LIBRARIES.remove(self.library)
                 return self.overload(*args, **kwargs)
         return launch(self.declaration, *args, **kwargs)

@@ -11,8 +11,10 @@ namespace
 
 constexpr int kBLOCK = 256;
 
-// The inverse frequencies, angles, cos and sin as Hugging Face's rotary embedding computes them in fp32.
-__global__ void rotaryCacheKernel(float* __restrict__ cache, int64_t maxPosition, int64_t rotaryDim, float base)
+// Each inverse frequency rounded once to fp32 from double, each angle the fp32 product of the position and it (as
+// Hugging Face's fp32 outer product), cos and sin rounded once from double: the table is exactly defined, so that a
+// reference reproduces it (an fp32 angle's ulp grows with the position; its cos must not add more error).
+__global__ void rotaryCacheKernel(float* __restrict__ cache, int64_t maxPosition, int64_t rotaryDim, double base)
 {
     int64_t const half = rotaryDim / 2;
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < maxPosition * half;
@@ -20,10 +22,11 @@ __global__ void rotaryCacheKernel(float* __restrict__ cache, int64_t maxPosition
     {
         int64_t const p = idx / half;
         int64_t const i = idx - p * half;
-        float const invFreq = 1.0f / powf(base, static_cast<float>(2 * i) / static_cast<float>(rotaryDim));
-        float const angle = static_cast<float>(p) * invFreq;
-        cache[p * rotaryDim + i] = cosf(angle);
-        cache[p * rotaryDim + half + i] = sinf(angle);
+        auto const invFreq
+            = static_cast<float>(1.0 / pow(base, static_cast<double>(2 * i) / static_cast<double>(rotaryDim)));
+        float const angle = __fmul_rn(static_cast<float>(p), invFreq);
+        cache[p * rotaryDim + i] = static_cast<float>(cos(static_cast<double>(angle)));
+        cache[p * rotaryDim + half + i] = static_cast<float>(sin(static_cast<double>(angle)));
     }
 }
 
@@ -150,7 +153,7 @@ size_t rotaryCacheBytes(int64_t maxPosition, int64_t rotaryDim)
     return maxPosition > 0 && rotaryDim > 0 ? static_cast<size_t>(maxPosition) * static_cast<size_t>(rotaryDim) * 4 : 0;
 }
 
-cudaError_t rotaryCache(float* cache, int64_t maxPosition, int64_t rotaryDim, float base, cudaStream_t stream)
+cudaError_t rotaryCache(float* cache, int64_t maxPosition, int64_t rotaryDim, double base, cudaStream_t stream)
 {
     if (cache == nullptr || maxPosition <= 0 || rotaryDim <= 0 || rotaryDim % 2 != 0)
     {

@@ -22,7 +22,7 @@ cudaError_t rotaryCache(sdk::LaunchArgs const& a)
         return cudaErrorInvalidValue;
     }
     return ttp::rotaryCache(static_cast<float*>(a.outputs[0].data), static_cast<int64_t>(a.scalars[0]),
-        static_cast<int64_t>(a.scalars[1]), static_cast<float>(a.scalars[2]), a.stream);
+        static_cast<int64_t>(a.scalars[1]), a.scalars[2], a.stream);
 }
 
 cudaError_t rotaryEmbedding(sdk::LaunchArgs const& a)

@@ -76,7 +76,9 @@ def test_int32_positions_and_unaligned_views(positions_dtype):
 
 def test_matches_hugging_face_in_fp32():
     x, positions = _inputs((300, 8, 128), torch.float32, 4096)
-    torch.testing.assert_close(ROPE(x, positions, 128, 4096), hf_rotary(x.cpu(), positions.cpu(), 128, 10000.0).cuda())
+    # Hugging Face's fp32 inverse frequencies are within an ulp of ours: at position p, angles within p * 2^-23.
+    expected = hf_rotary(x.cpu(), positions.cpu(), 128, 10000.0).cuda()
+    torch.testing.assert_close(ROPE(x, positions, 128, 4096), expected, atol=2e-3, rtol=2e-3)
 
 
 def test_opcheck_and_compile():

@@ -6,8 +6,8 @@ angles ``p * base**(-2i / rotary_dim)``, the rest pass through. ``is_neox`` pair
 ``i + rotary_dim/2`` (GPT-NeoX, Llama: Hugging Face's ``rotate_half``), else ``2i`` with ``2i + 1`` (GPT-J). Positions
 must lie in ``[0, max_position)`` (the kernel clamps others into it).
 
-The cos/sin cache ``(max_position, rotary_dim)`` in fp32 is computed as Hugging Face computes it (fp32 inverse
-frequencies, angles, cos and sin) once per ``(max_position, rotary_dim, base)``, a shared resource of the declaration
+The cos/sin cache ``(max_position, rotary_dim)`` in fp32 is computed once per ``(max_position, rotary_dim, base)``
+(:func:`cos_sin_cache`: fp32 angles as Hugging Face's, cos and sin rounded once), a shared resource of the declaration
 (``declare(resources=...)``): every plugin instance of an engine with those fields reads one table, acquired through
 TensorRT's plugin registry and freed with the last instance; the eager op keeps one per device. The rotation is in
 fp32, rounded once. Launchers: ``csrc/kernels/rotary_embedding_launcher.cu``; the plugin is the generic one
@@ -26,11 +26,14 @@ from .rms_norm import FLOATS
 
 
 def cos_sin_cache(max_position: int, rotary_dim: int, base: float, device=None) -> torch.Tensor:
-    """The cache as Hugging Face's rotary embedding computes it, in fp32: ``(max_position, rotary_dim)``, cos then
-    sin of each position's angles."""
-    inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.int64, device=device).float() / rotary_dim))
-    freqs = torch.outer(torch.arange(max_position, device=device).float(), inv_freq)
-    return torch.cat((freqs.cos(), freqs.sin()), dim=-1)
+    """The cache, ``(max_position, rotary_dim)`` fp32, cos then sin of each position's angles, exactly as the kernel
+    builds it: each inverse frequency rounded once to fp32 from double (Hugging Face computes it in fp32: within an
+    ulp), each angle the fp32 product of position and frequency (as Hugging Face's fp32 outer product), cos and sin
+    rounded once from double."""
+    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float64, device=device) / rotary_dim
+    inv_freq = (1.0 / (float(base) ** exponents)).float()
+    angles = torch.arange(max_position, dtype=torch.float32, device=device)[:, None] * inv_freq[None, :]
+    return torch.cat((angles.double().cos(), angles.double().sin()), dim=-1).float()
 
 
 def reference(
@@ -68,6 +71,12 @@ def fake(
     if x.dim() < 2:
         raise SpecError(
             f"torchtrt.rotary_embedding: argument 'x' must be (..., heads, head_dim), got shape {tuple(x.shape)}"
+        )
+    head_dim = x.shape[-1]
+    if isinstance(head_dim, int) and (rotary_dim % 2 or rotary_dim > head_dim):  # where the sizes are concrete
+        raise SpecError(
+            f"torchtrt.rotary_embedding: argument 'rotary_dim' must be even and at most head_dim ({head_dim}), got "
+            f"{rotary_dim}"
         )
     message = (
         f"torchtrt.rotary_embedding: argument 'positions' must have the leading dims of 'x' {tuple(x.shape[:-2])} "

@@ -248,13 +248,11 @@ def check_rotary_embedding(case: Case, out: torch.Tensor) -> None:
 
     x, positions, rotary_dim, _, base, is_neox = case.args
     assert out.dtype == x.dtype and out.shape == x.shape, case.note
-    # Angles rounded to fp32 as the cache computes them (an fp32 product p * f loses up to p * 2^-24 radians), then
-    # cos and sin in float64 and the rotation in float64.
+    # The cache's definition: inverse frequencies rounded to fp32 from double, fp32 angles (an fp32 product: its
+    # rounding grows with the position), then cos, sin and the rotation in float64.
     half = rotary_dim // 2
-    inv_freq = np.float32(1.0) / np.power(
-        np.float32(base), np.arange(half, dtype=np.float32) * 2 / np.float32(rotary_dim)
-    )
-    angles = (as_numpy(positions).astype(np.float32)[..., None] * inv_freq.astype(np.float32)).astype(np.float64)
+    inv_freq = (1.0 / np.power(float(base), np.arange(half, dtype=np.float64) * 2 / rotary_dim)).astype(np.float32)
+    angles = (as_numpy(positions).astype(np.float32)[..., None] * inv_freq).astype(np.float64)
     cos, sin = np.cos(angles)[..., None, :], np.sin(angles)[..., None, :]
     xs = as_numpy(x)
     expected = xs.copy()
