@@ -9,13 +9,16 @@ from __future__ import annotations
 import ctypes
 import gc
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from rope_cases import hf_rotary
 
+import torchtrt_plugins
 from torchtrt_plugins import sdk
 from torchtrt_plugins.converters import plan
 from torchtrt_plugins.ops import rotary_embedding
@@ -198,7 +201,9 @@ print(json.dumps({"violations": [str(v) for v in result.violations], "resources"
 
 
 def test_without_a_registry_each_instance_builds_its_own_table():
-    out = subprocess.run([sys.executable, "-c", _NO_REGISTRY], capture_output=True, text=True, timeout=600)
+    package_root = str(Path(torchtrt_plugins.__file__).resolve().parents[1])  # this checkout's, in the child too
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", _NO_REGISTRY], capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-4000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["violations"] == [] and report["resources"] == {}
