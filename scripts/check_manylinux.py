@@ -99,7 +99,7 @@ def check(path: Path) -> tuple[list[str], tuple[int, int] | None]:
         [sys.executable, "-m", "auditwheel", "show", "--json", str(path)], capture_output=True, text=True
     )
     if report.returncode != 0:
-        return [f"auditwheel show failed: {report.stderr.strip()}"]
+        return [f"auditwheel show failed: {report.stderr.strip()}"], None
     analysis = json.loads(report.stdout)
     problems = []
     needed = _glibc(analysis["sym_tag"])

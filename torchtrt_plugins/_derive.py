@@ -71,6 +71,7 @@ TRT_DTYPE_CODES = {
     torch.int32: 3,
     torch.bool: 4,
     torch.uint8: 5,
+    torch.float8_e4m3fn: 6,
     torch.bfloat16: 7,
     torch.int64: 8,
 }

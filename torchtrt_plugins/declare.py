@@ -17,10 +17,12 @@
 The op's torch schema gives the tensor inputs and the scalar arguments. Scalars become plugin fields (``float`` ->
 FLOAT64, ``int`` and ``SymInt`` -> INT64, ``bool`` -> INT32 0/1) whose valid ranges, declared once here, drive the
 eager checks, the converter's validator and the C++ ``createPlugin``; a ``SymInt`` that is symbolic in the graph is
-passed as a shape input instead. Output dtypes and shapes come from the op's registered fake kernel, run
-symbolically for each call (``_derive``). The converter is registered with Torch-TensorRT when it imports, the
-library is loaded into TensorRT by ``load_plugins``, and with ``library`` the eager CUDA kernel of the op is the same
-launcher the plugin calls.
+passed as a shape input instead (``torch.library.custom_op`` makes an ``int`` annotation a ``SymInt`` and rejects a
+``torch.SymInt`` one). ``tolerances`` ({dtype: Tolerance}) say how close ``testing.check_op`` requires outputs of a
+dtype to be; others take ``spec.DEFAULT_TOLERANCES``. Output dtypes and shapes come from the op's registered fake
+kernel, run symbolically for each call (``_derive``). The converter is registered with Torch-TensorRT when it
+imports, the library is loaded into TensorRT by ``load_plugins``, and with ``library`` the eager CUDA kernel of the op
+is the same launcher the plugin calls.
 
 A data-dependent op's eager kernel allocates its outputs at their upper bounds and reads the sizes back after the
 launch; with ``sizes_first=True`` its launcher instead takes two phases (``LaunchArgs::phase`` in ``ttp_sdk.h``:
@@ -45,6 +47,10 @@ from .spec import WEIGHT_FIELD_TYPES, FieldSpec, OpEntry, OpSpec, SpecError, Tac
 
 #: What a tensor input accepts when the declaration does not say (bool: cast to int32 for the plugin).
 DEFAULT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64)
+
+#: The dtypes a declared tensor input may have: those both a TensorRT plugin (DataType) and the launcher ABI
+#: (``ttp::sdk::DType``) carry; bool only on its own (the plugin takes it as int32).
+SUPPORTED_DTYPES = (*DEFAULT_DTYPES, torch.bool)
 
 #: Schema scalar type -> PluginFieldType of its field.
 SCALAR_FIELD_TYPES = {"float": "FLOAT64", "int": "INT64", "SymInt": "INT64", "bool": "INT32"}
@@ -213,6 +219,7 @@ class Declaration:
                         f"{self.qualname}: {what} names argument '{key}', which is not a {kind} argument of "
                         f"{self.schema}; expected one of {sorted(names)}"
                     )
+        self._check_options(ranges, dtypes, tolerances)
         for key, other in same_dtype.items():
             order = [a.name for a in self.tensor_args]
             if other not in tensor_names or order.index(other) >= order.index(key):
@@ -230,6 +237,10 @@ class Declaration:
             launchers = {0: launchers[min(launchers)], **launchers}
         if library is not None and not launchers:
             raise DeclarationError(f"{self.qualname}: a declaration with a library needs launcher= (a C++ symbol)")
+        for value, symbol in launchers.items():
+            self._check_function_name(symbol, "launcher" if value == 0 else f"tactics[{value}]", "cudaError_t")
+        if workspace is not None:
+            self._check_function_name(workspace, "workspace", "size_t")
         self.launchers = dict(sorted(launchers.items()))
         self.workspace = workspace
         if sizes_first and data_dependent is False:
@@ -326,6 +337,57 @@ class Declaration:
                 raise DeclarationError(
                     f"{self.qualname}: return {i} has type {ret.type}, expected Tensor (or a tuple of Tensors)"
                 )
+
+    def _check_options(self, ranges: Mapping[str, Any], dtypes: Mapping[str, Any], tolerances: Any) -> None:
+        """The values of ``ranges``, ``dtypes`` and ``tolerances`` are of the types they must be (the names are
+        checked against the schema apart)."""
+        for name, declared in ranges.items():
+            if not isinstance(declared, Range):
+                raise DeclarationError(
+                    f"{self.qualname}: ranges['{name}'] must be a torchtrt_plugins.Range (e.g. Range(min=0, max=1)), "
+                    f"got {declared!r}"
+                )
+            bounds = [b for b in (declared.min, declared.max) if b is not None]
+            if any(isinstance(b, bool) or not isinstance(b, (int, float)) or b != b for b in bounds):
+                raise DeclarationError(
+                    f"{self.qualname}: ranges['{name}'] must have numbers (or None) as min and max, got {declared!r}"
+                )
+            if len(bounds) == 2 and (
+                declared.min > declared.max or (declared.min == declared.max and not declared.min_inclusive)
+            ):
+                raise DeclarationError(
+                    f"{self.qualname}: ranges['{name}'] admits no value (min {declared.min}, max {declared.max}), "
+                    f"got {declared!r}"
+                )
+        supported = ", ".join(str(d).replace("torch.", "") for d in SUPPORTED_DTYPES)
+        for name, allowed in dtypes.items():
+            if isinstance(allowed, (str, torch.dtype)) or not isinstance(allowed, Sequence) or not allowed:
+                raise DeclarationError(
+                    f"{self.qualname}: dtypes['{name}'] must be a non-empty tuple of torch dtypes (e.g. "
+                    f"(torch.float32,)), got {allowed!r}"
+                )
+            unsupported = [d for d in allowed if d not in SUPPORTED_DTYPES]
+            if unsupported:
+                raise DeclarationError(
+                    f"{self.qualname}: dtypes['{name}'] has {unsupported}, which a TensorRT plugin cannot take; "
+                    f"expected dtypes among {{{supported}}}"
+                )
+        for dtype, tolerance in (tolerances or {}).items():
+            if not isinstance(dtype, torch.dtype) or not isinstance(tolerance, Tolerance):
+                raise DeclarationError(
+                    f"{self.qualname}: tolerances must map torch dtypes to torchtrt_plugins.Tolerance(atol=..., "
+                    f"rtol=...), got {dtype!r}: {tolerance!r}"
+                )
+
+    def _check_function_name(self, symbol: Any, what: str, returns: str) -> None:
+        from .sdk import _SYMBOL
+
+        if not isinstance(symbol, str) or not _SYMBOL.match(symbol):
+            raise DeclarationError(
+                f"{self.qualname}: {what} must be the name of a C++ function of the library's sources, "
+                f"'{returns} name(ttp::sdk::LaunchArgs const&)', namespace-qualified or not (e.g. 'myops::scaledAdd'), "
+                f"got {symbol!r}"
+            )
 
     def _mutated_args(self, declared: Sequence[str] | None) -> tuple[str, ...]:
         """The tensor arguments the schema marks as mutated (``Tensor(a!)``); ``mutates``, when given, must name
@@ -499,7 +561,20 @@ class Declaration:
             tensors = iter([torch.empty(m.shape, dtype=m.dtype) for m in metas])
             arguments = enumerate(self.schema.arguments)
             call = [next(tensors) if i in self.tensor_positions else scalars[a.name] for i, a in arguments]
-            (self.fake_override or self.overload)(*call)
+            try:
+                (self.fake_override or self.overload)(*call)
+            except SpecError:
+                raise
+            except Exception as err:  # noqa: BLE001 - e.g. a bare torch._check: say which op and which arguments
+                given = [
+                    f"{a.name}: {tuple(m.shape)} {str(m.dtype).replace('torch.', '')}"
+                    for a, m in zip(self.tensor_args, metas, strict=True)
+                ]
+                given += [f"{name}={value!r}" for name, value in values]
+                raise SpecError(
+                    f"{self.label}: its fake kernel rejects the arguments ({', '.join(given)}): "
+                    f"{type(err).__name__}: {str(err).split(' (Could this error message be improved?')[0]}"
+                ) from err
 
     @property
     def label(self) -> str:
@@ -820,6 +895,7 @@ _TRT_TYPE_NAMES = {
     "INT64": torch.int64,
     "BOOL": torch.bool,
     "UINT8": torch.uint8,
+    "FP8": torch.float8_e4m3fn,
 }
 
 
@@ -849,11 +925,17 @@ def declare(op: Any, **options: Any) -> Declaration:
     declaration = Declaration(op, **options)
     spec_mod.register(declaration.entry)
     if declaration.library is not None:
-        declaration.library.add(declaration)
-        if eager_cuda:
-            from . import sdk
+        try:
+            declaration.library.add(declaration)
+            if eager_cuda:
+                from . import sdk
 
-            declaration.python_kernel = sdk.register_eager_kernel(declaration)
+                declaration.python_kernel = sdk.register_eager_kernel(declaration)
+        except Exception:  # a declaration that fails here must not stay registered to break the others
+            spec_mod.unregister(declaration.entry)
+            if declaration in getattr(declaration.library, "declarations", ()):
+                declaration.library.declarations.remove(declaration)
+            raise
     if getattr(declaration.library, "ours", False):
         return declaration  # our catalogue: `import torchtrt_plugins` registers its converters and loads the library
     from . import converters, native

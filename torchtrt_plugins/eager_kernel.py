@@ -21,6 +21,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import warnings
 from collections.abc import Sequence
@@ -141,27 +142,16 @@ def build(output: Path, *, quiet: bool = False, extra_flags: Sequence[str] = (),
     torch_dir = Path(torch.__file__).parent
     csrc = _build.source_dir() / "csrc"
     major, minor = TARGET_TORCH
-    command = [
-        compiler or str(_compiler()),
+    cxx = compiler or str(_compiler())
+    compile_flags = [
         "-std=c++17",
         "-O2",
         "-fPIC",
-        "-shared",
         "-fvisibility=hidden",
         f"-DTORCH_TARGET_VERSION=0x{major:02x}{minor:02x}000000000000",
         f"-I{csrc}",
         f"-I{torch_dir / 'include'}",
         f"-I{_cuda_include_dir()}",
-        *(str(s) for s in sources() if s.suffix == ".cpp"),
-        f"-L{torch_dir / 'lib'}",
-        "-ltorch_cpu",
-        "-ldl",
-        "-Wl,--no-undefined",
-        "-Wl,--exclude-libs,ALL",
-        f"-Wl,--version-script={csrc / 'sdk' / 'eager.map'}",
-        *extra_flags,
-        "-o",
-        str(output),
     ]
     if not quiet:
         _build._message(
@@ -169,10 +159,34 @@ def build(output: Path, *, quiet: bool = False, extra_flags: Sequence[str] = (),
             f"{output.parent} (once per source change)"
         )
     output.parent.mkdir(parents=True, exist_ok=True)
+    # Compiled, then linked: the manylinux_2_28 compiler compiles with g++ and links with zig, one step each.
+    with tempfile.TemporaryDirectory(dir=output.parent) as work:
+        objects = []
+        for source in (s for s in sources() if s.suffix == ".cpp"):
+            objects.append(str(Path(work) / f"{source.stem}.o"))
+            _run([cxx, *compile_flags, "-c", str(source), "-o", objects[-1]])
+        _run(
+            [
+                cxx,
+                "-shared",
+                *objects,
+                f"-L{torch_dir / 'lib'}",
+                "-ltorch_cpu",
+                "-ldl",
+                "-Wl,--no-undefined",
+                f"-Wl,--version-script={csrc / 'sdk' / 'eager.map'}",
+                *extra_flags,
+                "-o",
+                str(output),
+            ]
+        )
+    return output
+
+
+def _run(command: list[str]) -> None:
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise _build.BuildError(f"{' '.join(command)}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
-    return output
 
 
 def library_path() -> Path:

@@ -77,6 +77,7 @@ _TRITON_DTYPES = {
     torch.int8: "i8",
     torch.int32: "i32",
     torch.int64: "i64",
+    torch.float8_e4m3fn: "fp8e4nv",
 }
 #: ttp::DType enumerator names (csrc/kernels/common.h).
 _CXX_DTYPES = {
@@ -87,6 +88,7 @@ _CXX_DTYPES = {
     torch.int32: "kINT32",
     torch.int64: "kINT64",
     torch.bool: "kBOOL",
+    torch.float8_e4m3fn: "kFLOAT8_E4M3",
 }
 _OPTIONS = ("num_warps", "num_stages", "num_ctas")
 

@@ -89,19 +89,43 @@ def _load_library(registry: Any, path: Path, entries: list[spec_mod.OpEntry]) ->
         )
 
 
+class PluginLoadError(RuntimeError):
+    """Some plugin libraries could not be built or loaded (the others were): names their ops and why."""
+
+    def __init__(self, failures: dict[str, str]):
+        self.failures = failures
+        super().__init__(
+            "torchtrt_plugins: the plugins of "
+            + "; ".join(f"{ops}: {why}" for ops, why in failures.items())
+            + " (the plugins of every other op are loaded)"
+        )
+
+
 def load_plugins(registry: Any = None) -> Path:
     """Register the plugin creators of every op with a TensorRT plugin registry: ours, and those of the libraries
     of declared ops (``torchtrt_plugins.declare``). Idempotent; returns the path of our library.
 
     ``registry`` defaults to ``tensorrt.get_plugin_registry()``. Loading twice, or after an engine
-    holding our plugins was deserialized (which loads the library itself), is not an error.
+    holding our plugins was deserialized (which loads the library itself), is not an error. A declared op's library
+    that cannot be built or loaded does not keep the others out: they are loaded, then ``PluginLoadError`` names the
+    ops that are not and why.
     """
     if registry is None:
         registry = _compat.require_tensorrt().get_plugin_registry()
     path = plugin_library_path()
+    failures: dict[str, str] = {}
     with _lock:
         for library, entries in _libraries().items():
-            _load_library(registry, path if library is plugin_library_path else Path(library()), entries)
+            if library is plugin_library_path:
+                _load_library(registry, path, entries)
+                continue
+            try:
+                _load_library(registry, Path(library()), entries)
+            except Exception as err:  # noqa: BLE001 - reported below, after the other libraries are loaded
+                ops = ", ".join(entry.spec.label for entry in entries)
+                failures[ops] = f"{type(err).__name__}: {err}"
+    if failures:
+        raise PluginLoadError(failures)
     return path
 
 

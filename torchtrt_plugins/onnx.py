@@ -243,6 +243,7 @@ _ONNX_DTYPES = {
     torch.int32: "INT32",
     torch.int64: "INT64",
     torch.bool: "BOOL",
+    torch.float8_e4m3fn: "FLOAT8E4M3FN",
 }
 _TORCH_DTYPES = {name: dtype for dtype, name in _ONNX_DTYPES.items()}
 

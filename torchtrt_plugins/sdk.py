@@ -62,6 +62,7 @@ KERNEL_DTYPES = {
     torch.int32: 4,
     torch.int64: 5,
     torch.bool: 6,
+    torch.float8_e4m3fn: 7,
 }
 MAX_DIMS = 8
 
@@ -509,25 +510,53 @@ class PluginLibrary:
         def linker_flags(script: str) -> str:
             return "-Xlinker=" + ",".join([f"--version-script={csrc / recipe[script]}", *recipe["linker_flags"]])
 
-        _run(
-            [
-                *link,
-                "-o",
-                str(plugins),
-                *[str(objects[s]) for s in user + plugin_side],
-                linker_flags("version_script"),
-                *(f"-l{name}" for name in recipe["plugin_link_libraries"]),
-            ]
-        )
-        _run(
-            [
-                *link,
-                "-o",
-                str(launchers),
-                *[str(objects[s]) for s in user + launcher_side],
-                linker_flags("launcher_version_script"),
-            ]
-        )
+        try:
+            _run(
+                [
+                    *link,
+                    "-o",
+                    str(plugins),
+                    *[str(objects[s]) for s in user + plugin_side],
+                    linker_flags("version_script"),
+                    *(f"-l{name}" for name in recipe["plugin_link_libraries"]),
+                ]
+            )
+            _run(
+                [
+                    *link,
+                    "-o",
+                    str(launchers),
+                    *[str(objects[s]) for s in user + launcher_side],
+                    linker_flags("launcher_version_script"),
+                ]
+            )
+        except _build.BuildError as err:
+            raise _build.BuildError(_undefined_functions(self, str(err)) + str(err)) from None
+
+
+_UNDEFINED = re.compile(r"undefined reference to `([\w:]+)\(ttp::sdk::LaunchArgs const&\)'")
+
+
+def _undefined_functions(library: PluginLibrary, log: str) -> str:
+    """What a failed link says in the declarations' terms: a line per declared launcher or workspace function that the
+    library's sources do not define, naming its op (empty when the linker names none)."""
+    missing = set(_UNDEFINED.findall(log))
+    sources = [str(path) for path in library.sources]
+    lines = []
+    for d in library.declarations:
+        functions = {symbol: ("cudaError_t", "launcher") for symbol in d.launchers.values()}
+        if d.workspace:
+            functions[d.workspace] = ("size_t", "workspace")
+        for symbol, (returns, what) in functions.items():
+            if symbol in missing:
+                namespace, _, name = symbol.rpartition("::")
+                lines.append(
+                    f"plugin library {library.name}: {d.label}: {what} '{symbol}' is not defined in its sources "
+                    f"{sources}; define `{returns} {name}(ttp::sdk::LaunchArgs const&)`"
+                    + (f" in namespace {namespace}" if namespace else "")
+                    + " there, or correct the name in the declaration\n"
+                )
+    return "".join(lines)
 
 
 def _run(command: list[str]) -> None:
@@ -716,7 +745,7 @@ class PreparedLaunch:
         ):
             for i, tensor in enumerate(buffers):
                 structs[i] = _tensor_struct(declaration.label, tensor)
-        plan.args.workspace = self.workspace.data_ptr()
+        plan.args.workspace = self.workspace.data_ptr() if plan.workspace_bytes else None  # ttp_sdk.h: null at 0
         self._declaration, self._plan, self._tactic = declaration, plan, tactic
 
     def __call__(self) -> torch.Tensor:
@@ -855,14 +884,13 @@ def _call(declaration: Any, plan: _Plan, tactic: int, device: torch.device) -> N
             status = plan.launcher(plan.args_pointer)
     if status != 0:
         phase = f", phase {plan.args.phase}" if plan.args.phase else ""
-        why = (
-            declaration.library.launchers().ttp_sdk_last_error().decode()
-            if tactic in getattr(declaration, "aot_kernels", {})
-            else ""
-        )
+        lib = declaration.library.launchers()
+        why = lib.ttp_sdk_last_error().decode() if tactic in getattr(declaration, "aot_kernels", {}) else ""
+        # The CUDA runtime the launcher library links names the status (as the C++ eager kernel says it).
+        lib.cudaGetErrorName.restype, lib.cudaGetErrorName.argtypes = ctypes.c_char_p, [ctypes.c_int]
         raise RuntimeError(
-            f"{declaration.label}: launcher '{plan.launcher_name}' (tactic {tactic}{phase}) returned cudaError {status}"
-            + (f": {why}" if why else "")
+            f"{declaration.label}: launcher '{plan.launcher_name}' (tactic {tactic}{phase}) returned "
+            f"{lib.cudaGetErrorName(status).decode()} ({status})" + (f": {why}" if why else "")
         )
 
 

@@ -17,7 +17,7 @@ using nvinfer1::DataType;
 using nvinfer1::TensorFormat;
 
 constexpr DataType kCANDIDATE_TYPES[] = {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kINT8,
-    DataType::kINT32, DataType::kINT64, DataType::kBOOL};
+    DataType::kINT32, DataType::kINT64, DataType::kBOOL, DataType::kFP8};
 constexpr TensorFormat kCANDIDATE_FORMATS[] = {TensorFormat::kLINEAR, TensorFormat::kCHW2, TensorFormat::kHWC8,
     TensorFormat::kCHW4, TensorFormat::kCHW16, TensorFormat::kCHW32, TensorFormat::kDHWC8, TensorFormat::kCDHW32,
     TensorFormat::kHWC, TensorFormat::kHWC16, TensorFormat::kDHWC};

@@ -2,6 +2,7 @@
 #include "type_utils.cuh"
 
 #include <iterator>
+#include <type_traits>
 
 namespace ttp
 {
@@ -35,8 +36,9 @@ __device__ __forceinline__ Vec<T, VEC> normVec(Vec<T, VEC> const& h, Vec<T, VEC>
 // GROUP threads per row (GROUP <= 32: a slice of a warp, shuffles only; GROUP == BLOCK: the whole block), each
 // holding C vectors of the row in registers between the sum and the norm: x, residual and weight are read once,
 // residual and y written once. Launched as a programmatic dependent launch where the device takes one.
-// residual and residualOut may be the same buffer (hence no __restrict__ on them).
-template <typename T, int VEC, int GROUP, int C, int BLOCK>
+// residual and residualOut may be the same buffer (hence no __restrict__ on them). PREFETCH_W: the weight is loaded
+// with the row (one memory round trip) rather than after the sum (fewer registers: wide blocks keep more resident).
+template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
 __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ x, T const* residual,
     T const* __restrict__ w, T* residualOut, T* __restrict__ y, int64_t rows, int hidden, float eps)
 {
@@ -63,7 +65,10 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         if (valid && i < nvec)
         {
             sum[c] = addVec(loadVec<CachePolicy::kEVICT_FIRST>(xv + i), rv[i]);
-            weight[c] = wv[i];
+            if constexpr (PREFETCH_W)
+            {
+                weight[c] = wv[i];
+            }
             s += sumSquares(sum[c]);
         }
     }
@@ -85,7 +90,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         if (valid && i < nvec)
         {
             ov[i] = sum[c];
-            yv[i] = normVec(sum[c], weight[c], scale);
+            yv[i] = normVec(sum[c], PREFETCH_W ? weight[c] : wv[i], scale);
         }
     }
 }
@@ -115,7 +120,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormLongKernel(T const* __restric
     }
 }
 
-template <typename T, int VEC, int GROUP, int C, int BLOCK>
+template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
 cudaError_t launchConfig(
     T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
@@ -125,8 +130,8 @@ cudaError_t launchConfig(
     {
         return cudaErrorInvalidConfiguration;
     }
-    return launchKernel(addRmsNormKernel<T, VEC, GROUP, C, BLOCK>, dim3(static_cast<unsigned>(blocks)), dim3(BLOCK),
-        stream, pdlSupported(), x, r, w, ro, y, rows, static_cast<int>(hidden), eps);
+    return launchKernel(addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W>, dim3(static_cast<unsigned>(blocks)),
+        dim3(BLOCK), stream, pdlSupported(), x, r, w, ro, y, rows, static_cast<int>(hidden), eps);
 }
 
 // GROUP threads per row, C vectors each, BLOCK threads per block: rows of up to GROUP * C vectors.
@@ -135,17 +140,23 @@ struct RowConfig
     int group;
     int c;
     int block;
+    bool lateWeightBf16; // bf16 with many rows: the weight loaded after the sum (PREFETCH_W false)
 };
+
+// Rows from which a launch is bandwidth-bound rather than latency-bound (the weight may then come late).
+constexpr int64_t kManyRows = 1024;
 
 // Short rows share a warp; longer ones take a block whose threads hold 1-4 vectors each, the block sized so that
 // they hold about as many as the row has: vector slots a thread keeps but the row does not fill cost bandwidth, most
 // in bf16 (scripts/kernel_lab/add_rms_lab.cu, H100, graph timer, % of a copy of the same bytes: bf16 4096x12288
 // 94.4% with 512 threads x 3 against 72.7% with 512 x 4; 2048x16384 83.0% with 1024 x 2 against 76.5% with 512 x 4;
 // 1024x2048 144% with 256 x 1 against 130% with 128 x 2; fp32 4096x12288 97.2% with 1024 x 3 against 90.0% with
-// 1024 x 4). Ordered by the rows they take.
-constexpr RowConfig kRowConfigs[] = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32, 1, 256}, {32, 2, 256}, {128, 1, 128},
-    {256, 1, 256}, {256, 2, 256}, {256, 3, 256}, {512, 2, 512}, {512, 3, 512}, {1024, 2, 1024}, {1024, 3, 1024},
-    {1024, 4, 1024}};
+// 1024 x 4). In bf16 with many rows, 2 vectors per thread in blocks of 512-1024 keep more blocks resident with the
+// weight loaded after the sum (4096x8192 97.2% against 93.3%, 2048x16384 93.7% against 82.7%); few rows and the other
+// dtypes lose with it (1x4096 bf16 46% against 58%). Ordered by the rows they take.
+constexpr RowConfig kRowConfigs[]
+    = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32, 1, 256}, {32, 2, 256}, {128, 1, 128}, {256, 1, 256}, {256, 2, 256},
+        {256, 3, 256}, {512, 2, 512, true}, {512, 3, 512}, {1024, 2, 1024, true}, {1024, 3, 1024}, {1024, 4, 1024}};
 
 // The first configuration from kRowConfigs[I] on that holds the row; past the last, the two-pass kernel.
 template <typename T, int VEC, size_t I = 0>
@@ -157,6 +168,14 @@ cudaError_t launch(
         constexpr RowConfig kConfig = kRowConfigs[I];
         if (hidden / VEC <= kConfig.group * kConfig.c)
         {
+            if constexpr (kConfig.lateWeightBf16 && std::is_same_v<T, __nv_bfloat16>)
+            {
+                if (rows >= kManyRows)
+                {
+                    return launchConfig<T, VEC, kConfig.group, kConfig.c, kConfig.block, false>(
+                        x, r, w, ro, y, rows, hidden, eps, stream);
+                }
+            }
             return launchConfig<T, VEC, kConfig.group, kConfig.c, kConfig.block>(
                 x, r, w, ro, y, rows, hidden, eps, stream);
         }

@@ -17,6 +17,7 @@ enum class DType : int32_t
     kINT32 = 4,
     kINT64 = 5,
     kBOOL = 6,
+    kFLOAT8_E4M3 = 7, // OCP FP8 E4M3 (torch.float8_e4m3fn, TensorRT kFP8)
 };
 
 inline int64_t dtypeSize(DType t)
@@ -30,6 +31,7 @@ inline int64_t dtypeSize(DType t)
     case DType::kINT32: return 4;
     case DType::kINT64: return 8;
     case DType::kBOOL: return 1;
+    case DType::kFLOAT8_E4M3: return 1;
     }
     return 0;
 }

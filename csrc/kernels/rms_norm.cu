@@ -1,5 +1,5 @@
+#include "quantize.cuh"
 #include "rms_norm.h"
-#include "type_utils.cuh"
 
 namespace ttp
 {
@@ -13,16 +13,17 @@ constexpr int64_t kMaxGridBlocks = 0x7fffffff; // grid-stride loops cover anythi
 // Launches of at most this many rows are latency-bound (a fraction of one wave).
 constexpr int64_t kFewRows = 1024;
 
-// The weight offset is added in fp32: (1 + w) formed in a half dtype would round twice (Gemma's norm does not).
-template <typename T, int VEC>
-__device__ __forceinline__ Vec<T, VEC> scaleVec(
-    Vec<T, VEC> const& x, Vec<T, VEC> const& w, float scale, float weightOffset)
+// The weight offset is added in fp32: (1 + w) formed in a half dtype would round twice (Gemma's norm does not). The
+// fp32 result goes to the output through Q (quantize.cuh): rounded to the input's type, or quantized.
+template <typename T, int VEC, typename Q>
+__device__ __forceinline__ Vec<typename Q::Elem, VEC> normVec(
+    Vec<T, VEC> const& x, Vec<T, VEC> const& w, float scale, float weightOffset, Q const& q)
 {
-    Vec<T, VEC> out;
+    Vec<typename Q::Elem, VEC> out;
 #pragma unroll
     for (int k = 0; k < VEC; ++k)
     {
-        out.v[k] = fromFloat<T>(toFloat(x.v[k]) * scale * (toFloat(w.v[k]) + weightOffset));
+        out.v[k] = q(toFloat(x.v[k]) * scale * (toFloat(w.v[k]) + weightOffset));
     }
     return out;
 }
@@ -31,12 +32,15 @@ __device__ __forceinline__ Vec<T, VEC> scaleVec(
 // memory, no block barrier. Each lane keeps its C vectors of the weight in registers for the whole launch and
 // has U rows in flight (all loads before the first reduction). Every lane of a warp runs the same iterations so
 // the group shuffles stay converged even on the last, partial set of rows.
-template <typename T, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
+template <typename T, typename Q, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
     CachePolicy STORE = CachePolicy::kDEFAULT>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(T const* __restrict__ x,
-    T const* __restrict__ w, T* __restrict__ y, int64_t rows, int64_t hidden, float eps, float weightOffset)
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
+    rmsNormWarpKernel(T const* __restrict__ x, T const* __restrict__ w, typename Q::Elem* __restrict__ y, int64_t rows,
+        int64_t hidden, float eps, float weightOffset, Q quant)
 {
+    Q const q = quant.ready();
     using V = Vec<T, VEC>;
+    using OV = Vec<typename Q::Elem, VEC>;
     constexpr int kGroupsPerWarp = kWarpSize / LANES;
     int const lane = threadIdx.x % LANES;
     int64_t const nvec = hidden / VEC;
@@ -51,7 +55,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(T
             int64_t const row = base + (threadIdx.x % kWarpSize) / LANES;
             bool const valid = row < rows;
             V const* xv = reinterpret_cast<V const*>(x + (valid ? row : 0) * hidden);
-            V* yv = reinterpret_cast<V*>(y + (valid ? row : 0) * hidden);
+            OV* yv = reinterpret_cast<OV*>(y + (valid ? row : 0) * hidden);
             float s = 0.F;
             for (int64_t i = lane; valid && i < nvec; i += LANES)
             {
@@ -60,7 +64,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(T
             float const scale = rsqrtf(groupSum<LANES>(s) / static_cast<float>(hidden) + eps);
             for (int64_t i = lane; valid && i < nvec; i += LANES)
             {
-                yv[i] = scaleVec(xv[i], wv[i], scale, weightOffset);
+                yv[i] = normVec(xv[i], wv[i], scale, weightOffset, q);
             }
         }
         return;
@@ -113,8 +117,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(T
                 int const i = lane + c * LANES;
                 if (row < rows && i < nvec)
                 {
-                    storeVec<STORE>(reinterpret_cast<V*>(y + row * hidden) + i,
-                        scaleVec(cache[u][c], weight[c], scale, weightOffset));
+                    storeVec<STORE>(reinterpret_cast<OV*>(y + row * hidden) + i,
+                        normVec(cache[u][c], weight[c], scale, weightOffset, q));
                 }
             }
         }
@@ -123,12 +127,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize) rmsNormWarpKernel(T
 
 // One block per row. CACHED > 0 keeps the row in registers between the reduction and the write; PREFETCH_W also
 // loads the row's weight before the reduction, so that a short launch waits for one memory round trip, not two.
-template <typename T, int VEC, int CACHED, int BLOCK, bool PREFETCH_W, CachePolicy LOAD = CachePolicy::kDEFAULT,
-    CachePolicy STORE = CachePolicy::kDEFAULT>
+template <typename T, typename Q, int VEC, int CACHED, int BLOCK, bool PREFETCH_W,
+    CachePolicy LOAD = CachePolicy::kDEFAULT, CachePolicy STORE = CachePolicy::kDEFAULT>
 __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(T const* __restrict__ x, T const* __restrict__ w,
-    T* __restrict__ y, int64_t rows, int64_t hidden, float eps, float weightOffset)
+    typename Q::Elem* __restrict__ y, int64_t rows, int64_t hidden, float eps, float weightOffset, Q quant)
 {
+    Q const q = quant.ready();
     using V = Vec<T, VEC>;
+    using OV = Vec<typename Q::Elem, VEC>;
     __shared__ float partial[BLOCK / kWarpSize];
     int64_t const nvec = hidden / VEC;
     V const* wv = reinterpret_cast<V const*>(w);
@@ -136,7 +142,7 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(T const* __restrict_
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
     {
         V const* xv = reinterpret_cast<V const*>(x + row * hidden);
-        V* yv = reinterpret_cast<V*>(y + row * hidden);
+        OV* yv = reinterpret_cast<OV*>(y + row * hidden);
         float s = 0.F;
         if constexpr (CACHED > 0)
         {
@@ -172,11 +178,11 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(T const* __restrict_
                 {
                     if constexpr (PREFETCH_W)
                     {
-                        storeVec<STORE>(yv + i, scaleVec(cache[k], weight[k], scale, weightOffset));
+                        storeVec<STORE>(yv + i, normVec(cache[k], weight[k], scale, weightOffset, q));
                     }
                     else
                     {
-                        storeVec<STORE>(yv + i, scaleVec(cache[k], wv[i], scale, weightOffset));
+                        storeVec<STORE>(yv + i, normVec(cache[k], wv[i], scale, weightOffset, q));
                     }
                 }
             }
@@ -190,7 +196,7 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(T const* __restrict_
             float const scale = rsqrtf(blockSum<BLOCK>(s, partial) * invHidden + eps);
             for (int64_t i = threadIdx.x; i < nvec; i += BLOCK)
             {
-                yv[i] = scaleVec(xv[i], wv[i], scale, weightOffset);
+                yv[i] = normVec(xv[i], wv[i], scale, weightOffset, q);
             }
         }
     }
@@ -200,11 +206,12 @@ __global__ void __launch_bounds__(BLOCK) rmsNormBlockKernel(T const* __restrict_
 // (row and weight loaded together), a block reduction with one barrier, and the stores. PDL: launched as a
 // programmatic dependent launch (waits for the previous kernel's memory before touching any; lets the next one
 // launch at once).
-template <typename T, int VEC, int C, int BLOCK, bool PDL>
-__global__ void __launch_bounds__(BLOCK) rmsNormRowKernel(
-    T const* __restrict__ x, T const* __restrict__ w, T* __restrict__ y, int hidden, float eps, float weightOffset)
+template <typename T, typename Q, int VEC, int C, int BLOCK, bool PDL>
+__global__ void __launch_bounds__(BLOCK) rmsNormRowKernel(T const* __restrict__ x, T const* __restrict__ w,
+    typename Q::Elem* __restrict__ y, int hidden, float eps, float weightOffset, Q quant)
 {
     using V = Vec<T, VEC>;
+    using OV = Vec<typename Q::Elem, VEC>;
     constexpr int kWarps = BLOCK / kWarpSize;
     __shared__ float partial[kWarps];
     if constexpr (PDL)
@@ -212,6 +219,7 @@ __global__ void __launch_bounds__(BLOCK) rmsNormRowKernel(
         allowDependents();
         waitForPrerequisites();
     }
+    Q const q = quant.ready(); // after the wait: the scale may be the previous kernel's output
     int const nvec = hidden / VEC;
     int64_t const offset = static_cast<int64_t>(blockIdx.x) * hidden;
     V const* xv = reinterpret_cast<V const*>(x + offset);
@@ -253,32 +261,32 @@ __global__ void __launch_bounds__(BLOCK) rmsNormRowKernel(
         }
     }
     float const scale = rsqrtf(s / static_cast<float>(hidden) + eps);
-    V* yv = reinterpret_cast<V*>(y + offset);
+    OV* yv = reinterpret_cast<OV*>(y + offset);
 #pragma unroll
     for (int k = 0; k < C; ++k)
     {
         int const i = static_cast<int>(threadIdx.x) + k * BLOCK;
         if (i < nvec)
         {
-            yv[i] = scaleVec(cache[k], weight[k], scale, weightOffset);
+            yv[i] = normVec(cache[k], weight[k], scale, weightOffset, q);
         }
     }
 }
 
-template <typename T, int VEC, int C, int BLOCK, bool PDL>
-cudaError_t launchRowConfig(
-    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, float weightOffset, cudaStream_t stream)
+template <typename T, typename Q, int VEC, int C, int BLOCK, bool PDL>
+cudaError_t launchRowConfig(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, Q q, cudaStream_t stream)
 {
-    return launchKernel(rmsNormRowKernel<T, VEC, C, BLOCK, PDL>, dim3(static_cast<unsigned>(rows)), dim3(BLOCK), stream,
-        PDL && pdlSupported(), x, w, y, static_cast<int>(hidden), eps, weightOffset);
+    return launchKernel(rmsNormRowKernel<T, Q, VEC, C, BLOCK, PDL>, dim3(static_cast<unsigned>(rows)), dim3(BLOCK),
+        stream, PDL && pdlSupported(), x, w, y, static_cast<int>(hidden), eps, weightOffset, q);
 }
 
 // residentPerSm > 0 caps the grid at that many blocks per SM (a persistent grid walks the rest); 0: a block for
 // every kRowsPerBlock rows.
-template <typename T, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
+template <typename T, typename Q, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
     CachePolicy STORE = CachePolicy::kDEFAULT>
-cudaError_t launchWarpConfig(T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, float weightOffset,
-    cudaStream_t stream, int residentPerSm = 0)
+cudaError_t launchWarpConfig(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, Q q, cudaStream_t stream, int residentPerSm = 0)
 {
     constexpr int64_t kRowsPerBlock = int64_t{kWarpsPerBlock} * (kWarpSize / LANES) * U;
     int64_t blocks = std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxGridBlocks);
@@ -291,15 +299,15 @@ cudaError_t launchWarpConfig(T const* x, T const* w, T* y, int64_t rows, int64_t
         }
         blocks = std::min<int64_t>(blocks, resident);
     }
-    rmsNormWarpKernel<T, VEC, LANES, C, U, LOAD, STORE>
+    rmsNormWarpKernel<T, Q, VEC, LANES, C, U, LOAD, STORE>
         <<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarpSize, 0, stream>>>(
-            x, w, y, rows, hidden, eps, weightOffset);
+            x, w, y, rows, hidden, eps, weightOffset, q);
     return cudaGetLastError();
 }
 
-template <typename T, int VEC>
-cudaError_t launchWarp(
-    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, float weightOffset, cudaStream_t stream)
+template <typename T, typename Q, int VEC>
+cudaError_t launchWarp(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, Q q, cudaStream_t stream)
 {
     // Fewest lanes per row that still give each lane at most one vector (never fewer than 4); longer rows take a
     // whole warp with up to 8 vectors a lane in registers, and beyond that stride over the row twice.
@@ -311,38 +319,42 @@ cudaError_t launchWarp(
     constexpr CachePolicy kX = CachePolicy::kEVICT_FIRST;
     constexpr CachePolicy kY = CachePolicy::kDEFAULT;
     if (nvec <= 4)
-        return launchWarpConfig<T, VEC, 4, 1, 2, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
+        return launchWarpConfig<T, Q, VEC, 4, 1, 2, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
     if (nvec <= 8)
-        return launchWarpConfig<T, VEC, 8, 1, 2, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
+        return launchWarpConfig<T, Q, VEC, 8, 1, 2, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
     if (nvec <= 16)
-        return launchWarpConfig<T, VEC, 16, 1, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
+        return launchWarpConfig<T, Q, VEC, 16, 1, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
     if (nvec <= kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 1, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
+        return launchWarpConfig<T, Q, VEC, kWarpSize, 1, 1, kX, kY>(
+            x, w, y, rows, hidden, eps, weightOffset, q, stream);
     if (nvec <= 2 * kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 2, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
+        return launchWarpConfig<T, Q, VEC, kWarpSize, 2, 1, kX, kY>(
+            x, w, y, rows, hidden, eps, weightOffset, q, stream);
     if (nvec <= 4 * kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 4, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
+        return launchWarpConfig<T, Q, VEC, kWarpSize, 4, 1, kX, kY>(
+            x, w, y, rows, hidden, eps, weightOffset, q, stream);
     if (nvec <= 8 * kWarpSize)
-        return launchWarpConfig<T, VEC, kWarpSize, 8, 1, kX, kY>(x, w, y, rows, hidden, eps, weightOffset, stream);
-    return launchWarpConfig<T, VEC, kWarpSize, 0, 1>(x, w, y, rows, hidden, eps, weightOffset, stream);
+        return launchWarpConfig<T, Q, VEC, kWarpSize, 8, 1, kX, kY>(
+            x, w, y, rows, hidden, eps, weightOffset, q, stream);
+    return launchWarpConfig<T, Q, VEC, kWarpSize, 0, 1>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
 }
 
-template <typename T, int VEC, int CACHED, int BLOCK, bool PREFETCH_W, CachePolicy LOAD = CachePolicy::kDEFAULT,
-    CachePolicy STORE = CachePolicy::kDEFAULT>
-cudaError_t launchBlockConfig(
-    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, float weightOffset, cudaStream_t stream)
+template <typename T, typename Q, int VEC, int CACHED, int BLOCK, bool PREFETCH_W,
+    CachePolicy LOAD = CachePolicy::kDEFAULT, CachePolicy STORE = CachePolicy::kDEFAULT>
+cudaError_t launchBlockConfig(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, Q q, cudaStream_t stream)
 {
     // One block per row and no cap below the hardware's: the block scheduler balances the tail better
     // than a grid-stride loop over a device-sized grid (measured: +3% of copy rate at 65536x4096).
     int64_t const blocks = std::min<int64_t>(rows, kMaxGridBlocks);
-    rmsNormBlockKernel<T, VEC, CACHED, BLOCK, PREFETCH_W, LOAD, STORE>
-        <<<static_cast<unsigned>(blocks), BLOCK, 0, stream>>>(x, w, y, rows, hidden, eps, weightOffset);
+    rmsNormBlockKernel<T, Q, VEC, CACHED, BLOCK, PREFETCH_W, LOAD, STORE>
+        <<<static_cast<unsigned>(blocks), BLOCK, 0, stream>>>(x, w, y, rows, hidden, eps, weightOffset, q);
     return cudaGetLastError();
 }
 
-template <typename T, int VEC>
-cudaError_t launchBlock(
-    T const* x, T const* w, T* y, int64_t rows, int64_t hidden, float eps, float weightOffset, cudaStream_t stream)
+template <typename T, typename Q, int VEC>
+cudaError_t launchBlock(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, Q q, cudaStream_t stream)
 {
     int64_t const nvec = hidden / VEC;
     if constexpr (VEC > 1)
@@ -359,56 +371,58 @@ cudaError_t launchBlock(
         if (rowKernel)
         {
             if (nvec <= 128)
-                return launchRowConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
+                return launchRowConfig<T, Q, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
             if (nvec <= 256)
-                return launchRowConfig<T, VEC, 2, 128, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
+                return launchRowConfig<T, Q, VEC, 2, 128, true>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
             if (nvec <= 512)
-                return launchRowConfig<T, VEC, 2, 256, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
+                return launchRowConfig<T, Q, VEC, 2, 256, true>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
             if (nvec <= 1024)
-                return launchRowConfig<T, VEC, 4, 256, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
+                return launchRowConfig<T, Q, VEC, 4, 256, true>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
             if (nvec <= 1536)
-                return launchRowConfig<T, VEC, 6, 256, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
+                return launchRowConfig<T, Q, VEC, 6, 256, true>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
             if (nvec <= 2048)
-                return launchRowConfig<T, VEC, 8, 256, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
+                return launchRowConfig<T, Q, VEC, 8, 256, true>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
         }
         // Many rows of up to 256 or more than 1536 vectors: the block kernels, as measured before (weight loaded first:
         // kernel lab, H100, rows of 4096 bf16, 99.5% of copy with, 93% without).
         if (nvec <= 128)
         {
-            return launchBlockConfig<T, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
+            return launchBlockConfig<T, Q, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
         }
         if (nvec <= 256)
         {
-            return launchBlockConfig<T, VEC, 1, 256, true>(x, w, y, rows, hidden, eps, weightOffset, stream);
+            return launchBlockConfig<T, Q, VEC, 1, 256, true>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
         }
         if (nvec <= 512 * 4)
         {
-            return launchBlockConfig<T, VEC, 4, 512, false>(x, w, y, rows, hidden, eps, weightOffset, stream);
+            return launchBlockConfig<T, Q, VEC, 4, 512, false>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
         }
         if (nvec <= 1024 * 4)
         {
-            return launchBlockConfig<T, VEC, 4, 1024, false>(x, w, y, rows, hidden, eps, weightOffset, stream);
+            return launchBlockConfig<T, Q, VEC, 4, 1024, false>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
         }
     }
-    return launchBlockConfig<T, VEC, 0, kMaxBlockThreads, false>(x, w, y, rows, hidden, eps, weightOffset, stream);
+    return launchBlockConfig<T, Q, VEC, 0, kMaxBlockThreads, false>(
+        x, w, y, rows, hidden, eps, weightOffset, q, stream);
 }
 
-template <typename T>
+template <typename T, typename Q>
 cudaError_t dispatch(void const* x, void const* w, void* y, int64_t rows, int64_t hidden, float eps, float weightOffset,
-    RmsNormTactic tactic, cudaStream_t stream)
+    Q q, RmsNormTactic tactic, cudaStream_t stream)
 {
     constexpr int kVec = 16 / sizeof(T);
     auto const* xt = static_cast<T const*>(x);
     auto const* wt = static_cast<T const*>(w);
-    auto* yt = static_cast<T*>(y);
-    bool const vectorized = hidden % kVec == 0 && isAligned(x, 16) && isAligned(w, 16) && isAligned(y, 16);
+    auto* yt = static_cast<typename Q::Elem*>(y);
+    bool const vectorized
+        = hidden % kVec == 0 && isAligned(x, 16) && isAligned(w, 16) && isAligned(y, sizeof(typename Q::Elem) * kVec);
     if (tactic == RmsNormTactic::kWARP_PER_ROW)
     {
-        return vectorized ? launchWarp<T, kVec>(xt, wt, yt, rows, hidden, eps, weightOffset, stream)
-                          : launchWarp<T, 1>(xt, wt, yt, rows, hidden, eps, weightOffset, stream);
+        return vectorized ? launchWarp<T, Q, kVec>(xt, wt, yt, rows, hidden, eps, weightOffset, q, stream)
+                          : launchWarp<T, Q, 1>(xt, wt, yt, rows, hidden, eps, weightOffset, q, stream);
     }
-    return vectorized ? launchBlock<T, kVec>(xt, wt, yt, rows, hidden, eps, weightOffset, stream)
-                      : launchBlock<T, 1>(xt, wt, yt, rows, hidden, eps, weightOffset, stream);
+    return vectorized ? launchBlock<T, Q, kVec>(xt, wt, yt, rows, hidden, eps, weightOffset, q, stream)
+                      : launchBlock<T, Q, 1>(xt, wt, yt, rows, hidden, eps, weightOffset, q, stream);
 }
 
 } // namespace
@@ -420,8 +434,13 @@ RmsNormTactic rmsNormHeuristic(int64_t /*rows*/, int64_t hidden, DType dtype)
     return hidden * dtypeSize(dtype) < 1024 ? RmsNormTactic::kWARP_PER_ROW : RmsNormTactic::kBLOCK_PER_ROW;
 }
 
-cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, int64_t hidden, float eps,
-    float weightOffset, DType dtype, RmsNormTactic tactic, cudaStream_t stream)
+namespace
+{
+
+// What rmsNorm and rmsNormQuant share: the checks, the tactic, and the kernels for the output Q makes.
+template <typename MakeQ>
+cudaError_t launchNorm(void const* x, void const* weight, void* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, DType dtype, RmsNormTactic tactic, cudaStream_t stream, MakeQ&& makeQ)
 {
     if (rows == 0 || hidden == 0)
     {
@@ -440,7 +459,40 @@ cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, in
         return cudaErrorInvalidValue;
     }
     return withFloatType(dtype,
-        [&](auto t) { return dispatch<decltype(t)>(x, weight, y, rows, hidden, eps, weightOffset, tactic, stream); });
+        [&](auto t)
+        {
+            using T = decltype(t);
+            return makeQ(t,
+                [&](auto q) { return dispatch<T>(x, weight, y, rows, hidden, eps, weightOffset, q, tactic, stream); });
+        });
+}
+
+} // namespace
+
+cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, DType dtype, RmsNormTactic tactic, cudaStream_t stream)
+{
+    return launchNorm(x, weight, y, rows, hidden, eps, weightOffset, dtype, tactic, stream,
+        [](auto t, auto&& run) { return run(RoundTo<decltype(t)>{}); });
+}
+
+cudaError_t rmsNormQuant(void const* x, void const* weight, float const* scale, void* y, int64_t rows, int64_t hidden,
+    float eps, float weightOffset, DType dtype, DType outDtype, RmsNormTactic tactic, cudaStream_t stream)
+{
+    if (scale == nullptr && rows != 0 && hidden != 0)
+    {
+        return cudaErrorInvalidValue;
+    }
+    return launchNorm(x, weight, y, rows, hidden, eps, weightOffset, dtype, tactic, stream,
+        [&](auto, auto&& run) -> cudaError_t
+        {
+            switch (outDtype)
+            {
+            case DType::kFLOAT8_E4M3: return run(QuantizeFp8E4M3{scale});
+            case DType::kINT8: return run(QuantizeInt8{scale});
+            default: return cudaErrorInvalidValue;
+            }
+        });
 }
 
 } // namespace ttp

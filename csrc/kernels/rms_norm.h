@@ -19,6 +19,12 @@ enum class RmsNormTactic : int32_t
 cudaError_t rmsNorm(void const* x, void const* weight, void* y, int64_t rows, int64_t hidden, float eps,
     float weightOffset, DType dtype, RmsNormTactic tactic, cudaStream_t stream);
 
+// rms_norm quantized by a per-tensor scale: y = saturate(round(rms_norm(x) * (weight + weightOffset) / *scale)), from
+// the fp32 value (never rounded to dtype first). outDtype: kFLOAT8_E4M3 (saturated to +-448) or kINT8 (round half to
+// even, saturated to [-128, 127]). scale: one fp32 value in device memory, read by the kernel (no host copy).
+cudaError_t rmsNormQuant(void const* x, void const* weight, float const* scale, void* y, int64_t rows, int64_t hidden,
+    float eps, float weightOffset, DType dtype, DType outDtype, RmsNormTactic tactic, cudaStream_t stream);
+
 // The tactic kAUTO resolves to for this problem.
 RmsNormTactic rmsNormHeuristic(int64_t rows, int64_t hidden, DType dtype);
 

@@ -1,5 +1,6 @@
-// torchtrt::rms_norm behind the SDK launcher ABI (sdk/ttp_sdk.h), one launcher per declared tactic
-// (torchtrt_plugins/ops/rms_norm.py): the eager op and the generic plugin both call these.
+// torchtrt::rms_norm, rms_norm_fp8 and rms_norm_int8 behind the SDK launcher ABI (sdk/ttp_sdk.h), one launcher per
+// declared tactic (torchtrt_plugins/ops/rms_norm.py, rms_norm_quant.py): the eager ops and the generic plugin both
+// call these.
 #include "kernels/rms_norm.h"
 #include "sdk/ttp_sdk.h"
 
@@ -8,9 +9,11 @@ namespace ttp::launchers
 namespace
 {
 
-cudaError_t launchRmsNorm(sdk::LaunchArgs const& a, RmsNormTactic tactic)
+// Inputs x, weight (rms_norm), then scale (the quantized ops: one fp32 value, rank 0 or 1).
+cudaError_t launchRmsNorm(sdk::LaunchArgs const& a, RmsNormTactic tactic, bool quantized)
 {
-    if (a.nbInputs != 2 || a.nbOutputs != 1 || a.nbScalars != 2 || a.inputs[0].rank < 1)
+    int32_t const nbInputs = quantized ? 3 : 2;
+    if (a.nbInputs != nbInputs || a.nbOutputs != 1 || a.nbScalars != 2 || a.inputs[0].rank < 1)
     {
         return cudaErrorInvalidValue;
     }
@@ -24,8 +27,20 @@ cudaError_t launchRmsNorm(sdk::LaunchArgs const& a, RmsNormTactic tactic)
     }
     int64_t const rows = hidden == 0 ? 0 : x.numel() / hidden;
     // Scalars in schema order: eps, weight_offset.
-    return rmsNorm(x.data, weight.data, a.outputs[0].data, rows, hidden, static_cast<float>(a.scalars[0]),
-        static_cast<float>(a.scalars[1]), x.dtype, tactic, a.stream);
+    auto const eps = static_cast<float>(a.scalars[0]);
+    auto const weightOffset = static_cast<float>(a.scalars[1]);
+    if (!quantized)
+    {
+        return rmsNorm(
+            x.data, weight.data, a.outputs[0].data, rows, hidden, eps, weightOffset, x.dtype, tactic, a.stream);
+    }
+    sdk::Tensor const& scale = a.inputs[2];
+    if (scale.dtype != DType::kFLOAT32 || scale.rank > 1 || scale.numel() != 1)
+    {
+        return cudaErrorInvalidValue;
+    }
+    return rmsNormQuant(x.data, weight.data, static_cast<float const*>(scale.data), a.outputs[0].data, rows, hidden,
+        eps, weightOffset, x.dtype, a.outputs[0].dtype, tactic, a.stream);
 }
 
 } // namespace
@@ -33,17 +48,33 @@ cudaError_t launchRmsNorm(sdk::LaunchArgs const& a, RmsNormTactic tactic)
 // Tactic 0: the kernel's heuristic chooses.
 cudaError_t rmsNorm(sdk::LaunchArgs const& args)
 {
-    return launchRmsNorm(args, RmsNormTactic::kAUTO);
+    return launchRmsNorm(args, RmsNormTactic::kAUTO, false);
 }
 
 cudaError_t rmsNormWarpPerRow(sdk::LaunchArgs const& args)
 {
-    return launchRmsNorm(args, RmsNormTactic::kWARP_PER_ROW);
+    return launchRmsNorm(args, RmsNormTactic::kWARP_PER_ROW, false);
 }
 
 cudaError_t rmsNormBlockPerRow(sdk::LaunchArgs const& args)
 {
-    return launchRmsNorm(args, RmsNormTactic::kBLOCK_PER_ROW);
+    return launchRmsNorm(args, RmsNormTactic::kBLOCK_PER_ROW, false);
+}
+
+// The output's dtype (FP8 E4M3 or INT8) chooses the quantization.
+cudaError_t rmsNormQuant(sdk::LaunchArgs const& args)
+{
+    return launchRmsNorm(args, RmsNormTactic::kAUTO, true);
+}
+
+cudaError_t rmsNormQuantWarpPerRow(sdk::LaunchArgs const& args)
+{
+    return launchRmsNorm(args, RmsNormTactic::kWARP_PER_ROW, true);
+}
+
+cudaError_t rmsNormQuantBlockPerRow(sdk::LaunchArgs const& args)
+{
+    return launchRmsNorm(args, RmsNormTactic::kBLOCK_PER_ROW, true);
 }
 
 } // namespace ttp::launchers

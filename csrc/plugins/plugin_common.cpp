@@ -415,6 +415,7 @@ DType toKernelDType(nvinfer1::DataType type)
     case nvinfer1::DataType::kINT32: return DType::kINT32;
     case nvinfer1::DataType::kINT64: return DType::kINT64;
     case nvinfer1::DataType::kBOOL: return DType::kBOOL;
+    case nvinfer1::DataType::kFP8: return DType::kFLOAT8_E4M3;
     default: throw PluginError(concat("unsupported data type ", dataTypeName(type)));
     }
 }

@@ -212,7 +212,8 @@ size_t elementSize(nvinfer1::DataType type)
     {
     case nvinfer1::DataType::kHALF:
     case nvinfer1::DataType::kBF16: return 2;
-    case nvinfer1::DataType::kINT8: return 1;
+    case nvinfer1::DataType::kINT8:
+    case nvinfer1::DataType::kFP8: return 1;
     case nvinfer1::DataType::kINT64: return 8;
     default: return 4;
     }
@@ -1081,6 +1082,10 @@ private:
         if (workspace != nullptr && mDecl.workspace != nullptr)
         {
             args.workspaceSize = mDecl.workspace(args);
+        }
+        if (args.workspaceSize == 0)
+        {
+            args.workspace = nullptr; // the launcher ABI (ttp_sdk.h): no workspace, a null pointer
         }
         return fn(args);
     }

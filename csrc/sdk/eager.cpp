@@ -108,13 +108,14 @@ private:
 struct DTypes
 {
     // ttp::DType -> torch code
-    std::array<int32_t, 7> kernel{};
+    std::array<int32_t, 8> kernel{};
     std::vector<std::pair<int32_t, char const*>> names;
 
     DTypes()
     {
         kernel = {aoti_torch_dtype_float32(), aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(),
-            aoti_torch_dtype_int8(), aoti_torch_dtype_int32(), aoti_torch_dtype_int64(), aoti_torch_dtype_bool()};
+            aoti_torch_dtype_int8(), aoti_torch_dtype_int32(), aoti_torch_dtype_int64(), aoti_torch_dtype_bool(),
+            aoti_torch_dtype_float8_e4m3fn()};
         names = {{aoti_torch_dtype_float32(), "float32"}, {aoti_torch_dtype_float16(), "float16"},
             {aoti_torch_dtype_bfloat16(), "bfloat16"}, {aoti_torch_dtype_int8(), "int8"},
             {aoti_torch_dtype_int32(), "int32"}, {aoti_torch_dtype_int64(), "int64"}, {aoti_torch_dtype_bool(), "bool"},
@@ -167,6 +168,7 @@ int32_t kernelDTypeOfCode(int64_t code)
     case 2: return static_cast<int32_t>(DType::kINT8);
     case 3: return static_cast<int32_t>(DType::kINT32);
     case 4: return static_cast<int32_t>(DType::kBOOL);
+    case 6: return static_cast<int32_t>(DType::kFLOAT8_E4M3);
     case 7: return static_cast<int32_t>(DType::kBFLOAT16);
     case 8: return static_cast<int32_t>(DType::kINT64);
     default: return -1;
@@ -337,23 +339,37 @@ void* dataOf(AtenTensorHandle handle)
     return data;
 }
 
-// Why the launcher's last launch failed on this thread, as its library says (ttp_sdk_last_error: a kernel compiled
-// ahead of time names op, kernel and cause), or empty. The library is found from the launcher's own address.
-std::string launcherError(void const* launcher)
+// Why the launcher's launch failed, as its library says: the status's name (cudaGetErrorName of the CUDA runtime the
+// library links, found through its handle; the status as a number where it cannot be), then ttp_sdk_last_error (a
+// kernel compiled ahead of time names op, kernel and cause) where it says something. The library is found from the
+// launcher's own address.
+std::string launcherError(void const* launcher, cudaError_t status)
 {
+    std::string text = concat("cudaError ", static_cast<int32_t>(status));
     Dl_info info{};
     if (dladdr(launcher, &info) == 0 || info.dli_fname == nullptr)
     {
-        return {};
+        return text;
     }
     void* library = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
     if (library == nullptr)
     {
-        return {};
+        return text;
+    }
+    using ErrorName = char const* (*)(cudaError_t);
+    auto const errorName = reinterpret_cast<ErrorName>(dlsym(library, "cudaGetErrorName"));
+    char const* name = errorName != nullptr ? errorName(status) : nullptr;
+    if (name != nullptr)
+    {
+        text = concat(name, " (", static_cast<int32_t>(status), ")");
     }
     using LastError = char const* (*)();
     auto const lastError = reinterpret_cast<LastError>(dlsym(library, "ttp_sdk_last_error"));
-    std::string text = lastError != nullptr && lastError() != nullptr ? lastError() : "";
+    char const* why = lastError != nullptr ? lastError() : nullptr;
+    if (why != nullptr && why[0] != '\0')
+    {
+        text = concat(text, ": ", why);
+    }
     dlclose(library);
     return text;
 }
@@ -801,10 +817,9 @@ private:
         cudaError_t const status = mTactic->launch(args);
         if (status != cudaSuccess)
         {
-            std::string const why = launcherError(reinterpret_cast<void const*>(mTactic->launch));
             throw EagerError(concat(mOp.label, ": launcher '", mTactic->launcherName, "' (tactic ", mTactic->value,
-                args.phase != kPHASE_ALL ? concat(", phase ", args.phase) : "", ") returned cudaError ",
-                static_cast<int32_t>(status), why.empty() ? "" : ": ", why));
+                args.phase != kPHASE_ALL ? concat(", phase ", args.phase) : "", ") returned ",
+                launcherError(reinterpret_cast<void const*>(mTactic->launch), status)));
         }
     }
 

@@ -48,13 +48,17 @@ struct LaunchArgs
     int32_t nbInputs;
     // The op's outputs, contiguous, at their shapes; a data-dependent dimension is at its upper bound (the
     // launcher writes the rows it produces compactly from the start). Then one 0-D kINT64 size tensor per
-    // data-dependent size (ctx.new_dynamic_size in the fake kernel), which the launcher must write.
+    // data-dependent size (ctx.new_dynamic_size in the fake kernel), which the launcher must write. Outputs and size
+    // tensors arrive uninitialized (torch.empty, TensorRT's own buffers): the launcher writes every element the
+    // caller reads. An output with no elements may have null data.
     Tensor const* outputs;
     int32_t nbOutputs;
     // The op's scalar arguments in schema order (bools as 0/1). A SymInt argument that reaches the plugin as a
     // shape input holds kSHAPE_INPUT_MARKER here: read the size from the output dims instead.
     double const* scalars;
     int32_t nbScalars;
+    // Device scratch of workspaceSize bytes (what the declared workspace function returned), uninitialized; null
+    // when workspaceSize is 0, i.e. when the op declares no workspace function or it returned 0.
     void* workspace;
     size_t workspaceSize;
     int32_t tactic; // the declared tactic being run (0: the default launcher)

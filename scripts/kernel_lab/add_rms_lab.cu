@@ -62,9 +62,9 @@ double graphMicros(std::function<cudaError_t(cudaStream_t)> const& fn)
 }
 
 template <typename T>
-constexpr ttp::DType kDType = sizeof(T) == 4 ? ttp::DType::kFLOAT32
-    : std::is_same_v<T, __half>              ? ttp::DType::kFLOAT16
-                                             : ttp::DType::kBFLOAT16;
+constexpr ttp::DType kDType = sizeof(T) == 4              ? ttp::DType::kFLOAT32
+                              : std::is_same_v<T, __half> ? ttp::DType::kFLOAT16
+                                                          : ttp::DType::kBFLOAT16;
 
 template <typename T>
 void shape(char const* dtype, int64_t rows, int64_t hidden)
@@ -92,15 +92,21 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
     cudaFree(copyOut);
     int64_t const nvec = hidden / kVec;
     auto report = [&](char const* name, double us)
-    { std::printf("%-5s %6lldx%-6lld %-16s %8.2f us  %6.1f%% of copy (copy %.2f us)\n", dtype, static_cast<long long>(rows),
-          static_cast<long long>(hidden), name, us, 100.0 * copyUs / us, copyUs); };
-    report("auto", graphMicros([&](cudaStream_t s)
-        { return ttp::addRmsNorm(x, r, w, r, y, rows, hidden, 1e-6F, kDType<T>, s); }));
+    {
+        std::printf("%-5s %6lldx%-6lld %-24s %8.2f us  %6.1f%% of copy (copy %.2f us)\n", dtype,
+            static_cast<long long>(rows), static_cast<long long>(hidden), name, us, 100.0 * copyUs / us, copyUs);
+    };
+    report("auto",
+        graphMicros([&](cudaStream_t s) { return ttp::addRmsNorm(x, r, w, r, y, rows, hidden, 1e-6F, kDType<T>, s); }));
 #define TTP_CONFIG(G, C, B)                                                                                            \
     if (nvec <= (G) * (C) && nvec > (G) * (C) / 3)                                                                     \
     {                                                                                                                  \
-        report("g" #G " c" #C " b" #B, graphMicros([&](cudaStream_t s)                                                 \
-            { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, s); }));                 \
+        report("g" #G " c" #C " b" #B,                                                                                 \
+            graphMicros([&](cudaStream_t s)                                                                            \
+                { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, s); }));              \
+        report("g" #G " c" #C " b" #B " w-late",                                                                       \
+            graphMicros([&](cudaStream_t s)                                                                            \
+                { return ttp::launchConfig<T, kVec, G, C, B, false>(x, r, w, r, y, rows, hidden, 1e-6F, s); }));       \
     }
     TTP_CONFIG(32, 2, 256)
     TTP_CONFIG(128, 1, 128)
@@ -115,6 +121,7 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
     TTP_CONFIG(384, 4, 384)
     TTP_CONFIG(512, 2, 512)
     TTP_CONFIG(512, 3, 512)
+    TTP_CONFIG(768, 2, 768)
     TTP_CONFIG(512, 4, 512)
     TTP_CONFIG(512, 6, 512)
     TTP_CONFIG(512, 8, 512)
@@ -132,8 +139,8 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
 template <typename T>
 void all(char const* dtype)
 {
-    int64_t const shapes[][2] = {{1, 4096}, {128, 4096}, {1024, 2048}, {4096, 4096}, {4096, 12288}, {4096, 8192},
-        {2048, 16384}, {100000, 128}};
+    int64_t const shapes[][2] = {
+        {1, 4096}, {128, 4096}, {1024, 2048}, {4096, 4096}, {4096, 12288}, {4096, 8192}, {2048, 16384}, {100000, 128}};
     for (auto const& s : shapes)
     {
         shape<T>(dtype, s[0], s[1]);

@@ -230,13 +230,40 @@ def test_outputs_override_replaces_the_fake_kernel():
         (MUTATES, {"mutates": ("y",)}, r"decl_test::mutates: mutates names 'y', which is no argument"),
         (PLAIN, {"weight_fields": ("alpha",)}, r"decl_test::plain: weight_fields names argument 'alpha', which is not"),
         (MUTATES, {"weight_fields": ("x",)}, r"weight_fields names argument 'x', which is updated in place"),
-        (
-            PLAIN,
-            {"weight_fields": ("y",), "dtypes": {"y": (torch.float32, torch.float64)}},
-            r"decl_test::plain: weight_fields names argument 'y', which may have dtypes \['float64'\]",
-        ),
         (PLAIN, {"weight_fields": ("y",), "dtypes": {"y": (torch.bool,)}}, r"argument 'y', which may have dtypes"),
         ("decl_test::missing", {}, r"decl_test::missing: no such torch op"),
+        (
+            PLAIN,
+            {"dtypes": {"x": (torch.float64,)}},
+            r"decl_test::plain: dtypes\['x'\] has \[torch\.float64\], which a TensorRT plugin cannot take; expected "
+            r"dtypes among \{float32, float16, bfloat16, int8, int32, int64, bool\}",
+        ),
+        (
+            PLAIN,
+            {"dtypes": {"x": torch.float32}},
+            r"decl_test::plain: dtypes\['x'\] must be a non-empty tuple of torch dtypes .*got torch\.float32",
+        ),
+        (PLAIN, {"dtypes": {"y": ()}}, r"decl_test::plain: dtypes\['y'\] must be a non-empty tuple"),
+        (
+            PLAIN,
+            {"ranges": {"alpha": (0, 1)}},
+            r"decl_test::plain: ranges\['alpha'\] must be a torchtrt_plugins\.Range \(e\.g\. Range\(min=0, max=1\)\), "
+            r"got \(0, 1\)",
+        ),
+        (PLAIN, {"ranges": {"alpha": ttp.Range(min=2, max=1)}}, r"ranges\['alpha'\] admits no value \(min 2, max 1\)"),
+        (PLAIN, {"ranges": {"alpha": ttp.Range(min="0")}}, r"ranges\['alpha'\] must have numbers \(or None\)"),
+        (
+            PLAIN,
+            {"launcher": "not a name"},
+            r"decl_test::plain: launcher must be the name of a C\+\+ function .*got 'not a name'",
+        ),
+        (PLAIN, {"launcher": "a::b", "tactics": {2: "a-b"}}, r"decl_test::plain: tactics\[2\] must be the name of"),
+        (PLAIN, {"launcher": "a::b", "workspace": "ws()"}, r"decl_test::plain: workspace must be the name of a C\+\+"),
+        (
+            PLAIN,
+            {"tolerances": {"float16": (1e-3, 1e-3)}},
+            r"decl_test::plain: tolerances must map torch dtypes to torchtrt_plugins\.Tolerance",
+        ),
         (
             PLAIN,
             {"sizes_first": True, "data_dependent": False},
@@ -249,12 +276,55 @@ def test_declaration_errors_name_op_and_argument(op, options, message):
         ttp.Declaration(op, **options)
 
 
-def test_launcher_names_must_be_cxx_functions():
-    from torchtrt_plugins import sdk
+def test_a_declaration_rejected_at_declare_time_stays_undeclared():
+    """Before: dtypes={"x": (torch.float64,)} was accepted and registered, then every build and load_plugins() raised a
+    bare KeyError: torch.float64; the corrected declaration then failed as registered twice."""
+    qualname = _define("retried", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x), cpu=lambda x: x.clone())
+    with pytest.raises(ttp.DeclarationError, match=r"decl_test::retried: dtypes\['x'\] has \[torch\.float64\]"):
+        ttp.declare(qualname, dtypes={"x": (torch.float64,)})
+    assert qualname not in [e.spec.qualname for e in spec_mod.registered_ops()]
+    try:
+        declaration = ttp.declare(qualname, dtypes={"x": (torch.float32,)})
+        assert spec_mod.get(qualname) is declaration.entry
+    finally:
+        spec_mod.unregister(spec_mod.get(qualname))
 
-    declaration = ttp.Declaration(PLAIN, launcher="not a name")
-    with pytest.raises(ttp.SpecError, match=r"decl_test\.plain: launcher 'not a name' is not a C\+\+ function name"):
-        sdk.generate_op_tables([declaration])
+
+def test_a_misspelt_launcher_is_named_with_its_op_by_the_build(tmp_path):
+    """Before: the build failed with the linker's `undefined reference to r26::misspelt(ttp::sdk::LaunchArgs
+    const&)` and nothing else."""
+    from torchtrt_plugins import _build, sdk
+
+    source = tmp_path / "launchers.cu"
+    source.write_text(
+        '#include "sdk/ttp_sdk.h"\nnamespace decl_test {\n'
+        "cudaError_t copy(ttp::sdk::LaunchArgs const&) { return cudaSuccess; }\n}\n"
+    )
+    library = sdk.PluginLibrary("decl_test_misspelt", sources=[source])
+    library.add(ttp.Declaration(PLAIN, library=library, launcher="decl_test::cpoy", dtypes={"x": (torch.float32,)}))
+    message = (
+        r"^plugin library decl_test_misspelt: decl_test\.plain: launcher 'decl_test::cpoy' is not defined in its "
+        r"sources \[.*launchers\.cu'\]; define `cudaError_t cpoy\(ttp::sdk::LaunchArgs const&\)` in namespace "
+        r"decl_test there, or correct the name in the declaration\n"
+    )
+    with pytest.raises(_build.BuildError, match=message):
+        library.build()
+
+
+def test_the_fake_kernels_bare_check_names_op_and_arguments():
+    """Before: RuntimeError "Expected cond to be True, but got False." with no op named."""
+    checked = _define(
+        "checked",
+        "(Tensor x, Tensor y, int k) -> Tensor",
+        lambda x, y, k: (torch._check(x.shape[0] == y.shape[0]), torch.empty_like(x))[1],
+    )
+    declaration = ttp.Declaration(checked)
+    message = (
+        r"^decl_test\.checked: its fake kernel rejects the arguments \(x: \(3,\) float32, y: \(4,\) float16, k=2\): "
+        r"RuntimeError: Expected cond to be True, but got False\.$"
+    )
+    with pytest.raises(ttp.SpecError, match=message):
+        converters.plan(declaration.spec, (torch.zeros(3), torch.zeros(4, dtype=torch.float16), 2))
 
 
 def test_generated_tables_carry_the_declaration():
@@ -308,10 +378,68 @@ def test_registration_is_generic(monkeypatch):
         RuntimeError, match=r"libsdk_test_plugins\.so .*did not register the creators.*Shapes/1/sdk_test"
     ):
         native.load_plugins(registry)
-    assert registry.loaded == [theirs]  # ours and the others already hold their creators
+    assert set(registry.loaded) == {theirs}  # ours and the others already hold their creators
     registry.all_creators += [Creator(e.spec.creator_key) for e in sdk_test]
     registry.loaded.clear()
     assert native.load_plugins(registry) == ours and registry.loaded == []
+
+
+def test_load_plugins_loads_every_other_library_and_names_the_ops_of_one_that_fails(monkeypatch):
+    """Before: the first library that failed to build stopped load_plugins(), so the libraries after it were never
+    loaded, and the error named no op."""
+    from torchtrt_plugins import _build
+
+    class Registry:
+        loaded: list = []
+
+    def broken():
+        raise _build.BuildError("nvcc failed")
+
+    monkeypatch.setattr(native, "plugin_library_path", lambda build=True: "/ours/libtorchtrt_plugins_v3.so")
+    monkeypatch.setattr(native, "_load_library", lambda registry, path, entries: registry.loaded.append(str(path)))
+    first, *others = [e for e in spec_mod.registered_ops() if e.library is not None]
+    monkeypatch.setattr(first, "library", broken)
+    for i, entry in enumerate(others):
+        monkeypatch.setattr(entry, "library", lambda i=i: f"/theirs/lib{i}.so")
+    registry = Registry()
+    with pytest.raises(native.PluginLoadError) as info:
+        native.load_plugins(registry)
+    assert f"the plugins of {first.spec.label}" in str(info.value) and "BuildError: nvcc failed" in str(info.value)
+    assert registry.loaded == ["/ours/libtorchtrt_plugins_v3.so"] + [f"/theirs/lib{i}.so" for i in range(len(others))]
+
+
+def test_check_op_says_why_the_validator_rejects():
+    """Before: "the converter's validator rejects %node" without the reason."""
+    from torchtrt_plugins.testing import check_op
+
+    qualname = _define("halves", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x), cpu=lambda x: x.clone())
+    declaration = ttp.declare(qualname, dtypes={"x": (torch.float16,)})
+    try:
+        message = r"validator rejects .*: decl_test\.halves: argument 'x' must have dtype in \{float16\}, got float32$"
+        with pytest.raises(AssertionError, match=message):
+            check_op(torch.ops.decl_test.halves, [(torch.zeros(3),)], checks=("plan",))
+    finally:
+        spec_mod.unregister(declaration.entry)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_check_op_takes_a_unit_in_the_last_place_of_half_precision_by_default(dtype):
+    """Before: 1e-5 for every dtype, which no fp16 or bf16 kernel meets against a reference computed otherwise."""
+    from torchtrt_plugins.testing import check_op
+
+    qualname = _define(f"nudged_{str(dtype)[6:]}", "(Tensor x) -> Tensor", torch.empty_like, cpu=lambda x: x.clone())
+    declaration = ttp.declare(qualname)
+    try:
+        x = torch.linspace(-4, 4, 101, dtype=dtype)
+        report = check_op(
+            declaration.overload, [(x,)], reference=lambda x: torch.nextafter(x, x + 1), checks=("eager",)
+        )
+        assert "eager" in report.passed
+        with pytest.raises(AssertionError, match="eager vs reference"):
+            check_op(declaration.overload, [(x,)], reference=lambda x: x * 1.05, checks=("eager",))
+        assert declaration.spec.tolerance(torch.int32) == ttp.Tolerance(0.0, 0.0)
+    finally:
+        spec_mod.unregister(declaration.entry)
 
 
 def test_check_op_also_takes_our_hand_written_plugins():

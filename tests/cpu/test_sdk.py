@@ -241,9 +241,15 @@ def test_prepared_launch_reports_the_launcher_status_with_op_and_tactic(library,
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0, raising=False)
     monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: None, raising=False)
     prepared = sdk.PreparedLaunch(sdk_ops.BROKEN, torch.zeros(4))
-    message = r"^sdk_test\.broken: launcher 'sdk_test::failing' \(tactic 0\) returned cudaError 1$"
+    message = r"^sdk_test\.broken: launcher 'sdk_test::failing' \(tactic 0\) returned cudaErrorInvalidValue \(1\)$"
     with pytest.raises(RuntimeError, match=message):
         prepared()
+
+
+def test_prepared_launch_passes_a_null_workspace_when_the_op_declares_none(library, structs_on_cpu):
+    """ttp_sdk.h: the workspace is null when its size is 0 (before: a 1-byte buffer's address)."""
+    prepared = sdk.PreparedLaunch(sdk_ops.BROKEN, torch.zeros(4))
+    assert (prepared._plan.args.workspace, prepared._plan.args.workspaceSize) == (None, 0)
 
 
 def test_prepared_launch_takes_cuda_tensors_only(library):

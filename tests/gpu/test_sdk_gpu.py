@@ -54,10 +54,13 @@ def test_size_tensor_output_takes_one_host_sync_and_no_upper_bound(path, capfd):
     assert peak < (1 << 20), peak
 
 
-def test_launcher_error_names_op_and_launcher():
+def test_launcher_error_names_op_launcher_and_cuda_error():
     x = torch.randn(8, device="cuda")
-    with pytest.raises(RuntimeError, match=r"sdk_test\.broken: launcher 'sdk_test::failing' \(tactic 0\) returned"):
-        torch.ops.sdk_test.broken(x)
+    message = r"sdk_test\.broken: launcher 'sdk_test::failing' \(tactic 0\) returned cudaErrorInvalidValue \(1\)"
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.sdk_test.broken(x)  # the C++ eager kernel (or, where it cannot be had, the Python path)
+    with pytest.raises(RuntimeError, match=message):
+        sdk.launch(sdk_ops.BROKEN, x)  # the Python path
     result = run_call(converters.plan(sdk_ops.BROKEN.spec, (x,)), x, library=sdk_ops.LIBRARY.plugin_path())
     assert result.enqueue_skipped is None
     assert any(

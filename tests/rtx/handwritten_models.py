@@ -68,6 +68,23 @@ def models() -> list[Handwritten]:
     profile = {"x": shapes, "residual": shapes}
     cases.append(Handwritten("add_rms_norm", model, profile, [[-1, -1, 64]] * 2, aliased_io=True))
 
+    # Quantized output, as an explicitly quantized graph holds it: the scale an initializer shared by the plugin and
+    # the DequantizeLinear that consumes the plugin's FP8 / INT8 output.
+    for op_type, element in (("RMSNormFP8", TensorProto.FLOAT8E4M3FN), ("RMSNormINT8", TensorProto.INT8)):
+        dims = ["b", "s", 64]
+        node = _plugin(op_type, ["x", "w", "scale"], ["q"], "1", "torchtrt", eps=1e-5)
+        graph = helper.make_graph(
+            [node, helper.make_node("DequantizeLinear", ["q", "scale"], ["y"])],
+            op_type.lower(),
+            [_value("x", f16, dims), _value("w", f16, [64])],
+            [_value("y", f32, dims)],
+            initializer=[helper.make_tensor("scale", f32, [], [0.03])],
+            value_info=[_value("q", element, dims)],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+        shapes = [[1, 1, 64], [4, 4, 64], [16, 16, 64]]
+        cases.append(Handwritten(f"{op_type}-dequantized", model, {"x": shapes}, [[-1, -1, 64]]))
+
     node = _plugin("PadTo", ["x"], ["y"], "2", "torchtrt", height=8, width=12, value=0.0)
     model = _model("pad_to", node, [_value("x", f16, ["b", 3, "h", "w"])], [_value("y", f16, None)])
     profile = {"x": [[1, 3, 4, 4], [2, 3, 16, 16], [4, 3, 32, 32]]}

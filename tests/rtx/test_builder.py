@@ -43,6 +43,9 @@ class BuilderCase:
     tags: tuple[str, ...] = field(default=())
     #: the op's tensor arguments after the network's, given as constants: the plugin takes them as weight fields
     weights: tuple[torch.Tensor, ...] = ()
+    #: a quantized output: the op's last tensor argument (its scale) is this constant, and output 0 goes through an
+    #: IDequantizeLayer by the same constant to FLOAT (an explicitly quantized network's consumer of it)
+    dequantize_scale: float | None = None
 
 
 def _dims(network: Any, tensor: Any, index: int, name: str) -> Any:
@@ -109,6 +112,46 @@ CASES = (
         tags=("aliased",),
     ),
     BuilderCase(
+        "rms_norm_fp8-dynamic_rows-bf16",
+        "rms_norm_fp8",
+        (
+            NetworkInput("x", torch.bfloat16, ((1, 1, 256), (4, 7, 256), (16, 64, 256))),
+            NetworkInput("w", torch.bfloat16, ((256,),) * 3),
+            NetworkInput("scale", torch.float32, ((),) * 3),
+        ),
+        args=lambda t: (1e-6,),
+    ),
+    BuilderCase(
+        "rms_norm_fp8-dequantized-fp16",
+        "rms_norm_fp8",
+        (
+            NetworkInput("x", torch.float16, ((1, 128), (8, 128), (64, 128))),
+            NetworkInput("w", torch.float16, ((128,),) * 3),
+        ),
+        args=lambda t: (1e-5,),
+        dequantize_scale=0.02,
+    ),
+    BuilderCase(
+        "rms_norm_int8-dequantized-fp32",
+        "rms_norm_int8",
+        (
+            NetworkInput("x", torch.float32, ((1, 3, 96), (2, 5, 96), (8, 32, 96))),
+            NetworkInput("w", torch.float32, ((96,),) * 3),
+        ),
+        args=lambda t: (1e-5,),
+        dequantize_scale=0.05,
+    ),
+    BuilderCase(
+        "rms_norm_int8-scale_input-bf16",
+        "rms_norm_int8",
+        (
+            NetworkInput("x", torch.bfloat16, ((1, 64), (8, 64), (64, 64))),
+            NetworkInput("w", torch.bfloat16, ((64,),) * 3),
+            NetworkInput("scale", torch.float32, ((1,),) * 3),
+        ),
+        args=lambda t: (1e-6,),
+    ),
+    BuilderCase(
         "rotary_embedding-dynamic_tokens-fp16",
         "rotary_embedding",
         (
@@ -133,7 +176,7 @@ def test_every_op_has_a_builder_case():
 
 
 def _trt_dtype(trt: Any, dtype: torch.dtype) -> Any:
-    return getattr(trt, str(dtype).removeprefix("torch."))
+    return trt.fp8 if dtype == torch.float8_e4m3fn else getattr(trt, str(dtype).removeprefix("torch."))
 
 
 def _build(
@@ -160,6 +203,14 @@ def _build(
         else:
             args.append(value)
     tensor_args = [tensors[net_input.name] for net_input in case.inputs[: len(spec.inputs) - len(case.weights)]]
+    scale = None
+    if case.dequantize_scale is not None:
+        import numpy as np
+
+        constant = network.add_constant((), trt.Weights(np.array(case.dequantize_scale, dtype=np.float32)))
+        constant.name = "scale"
+        scale = constant.get_output(0)
+        tensor_args.append(scale)
     call = converters.plan(
         spec,
         (*tensor_args, *case.weights, *args),
@@ -179,7 +230,12 @@ def _build(
     layer = add_plugin_v3.add_plugin_v3(network, inputs, call.shape_inputs, plugin)
     layer.name = spec.plugin_name
     for index in case.outputs:
-        network.mark_output(layer.get_output(index))
+        output = layer.get_output(index)
+        if scale is not None and index == 0:
+            dequantize = network.add_dequantize(output, scale, trt.float32)
+            dequantize.name = f"{spec.plugin_name}_dequantize"
+            output = dequantize.get_output(0)
+        network.mark_output(output)
     config = builder.create_builder_config()
     if "aliased" in case.tags and aliased_io:  # the builder asks getAliasedInput only then
         config.set_preview_feature(trt.PreviewFeature.ALIASED_PLUGIN_IO_10_03, True)
@@ -222,6 +278,9 @@ def test_nvidia_builder_builds_a_plan(trt, trt_log, registry, adapter, case):
     assert layer.type == trt.LayerType.PLUGIN_V3 and layer.num_inputs == len(spec.inputs) - len(case.weights) + (
         2 if "shape_inputs" in case.tags else 0
     )
+    quantized = {"rms_norm_fp8": torch.float8_e4m3fn, "rms_norm_int8": torch.int8}.get(case.op)
+    if quantized is not None:  # the plugin's own output type (getOutputDataTypes): FP8 or INT8, no cast after it
+        assert layer.get_output(0).dtype == _trt_dtype(trt, quantized)
     for weight in case.weights:  # serialized with the plan (getFieldsToSerialize)
         assert weight.view(torch.int16).numpy().tobytes() in data
 

@@ -289,3 +289,13 @@ def export_cases_call(case: export_cases.ExportCase):
 
 def test_declared_ops_are_covered():
     declared_export_cases.assert_covered(DECLARED)
+
+
+@pytest.mark.parametrize(("op_type", "dtype"), [("RMSNormFP8", "FP8"), ("RMSNormINT8", "INT8")])
+def test_quantized_output_reaches_the_dequantize_as_the_plugins_own_type(parser_reports: dict, op_type, dtype):
+    """The plugin's output is FP8 / INT8 itself (getOutputDataTypes), consumed by DequantizeLinear with the shared
+    scale initializer: no cast between them, as an explicitly quantized network needs."""
+    report = parser_reports[f"handwritten-{op_type}-dequantized"]
+    (layer,) = report["plugin_layers"]
+    assert layer["outputs"][0]["dtype"] == dtype
+    assert report["plan_bytes"] > 0 and report["errors"] == []

@@ -129,3 +129,25 @@ def test_load_plugins_defaults_to_the_forced_flavour(trt, registry, plugin_libra
     monkeypatch.setenv("TORCHTRT_PLUGINS_TENSORRT", "tensorrt_rtx")
     assert _compat.tensorrt() is trt
     assert native.load_plugins() == plugin_library
+
+
+_CHECK_OP_WITHOUT_A_LOGGER = """
+import torch
+from torchtrt_plugins.ops import rms_norm
+from torchtrt_plugins.testing import check_op
+
+check_op(torch.ops.torchtrt.rms_norm, [(torch.randn(3, 16), torch.randn(16), 1e-5)], checks=("rtx",))
+print("passed")
+"""
+
+
+def test_a_passing_check_op_prints_no_error_where_no_logger_is_installed(plugin_library):
+    """check_op's rtx check provokes a createPlugin rejection on purpose; with no TensorRT logger installed (a fresh
+    process), the plugin library prints errors to stderr. Before: `[torchtrt_plugins] ERROR: ... field 'eps' must be a
+    float > 0` on every passing run."""
+    env = {**os.environ, "TORCHTRT_PLUGINS_TENSORRT": "tensorrt_rtx", "TORCHTRT_PLUGINS_LIBRARY": str(plugin_library)}
+    result = subprocess.run(
+        [sys.executable, "-c", _CHECK_OP_WITHOUT_A_LOGGER], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "passed", result.stderr[-4000:]
+    assert "[torchtrt_plugins] ERROR" not in result.stderr, result.stderr[-4000:]

@@ -204,29 +204,40 @@ def _fake_value(arg: Any) -> Any:
     return arg
 
 
+#: Where the validator records, in the meta of a node it rejects, why the node stays in PyTorch.
+REJECTED = "torchtrt_plugins_rejected"
+
+
 def validate_node(node: torch.fx.Node, settings: Any = None) -> bool:
-    """Torch-TensorRT capability validator: False (fall back to PyTorch) for what the plugin cannot do."""
+    """Torch-TensorRT capability validator: False (fall back to PyTorch) for what the plugin cannot do; the reason is
+    logged and recorded in ``node.meta[REJECTED]``."""
     entry = entry_for_target(node.target)
     if entry is None:
         return False
     if entry.spec.mutated:
-        _LOGGER.info(
-            "torchtrt_plugins: %s stays in PyTorch: %s updates %s in place, which a graph of values cannot say; its "
+        return accept(
+            node,
+            f"{entry.spec.label} updates {list(entry.spec.mutated)} in place, which a graph of values cannot say; its "
             "functionalized form (auto_functionalized_v2, what export makes of it) becomes the plugin",
-            node.name,
-            entry.spec.label,
-            list(entry.spec.mutated),
         )
-        return False
-    return validate_call(entry, node.args, node.kwargs, node.name)
+    return accept(node, rejection(entry, node.args, node.kwargs))
 
 
-def validate_call(entry: spec_mod.OpEntry, args: Sequence[Any], kwargs: dict, name: str) -> bool:
-    """Whether the plugin takes this call of the op (FX nodes or constants as arguments); logs why not."""
+def accept(node: torch.fx.Node, reason: str | None) -> bool:
+    """True where ``reason`` is None; else record it in the node's meta, log it, and return False."""
+    if reason is None:
+        node.meta.pop(REJECTED, None)
+        return True
+    node.meta[REJECTED] = reason
+    _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", node.name, reason)
+    return False
+
+
+def rejection(entry: spec_mod.OpEntry, args: Sequence[Any], kwargs: dict) -> str | None:
+    """Why the plugin does not take this call of the op (FX nodes or constants as arguments), or None."""
     if reason := _compat.plugin_layers_unavailable():  # TensorRT-RTX: emit could not add the layer
         _compat.warn_plugin_layers_unavailable(reason)
-        _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", name, reason)
-        return False
+        return reason
     try:
         call = plan(entry.spec, args, kwargs)
         fakes = [_fake_value(t) for t in call.tensor_inputs]
@@ -234,9 +245,8 @@ def validate_call(entry: spec_mod.OpEntry, args: Sequence[Any], kwargs: dict, na
             raise spec_mod.SpecError(f"{entry.spec.label}: tensor inputs have no shape metadata")
         entry.spec.check_dtypes(fakes)
     except (spec_mod.SpecError, TypeError, ValueError) as err:
-        _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", name, err)
-        return False
-    return True
+        return str(err)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- emit
@@ -266,14 +276,21 @@ def field_collection(call: PluginCall, trt: Any = None):
 
 def create_plugin(call: PluginCall, phase: Any = None, trt: Any = None, registry: Any = None):
     """Create the plugin through the registry (loading our library if needed). Returns None on failure."""
-    from ..native import load_plugins
+    from ..native import PluginLoadError, load_plugins
 
     trt = trt or require_tensorrt()
     registry = registry or trt.get_plugin_registry()
-    load_plugins(registry)
+    failure = None
+    try:
+        load_plugins(registry)
+    except PluginLoadError as err:  # another op's library failed to load: this call needs its own creator only
+        failure = err
     creator = registry.get_creator(*call.creator_key)
     if creator is None:
-        raise RuntimeError(f"torchtrt_plugins: no plugin creator {'/'.join(call.creator_key)} in the registry")
+        raise RuntimeError(
+            f"torchtrt_plugins: no plugin creator {'/'.join(call.creator_key)} in the registry"
+            + (f"; {failure}" if failure else "")
+        )
     phase = trt.TensorRTPhase.BUILD if phase is None else phase
     return creator.create_plugin(call.plugin_name, field_collection(call, trt), phase)
 

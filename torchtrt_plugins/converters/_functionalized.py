@@ -22,7 +22,6 @@ mutate passes through unchanged.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,8 +29,6 @@ import torch
 
 from .. import spec as spec_mod
 from . import _factory
-
-_LOGGER = logging.getLogger(__name__)
 
 #: Keywords auto_functionalized_v2 adds for a mutated argument that is a view of its base.
 _VIEW_SUFFIXES = ("alias", "size", "stride", "storage_offset", "slice_dim", "slice_start", "slice_end", "length")
@@ -83,9 +80,8 @@ def validate(node: torch.fx.Node, settings: Any = None) -> bool:
     try:
         entry, bound, _ = unwrap(node.target, node.args, dict(node.kwargs))
     except spec_mod.SpecError as err:
-        _LOGGER.info("torchtrt_plugins: %s stays in PyTorch: %s", node.name, err)
-        return False
-    return _factory.validate_call(entry, (), bound, node.name)
+        return _factory.accept(node, str(err))
+    return _factory.accept(node, _factory.rejection(entry, (), bound))
 
 
 def convert(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):

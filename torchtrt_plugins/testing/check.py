@@ -23,14 +23,19 @@ Each sample (a tuple of arguments, or ``(args, kwargs)``) goes through:
   both phases from the converter's fields, an out-of-range field rejected;
 - ``trt``: where TensorRT and Torch-TensorRT import (and a GPU), ``torch_tensorrt.compile`` against eager.
 
-A check that cannot run here is skipped with its reason; a failing one raises ``AssertionError`` naming the op,
-the sample and the check.
+Outputs are compared with the declaration's ``tolerances`` for their dtype (``spec.DEFAULT_TOLERANCES`` for a dtype
+it leaves out). A check that cannot run here is skipped with its reason; a failing one raises ``AssertionError``
+naming the op, the sample and the check.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import os
+import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +92,11 @@ def _outputs(value: Any) -> list[torch.Tensor]:
     return list(value) if isinstance(value, (tuple, list)) else [value]
 
 
+def _comparable(t: torch.Tensor) -> torch.Tensor:
+    """FP8 compared as the values it holds: assert_close takes no tolerance for it (a step of e4m3 is 2^-3)."""
+    return t.float() if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else t
+
+
 def _assert_close(spec: spec_mod.OpSpec, actual: Any, expected: Any, what: str) -> None:
     for i, (a, e) in enumerate(zip(_outputs(actual), _outputs(expected), strict=True)):
         tolerance = spec.tolerance(e.dtype)
@@ -94,8 +104,8 @@ def _assert_close(spec: spec_mod.OpSpec, actual: Any, expected: Any, what: str) 
             f"{spec.label}: {what}: output {i} has shape {tuple(a.shape)}, expected {tuple(e.shape)}"
         )
         torch.testing.assert_close(
-            a.cpu(),
-            e.cpu(),
+            _comparable(a.cpu()),
+            _comparable(e.cpu()),
             atol=tolerance.atol,
             rtol=tolerance.rtol,
             msg=lambda m, i=i: f"{spec.label}: {what}: output {i}: {m}",
@@ -115,7 +125,9 @@ def _traced_node(fn: Callable, args: tuple, kwargs: dict, target: Any) -> torch.
 def _check_plan(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> Any:
     spec = entry.spec
     node = _traced_node(op, args, kwargs, op)
-    assert _factory.validate_node(node), f"{spec.label}: the converter's validator rejects {node.format_node()}"
+    assert _factory.validate_node(node), (
+        f"{spec.label}: the converter's validator rejects {node.format_node()}: {node.meta.get(_factory.REJECTED)}"
+    )
     _factory.plan_node(node)  # symbolic sizes: what a dynamic-shape engine gets
     call = _factory.plan(spec, args, kwargs)
     assert len(call.tensor_inputs) == len(spec.inputs)
@@ -181,8 +193,29 @@ def _check_rtx(entry: spec_mod.OpEntry, call: Any) -> None:
             continue
         fields = [_factory.FieldValue(f.name, f.type, bad if f.name == fspec.name else f.value) for f in call.fields]
         bad_call = _factory.PluginCall(**{**call.__dict__, "fields": fields})
-        rejected = _factory.create_plugin(bad_call, trt.TensorRTPhase.BUILD, trt, registry)
-        assert rejected is None, f"{entry.spec.label}: createPlugin accepted field '{fspec.name}' = {bad}"
+        printed: list[str] = []
+        with _stderr_into(printed):  # the rejection it must log: printed only where the check fails
+            rejected = _factory.create_plugin(bad_call, trt.TensorRTPhase.BUILD, trt, registry)
+        assert rejected is None, (
+            f"{entry.spec.label}: createPlugin accepted field '{fspec.name}' = {bad}; it printed: {printed[0]!r}"
+        )
+
+
+@contextlib.contextmanager
+def _stderr_into(printed: list[str]):
+    """Redirects file descriptor 2 into ``printed`` (one string): where no TensorRT logger is installed, the plugin
+    library prints its errors to stderr, and a rejection that a check provokes on purpose is no error of the user's."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            printed.append(sink.read().decode(errors="replace"))
 
 
 def _check_trt(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> None:

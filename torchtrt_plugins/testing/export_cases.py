@@ -106,6 +106,25 @@ class RmsNormCall(nn.Module):
         return torch.ops.torchtrt.rms_norm(x * 2, self.weight, self.eps) + 1
 
 
+class RmsNormQuantCall(nn.Module):
+    """rms_norm quantized by a scale buffer; an INT8 result dequantized by it as ``q.float() * scale``. An FP8 result is
+    the model's output: in a TensorRT network an FP8 tensor may feed only a dequantize, shape or identity layer
+    (the builder's validateQuantizedTypesProducersConsumers), so the Cast that ``.float()`` exports to does not build;
+    the hand-written graphs of the rtx tier dequantize it with DequantizeLinear."""
+
+    def __init__(self, op: str, hidden: int, eps: float, scale: float):
+        super().__init__()
+        self.op = getattr(torch.ops.torchtrt, op)
+        self.dequantize = op == "rms_norm_int8"
+        self.weight = nn.Parameter(1 + 0.1 * torch.randn(hidden))
+        self.register_buffer("scale", torch.tensor(scale))
+        self.eps = eps
+
+    def forward(self, x):
+        q = self.op(x, self.weight, self.scale, self.eps)
+        return q.float() * self.scale if self.dequantize else q
+
+
 class MaskedRowsCall(nn.Module):
     def forward(self, x, mask):
         return torch.ops.torchtrt.masked_rows(x, mask) * 2
@@ -139,6 +158,22 @@ def _rms_norm() -> list[ExportCase]:
             "rms_norm", "dynamic", RmsNormCall(16, 1e-6), (torch.randn(2, 5, 16),), {"x": {0: "batch", 1: "seq"}}
         ),
     ]
+
+
+def _rms_norm_quant(op: str) -> Callable[[], list[ExportCase]]:
+    def cases() -> list[ExportCase]:
+        return [
+            ExportCase(op, "static", RmsNormQuantCall(op, 8, 1e-5, 0.02), (torch.randn(3, 8),)),
+            ExportCase(
+                op,
+                "dynamic",
+                RmsNormQuantCall(op, 16, 1e-6, 0.05),
+                (torch.randn(2, 5, 16),),
+                {"x": {0: "batch", 1: "seq"}},
+            ),
+        ]
+
+    return cases
 
 
 def _masked_rows() -> list[ExportCase]:
@@ -195,6 +230,8 @@ def _add_rms_norm() -> list[ExportCase]:
 CASES: dict[str, Callable[[], list[ExportCase]]] = {
     "add_rms_norm": _add_rms_norm,
     "rms_norm": _rms_norm,
+    "rms_norm_fp8": _rms_norm_quant("rms_norm_fp8"),
+    "rms_norm_int8": _rms_norm_quant("rms_norm_int8"),
     "masked_rows": _masked_rows,
     "pad_to": _pad_to,
     "rotary_embedding": _rotary_embedding,

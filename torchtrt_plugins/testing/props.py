@@ -132,6 +132,37 @@ def check_rms_norm(case: Case, out: torch.Tensor) -> None:
     _assert_allclose(out, expected, tol.atol, tol.rtol, case.note)
 
 
+# ------------------------------------------------------------------------------------------ rms_norm_fp8, rms_norm_int8
+
+
+def _draw_rms_norm_quant(op: str) -> Callable[[st.DataObject, str], Case]:
+    def draw(data: st.DataObject, device: str) -> Case:
+        x, weight, eps, offset = draw_rms_norm(data, device).args
+        value = data.draw(st.sampled_from([1e-3, 0.02, 1.0]), label="scale")
+        shape = data.draw(st.sampled_from([(), (1,)]), label="scale shape")
+        scale = torch.full(shape, value, dtype=torch.float32, device=device)
+        note = f"{x.dtype} {tuple(x.shape)} stride {x.stride()} eps {eps} weight_offset {offset} scale {value}"
+        return Case(op, (x, weight, scale, eps, offset), note=note)
+
+    return draw
+
+
+def check_rms_norm_quant(case: Case, out: torch.Tensor) -> None:
+    """Within one step of the output type of the float64 formulation, saturated (fp8: +-448; int8: [-128, 127])."""
+    x, weight, scale, eps, offset = case.args
+    xs = as_numpy(x)
+    y = xs / np.sqrt(np.mean(xs * xs, axis=-1, keepdims=True) + eps) * (as_numpy(weight) + offset)
+    q = y / float(scale.reshape(()).item())
+    got = out.detach().cpu().float().double().numpy()
+    assert got.shape == q.shape, case.note
+    if case.op == "rms_norm_int8":
+        assert out.dtype == torch.int8, case.note
+        _assert_allclose(out.detach().cpu().double(), np.clip(np.rint(q), -128, 127), 1.0, 0.0, case.note)
+    else:
+        assert out.dtype == torch.float8_e4m3fn, case.note
+        np.testing.assert_allclose(got, np.clip(q, -448.0, 448.0), atol=2.0**-9, rtol=0.125, err_msg=case.note)
+
+
 # ------------------------------------------------------------------------------------------ add_rms_norm
 
 
@@ -279,6 +310,8 @@ CASES: dict[str, OpProps] = {
     "add_rms_norm": OpProps(draw_add_rms_norm, check_add_rms_norm),
     "pad_to": OpProps(draw_pad_to, check_pad_to),
     "masked_rows": OpProps(draw_masked_rows, check_masked_rows),
+    "rms_norm_fp8": OpProps(_draw_rms_norm_quant("rms_norm_fp8"), check_rms_norm_quant),
+    "rms_norm_int8": OpProps(_draw_rms_norm_quant("rms_norm_int8"), check_rms_norm_quant),
     "rotary_embedding": OpProps(draw_rotary_embedding, check_rotary_embedding),
 }
 
@@ -306,6 +339,12 @@ def examples(device: str, seed: int = 0) -> dict[str, Case]:
         ),
         "pad_to": Case("pad_to", (image, 256, 240, 1.5), note=f"fp32 {tuple(image.shape)} -> 256x240 on {device}"),
         "masked_rows": Case("masked_rows", (rows, mask), note=f"fp32 {tuple(rows.shape)} half kept on {device}"),
+        **{
+            op: Case(
+                op, (x, w, torch.tensor(0.02, device=device), 1e-6, 0.0), note=f"bf16 {tuple(x.shape)} on {device}"
+            )
+            for op in ("rms_norm_fp8", "rms_norm_int8")
+        },
         "rotary_embedding": Case(
             "rotary_embedding",
             (queries, positions, 128, 8192, 500000.0, True),
