@@ -10,37 +10,42 @@ from typing import Any
 import pytest
 
 
+class _Recording:
+    """An IPluginResource class of the tensorrt_rtx module that records its clones and releases."""
+
+    def __init__(self, trt: Any):
+        events: list[tuple[str, str]] = []
+
+        class Table(trt.IPluginResource):
+            def __init__(self, tag: str):
+                trt.IPluginResource.__init__(self)
+                self.tag = tag
+
+            def clone(self):
+                events.append(("clone", self.tag))
+                return Table(self.tag + " clone")  # the registry keeps it alive until it deletes it
+
+            def release(self):
+                events.append(("release", self.tag))
+
+        self.table, self.events = Table, events
+
+
 def test_registry_clones_once_and_releases_on_the_last_release(trt: Any):
-    if not hasattr(trt.get_plugin_registry(), "acquire_plugin_resource"):
-        pytest.skip("this tensorrt_rtx has no acquire_plugin_resource")
-    events: list[tuple[str, str]] = []
-    kept: list[Any] = []
-
-    class Table(trt.IPluginResource):
-        def __init__(self, tag: str):
-            trt.IPluginResource.__init__(self)
-            self.tag = tag
-
-        def clone(self):
-            events.append(("clone", self.tag))
-            copy = Table(self.tag + " clone")
-            kept.append(copy)  # the registry holds the C++ side only
-            return copy
-
-        def release(self):
-            events.append(("release", self.tag))
-
     registry = trt.get_plugin_registry()
+    if not hasattr(registry, "acquire_plugin_resource"):
+        pytest.skip("this tensorrt_rtx has no acquire_plugin_resource")
+    recording = _Recording(trt)
+    events = recording.events
     key = "torchtrt-tests/cos_sin(4096,128,10000)@cuda:0"
-    first = registry.acquire_plugin_resource(key, Table("first"))
-    second = registry.acquire_plugin_resource(key, Table("second"))
+    tags = [registry.acquire_plugin_resource(key, recording.table(name)).tag for name in ("first", "second")]
     assert events == [("clone", "first")]
-    assert first.tag == second.tag == "first clone"
+    assert tags == ["first clone", "first clone"]  # the same registered object for both
     assert registry.release_plugin_resource(key) == 0
     assert events == [("clone", "first")]  # still held by the second
     registry.release_plugin_resource(key)
     assert events == [("clone", "first"), ("release", "first clone")]
     assert registry.release_plugin_resource(key) != 0  # no longer registered
-    third = registry.acquire_plugin_resource(key, Table("third"))  # built again after the release
-    assert third.tag == "third clone" and events[-1] == ("clone", "third")
+    assert registry.acquire_plugin_resource(key, recording.table("third")).tag == "third clone"  # built again
     registry.release_plugin_resource(key)
+    assert events[-2:] == [("clone", "third"), ("release", "third clone")]
