@@ -33,6 +33,13 @@ x, w = torch.randn(4, 64, device="cuda"), torch.ones(64, device="cuda")
 xm, mask = torch.randn(8, 16, device="cuda"), torch.arange(8, device="cuda") % 2 == 0
 xp = torch.randn(1, 2, 6, 6, device="cuda")
 residual = torch.randn(4, 64, device="cuda")
+xr, positions = torch.randn(4, 8, 64, device="cuda"), torch.arange(4, device="cuda")
+cos, sin = torch.randn(4, 1, 64, device="cuda"), torch.randn(4, 1, 64, device="cuda")
+
+
+def rotate_half_rope():
+    x1, x2 = xr.chunk(2, dim=-1)
+    return xr * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
 def add_then_rms_norm():
@@ -50,6 +57,8 @@ cases = {
     "torch residual.add_(x); F.rms_norm (peer)": add_then_rms_norm,
     "pad_to": lambda: torch.ops.torchtrt.pad_to(xp, 8, 8),
     "torch F.pad (peer)": lambda: torch.nn.functional.pad(xp, (0, 2, 0, 2)),
+    "rotary_embedding": lambda: torch.ops.torchtrt.rotary_embedding(xr, positions, 64, 4096),
+    "torch q * cos + rotate_half(q) * sin (peer)": rotate_half_rope,
     "torch x.clone() (a C++ op's floor)": lambda: x.clone(),
 }
 for name, fn in cases.items():

@@ -12,7 +12,7 @@ from . import (
     ops,  # noqa: F401  (declares our ops)
     sdk,
 )
-from .declare import Declaration, DeclarationError, Range, declare
+from .declare import Declaration, DeclarationError, Range, Resource, declare
 from .kernels_aot import cuda_kernel, triton_kernel
 from .lowering import lower, lower_with_report
 from .native import load_plugins, load_program, plugin_library_path
@@ -25,6 +25,7 @@ __all__ = [
     "Declaration",
     "DeclarationError",
     "Range",
+    "Resource",
     "SpecError",
     "Tolerance",
     "all_ops",

@@ -81,6 +81,26 @@ class Range:
     doc: str = ""
 
 
+@dataclass(frozen=True)
+class Resource:
+    """A device table computed once from some of the op's scalar arguments (``key_fields``) and shared by every call
+    and plugin instance with the same values: e.g. a rotary embedding's cos/sin cache from ``(max_position,
+    rotary_dim, base)``. ``size`` and ``init`` are C++ functions of the launcher ABI (``sdk/resources.h``), called
+    with the key fields' values as ``LaunchArgs::scalars`` (in ``key_fields`` order): ``size`` returns the table's
+    bytes, ``init`` writes them to ``outputs[0]``; the op's launchers read the table as ``LaunchArgs::resources[i]``
+    (the declaration's order). A plugin acquires it through TensorRT's plugin registry (``acquirePluginResource``, one
+    table per key and device, released with the last instance); the eager op keeps one per key and device."""
+
+    key_fields: tuple[str, ...]
+    size: str
+    init: str
+    doc: str = ""
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
+_CXX_SYMBOL = re.compile(r"^(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*$")
+
+
 def _qualname(op: Any) -> str:
     if isinstance(op, str):
         return op
@@ -156,6 +176,7 @@ class Declaration:
         example_inputs: Sequence[Any] | None = None,
         mutates: Sequence[str] | None = None,
         weight_fields: Sequence[str] = (),
+        resources: Mapping[str, Resource] | None = None,
         doc: str = "",
     ):
         self.qualname = _qualname(op)
@@ -245,6 +266,7 @@ class Declaration:
                 )
             )
         fields = tuple(self._field(a, ranges.get(a.name)) for a in self.scalar_args)
+        self.resources = self._resources(resources or {})
         weight_fields = self._weight_fields(weight_fields, inputs, {f.name for f in fields})
         self.spec = OpSpec(
             name=name,
@@ -391,6 +413,49 @@ class Declaration:
                 f"{self.qualname}: the schema mutates {missing}, which mutates={list(declared)} leaves out"
             )
         return mutated
+
+    def _resources(self, resources: Mapping[str, Resource]) -> dict[str, Resource]:
+        """The declared shared tables, each keyed by scalar arguments whose values every plugin knows at createPlugin
+        (no SymInt: it may come from a shape input), with C++ symbols for its size and init functions."""
+        if resources and self.library is None:
+            raise DeclarationError(
+                f"{self.qualname}: resources={sorted(resources)} need a library (their init launchers are C++)"
+            )
+        scalars = [a.name for a in self.scalar_args]
+        out = {}
+        for name, resource in resources.items():
+            where = f"{self.qualname}: resources['{name}']"
+            if not isinstance(name, str) or not _IDENTIFIER.match(name):
+                raise DeclarationError(f"{self.qualname}: resource names must be identifiers, got {name!r}")
+            if not isinstance(resource, Resource):
+                raise DeclarationError(f"{where} must be a torchtrt_plugins.Resource, got {type(resource).__name__}")
+            keys = tuple(resource.key_fields) if not isinstance(resource.key_fields, str) else (resource.key_fields,)
+            if not keys:
+                raise DeclarationError(
+                    f"{where}: key_fields is empty; expected the scalar arguments of {self.schema} "
+                    "the table is computed from"
+                )
+            for key in keys:
+                if key not in scalars:
+                    raise DeclarationError(
+                        f"{where}: key_fields names argument '{key}', which is not a scalar argument of "
+                        f"{self.schema}; expected some of {scalars}"
+                    )
+                if self._types[key] == "SymInt":
+                    raise DeclarationError(
+                        f"{where}: key_fields names argument '{key}', a SymInt (it may reach the plugin as a shape "
+                        "input, unknown when the table is built); declare it int"
+                    )
+            if len(set(keys)) != len(keys):
+                raise DeclarationError(f"{where}: key_fields {list(keys)} names an argument twice")
+            for what in ("size", "init"):
+                symbol = getattr(resource, what)
+                if not isinstance(symbol, str) or not _CXX_SYMBOL.match(symbol):
+                    raise DeclarationError(
+                        f"{where}: {what} must be a C++ function name (e.g. 'myops::cacheBytes'), got {symbol!r}"
+                    )
+            out[name] = Resource(keys, resource.size, resource.init, resource.doc)
+        return out
 
     def _weight_fields(self, names: Sequence[str], inputs: Sequence[TensorSpec], fields: set[str]) -> tuple[str, ...]:
         """The tensor arguments ``weight_fields`` names, each one the plugin can take as a constant field: not updated

@@ -136,7 +136,28 @@ def _prototypes(declarations: Sequence[Any]) -> list[str]:
         lines += [_prototype(_cxx_symbol(d, s, "launcher"), "cudaError_t") for s in d.launchers.values()]
         if d.workspace:
             lines.append(_prototype(_cxx_symbol(d, d.workspace, "workspace"), "size_t"))
+        for resource in getattr(d, "resources", {}).values():
+            lines.append(_prototype(_cxx_symbol(d, resource.size, "resource size"), "size_t"))
+            lines.append(_prototype(_cxx_symbol(d, resource.init, "resource init"), "cudaError_t"))
     return sorted(set(lines))
+
+
+def _resource_table(i: int, d: Any) -> tuple[list[str], str]:
+    """The ResourceDecl rows of one op (``sdk/resources.h``) and the table's name (``nullptr`` when it has none)."""
+    resources = getattr(d, "resources", {})
+    if not resources:
+        return [], "nullptr"
+    scalars = [a.name for a in d.scalar_args]
+    lines, rows = [], []
+    for k, (name, resource) in enumerate(resources.items()):
+        keys = ", ".join(str(scalars.index(key)) for key in resource.key_fields)
+        lines.append(f"int32_t const kResourceKeys{i}_{k}[] = {{{keys}}};")
+        rows.append(
+            f"{{{_c_string(name)}, kResourceKeys{i}_{k}, {len(resource.key_fields)}, &{resource.size}, "
+            f"&{resource.init}, {_c_string(resource.init)}}}"
+        )
+    lines.append(f"::ttp::sdk::ResourceDecl const kResources{i}[] = {{{', '.join(rows)}}};")
+    return lines, f"kResources{i}"
 
 
 def _compiled_programs(declaration: Any) -> list[int]:
@@ -192,13 +213,16 @@ def generate_op_tables(declarations: Sequence[Any], programs: Callable[[Any], li
         weights = [order.index(name) for name in spec.weight_fields]
         if weights:
             out.append(f"int32_t const kWeights{i}[] = {{{', '.join(map(str, weights))}}};")
+        resource_lines, resource_table = _resource_table(i, d)
+        out += resource_lines
         out.append(
             f'::ttp::sdk::OpDecl const kOp{i}{{"{d.qualname}", "{spec.plugin_name}", "{spec.plugin_version}", '
             f'"{spec.plugin_namespace}", kInputs{i}, {len(spec.inputs)}, kOutputs{i}, {len(spec.outputs)}, '
             f"{f'kFields{i}' if fields else 'nullptr'}, {len(fields)}, kTactics{i}, {len(d.launchers)}, "
             f"{'&' + d.workspace if d.workspace else 'nullptr'}, kPrograms{i}, {len(tokens)}, "
             f"{f'kAliased{i}' if aliased else 'nullptr'}, {len(aliased)}, "
-            f"{f'kWeights{i}' if weights else 'nullptr'}, {len(weights)}}};"
+            f"{f'kWeights{i}' if weights else 'nullptr'}, {len(weights)}, {resource_table}, "
+            f"{len(getattr(d, 'resources', {}))}}};"
         )
         out.append(f"::ttp::sdk::DeclaredOpRegistration const kRegistration{i}{{kOp{i}}};")
     out += ["} // namespace", ""]
@@ -264,13 +288,15 @@ def _eager_op(i: int, d: Any, tokens: Sequence[int]) -> list[str]:
     aliased = d.spec.aliased_inputs
     if aliased:
         out.append(f"int32_t const kEagerAliased{i}[] = {{{', '.join(map(str, aliased))}}};")
+    resource_lines, resource_table = _resource_table(i, d)
+    out += resource_lines
     out.append(
         f"::ttp::sdk::EagerOp const kEagerOp{i}{{::ttp::sdk::kEAGER_TABLE_VERSION, {_c_string(d.qualname)}, "
         f"{_c_string(d.label)}, kArguments{i}, {len(arguments)}, kEagerInputs{i}, {len(inputs)}, "
         f"{len(d.spec.outputs)}, {f'kScalars{i}' if rows else 'nullptr'}, {len(rows)}, kEagerTactics{i}, "
         f"{len(d.launchers)}, {'&' + d.workspace if d.workspace else 'nullptr'}, {int(d.sizes_first)}, "
         f"kPrograms{i}, {len(tokens)}, {f'kEagerAliased{i}' if aliased else 'nullptr'}, "
-        f"{len(aliased)}}};"
+        f"{len(aliased)}, {resource_table}, {len(getattr(d, 'resources', {}))}, &::ttp::sdk::eagerResourceTables}};"
     )
     return out
 
@@ -392,6 +418,13 @@ class PluginLibrary:
                 lib.ttp_sdk_workspace_function.argtypes = [ctypes.c_char_p]
                 lib.ttp_sdk_last_error.restype = ctypes.c_char_p
                 lib.ttp_sdk_last_error.argtypes = []
+                if hasattr(lib, "ttp_sdk_resource_tables"):  # libraries built before declare(resources=...) lack it
+                    lib.ttp_sdk_resource_tables.restype = ctypes.c_int32
+                    lib.ttp_sdk_resource_tables.argtypes = [
+                        ctypes.c_char_p,
+                        ctypes.POINTER(ctypes.c_double),
+                        ctypes.POINTER(ctypes.c_void_p),
+                    ]
                 self._launchers = lib
             return self._launchers
 
@@ -557,6 +590,8 @@ class _LaunchArgs(ctypes.Structure):
         ("tactic", ctypes.c_int32),
         ("stream", ctypes.c_void_p),
         ("phase", ctypes.c_int32),
+        ("resources", ctypes.POINTER(ctypes.c_void_p)),
+        ("nbResources", ctypes.c_int32),
     ]
 
 
@@ -630,11 +665,33 @@ class _Plan:
             raise RuntimeError(f"{label}: library {declaration.library.name} has no launcher for tactic {tactic}")
         self.launcher = _LAUNCHER(address)
         self.launcher_name = declaration.launchers[tactic]
+        self.resources = _resource_tables(declaration, lib, scalars, self.device)
+        if self.resources is not None:
+            self.args.resources = self.resources
+            self.args.nbResources = len(self.resources)
         workspace = lib.ttp_sdk_workspace_function(op)
         self.workspace_bytes = int(_WORKSPACE_SIZE(workspace)(self.args_pointer)) if workspace else 0
         self.args.workspaceSize = self.workspace_bytes
         self.workspace_offset = -(-8 * self.num_sizes // _SCRATCH_ALIGN) * _SCRATCH_ALIGN
         self.scratch_bytes = self.workspace_offset + self.workspace_bytes
+
+
+def _resource_tables(declaration: Any, lib: ctypes.CDLL, scalars: Sequence[float], device: torch.device) -> Any:
+    """The op's shared tables for these scalars on ``device`` (``declare(resources=...)``), built by the launcher
+    library once per key and device and kept there for the process; None when it declares none."""
+    count = len(getattr(declaration, "resources", {}))
+    if not count:
+        return None
+    tables = (ctypes.c_void_p * count)()
+    values = (ctypes.c_double * max(len(scalars), 1))(*scalars)
+    with torch.cuda.device(device):
+        status = lib.ttp_sdk_resource_tables(declaration.qualname.encode(), values, tables)
+    if status != 0:
+        raise RuntimeError(
+            f"{declaration.label}: building its shared tables {sorted(declaration.resources)} failed with cudaError "
+            f"{status} (the first call with new table fields must not be inside a CUDA graph capture)"
+        )
+    return tables
 
 
 def _cuda_device(declaration: Any, tensors: Sequence[torch.Tensor]) -> torch.device:

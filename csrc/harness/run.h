@@ -68,6 +68,9 @@ struct Request
     std::vector<FieldSet> invalidFieldSets;
     bool enqueue{true};
     bool compareRuntimeOutputs{true};
+    // Runtime plugins attached at once per tactic, as an engine holds one per layer of the op: each is enqueued and
+    // must give the first one's outputs, and the shared resources they acquire are reported per key.
+    int32_t instances{1};
     double gateTimeout{2.0};
     int32_t benchTactic{0};
     int32_t benchIters{100};
@@ -209,6 +212,7 @@ private:
     HarnessResourceContext mResourceContext;
     std::map<std::string, int32_t> mResourcesAtStart;
     int64_t mAcquiresAtStart{0};
+    std::map<std::string, HarnessPluginRegistry::ResourceStats> mStatsAtStart;
 };
 
 // TTP_HARNESS_TRACE=1 prints every plugin call to stderr (to find where a plugin crashes the process).

@@ -239,6 +239,10 @@ Request Request::fromJson(json::Value const& r)
     {
         out.compareRuntimeOutputs = v->asBool();
     }
+    if (json::Value const* v = r.find("instances"))
+    {
+        out.instances = static_cast<int32_t>(std::max<int64_t>(1, v->asInt()));
+    }
     if (json::Value const* v = r.find("gate_timeout_s"))
     {
         out.gateTimeout = v->asDouble();
@@ -260,7 +264,9 @@ Run::Run(Request request, AllocateFn allocate, void* user)
     , mUser(user)
     , mResourcesAtStart(pluginRegistry().heldResources())
     , mAcquiresAtStart(pluginRegistry().acquireCount())
+    , mStatsAtStart(pluginRegistry().resourceStats())
 {
+    pluginRegistry().resetPeaks();
     loggerFinder().logger().begin(&mLog);
 }
 
@@ -1248,6 +1254,18 @@ void Run::serializationRoundTrip()
 
 void Run::checkResourcesReleased()
 {
+    for (auto const& [key, stats] : pluginRegistry().resourceStats())
+    {
+        auto const before = mStatsAtStart.find(key);
+        int64_t const failed
+            = stats.failedReleases - (before != mStatsAtStart.end() ? before->second.failedReleases : 0);
+        if (failed > 0)
+        {
+            violation("resource-release", "releasePluginResource",
+                "shared resource '" + key + "': its release() returned non-zero " + std::to_string(failed)
+                    + " time(s)");
+        }
+    }
     for (auto const& [key, count] : pluginRegistry().heldResources())
     {
         auto const before = mResourcesAtStart.find(key);
@@ -1315,6 +1333,30 @@ json::Value Run::conformance()
     destroy(mNetworkPlugin);
     mResult.set("calls", mCalls);
     mResult.set("resource_acquires", pluginRegistry().acquireCount() - mAcquiresAtStart);
+    json::Value resources = json::Value::object();
+    for (auto const& [key, stats] : pluginRegistry().resourceStats())
+    {
+        auto const found = mStatsAtStart.find(key);
+        HarnessPluginRegistry::ResourceStats const before
+            = found != mStatsAtStart.end() ? found->second : HarnessPluginRegistry::ResourceStats{};
+        if (stats.acquires == before.acquires)
+        {
+            continue;
+        }
+        json::Value entry = json::Value::object();
+        entry.set("acquires", stats.acquires - before.acquires);
+        entry.set("builds", stats.clones - before.clones);
+        entry.set("releases", stats.releases - before.releases);
+        entry.set("peak", static_cast<int64_t>(stats.peak));
+        int32_t held = 0;
+        for (auto const& [heldKey, count] : pluginRegistry().heldResources())
+        {
+            held = heldKey == key ? count : held;
+        }
+        entry.set("held", static_cast<int64_t>(held));
+        resources.set(key, entry);
+    }
+    mResult.set("resources", resources);
     mResult.set("stopped", stopped);
     mResult.set("runs", mRuns);
     mResult.set("violations", mViolations);

@@ -439,35 +439,68 @@ void Run::runtimePhase(nvinfer1::IPluginV3* runtimePlugin, bool withEnqueue)
     Handles const runtime = resolve(runtimePlugin, "runtime plugin", false);
     for (int32_t tactic : mRunTactics)
     {
-        nvinfer1::IPluginV3* attached = nullptr;
-        call("attachToContext", [&] { attached = runtime.runtime->attachToContext(&mResourceContext); });
-        if (attached == nullptr)
+        // Every instance attached before any runs, all alive until the last has run: what an engine holding the op
+        // in several layers does, so that resources they share are held by all of them at once.
+        std::vector<nvinfer1::IPluginV3*> attached;
+        for (int32_t i = 0; i < mRequest.instances; ++i)
         {
-            violation("attach", "attachToContext", "returned nullptr");
-            return;
+            nvinfer1::IPluginV3* plugin = nullptr;
+            call("attachToContext", [&] { plugin = runtime.runtime->attachToContext(&mResourceContext); });
+            if (plugin == nullptr)
+            {
+                violation("attach", "attachToContext", "returned nullptr");
+                for (auto*& p : attached)
+                {
+                    destroy(p);
+                }
+                return;
+            }
+            attached.push_back(plugin);
         }
-        Handles const h = resolve(attached, "attached plugin", false);
         if (!withEnqueue)
         {
-            destroy(attached);
+            for (auto*& p : attached)
+            {
+                destroy(p);
+            }
             return;
         }
-        Execution e = execute(h, "runtime", tactic);
-        auto const reference = mBuildOutputs.find(tactic);
-        if (e.ran && mRequest.compareRuntimeOutputs && reference != mBuildOutputs.end())
+        std::vector<std::vector<uint8_t>> first;
+        for (size_t i = 0; i < attached.size(); ++i)
         {
-            for (size_t o = 0; o < e.outputs.size() && o < reference->second.size(); ++o)
+            Handles const h = resolve(attached[i], "attached plugin", false);
+            Execution e = execute(h, i == 0 ? "runtime" : "instance", tactic);
+            auto const reference = mBuildOutputs.find(tactic);
+            if (i == 0 && e.ran && mRequest.compareRuntimeOutputs && reference != mBuildOutputs.end())
             {
-                if (e.outputs[o] != reference->second[o] && mSizeTensorOutputs.count(static_cast<int32_t>(o)) == 0)
+                for (size_t o = 0; o < e.outputs.size() && o < reference->second.size(); ++o)
                 {
-                    violation("serialization", "enqueue",
-                        "tactic " + std::to_string(tactic) + ": output " + std::to_string(o)
-                            + " of the plugin re-created from its serialized fields differs from the build plugin's");
+                    if (e.outputs[o] != reference->second[o] && mSizeTensorOutputs.count(static_cast<int32_t>(o)) == 0)
+                    {
+                        violation("serialization", "enqueue",
+                            "tactic " + std::to_string(tactic) + ": output " + std::to_string(o)
+                                + " of the plugin re-created from its serialized fields differs from the build "
+                                  "plugin's");
+                    }
                 }
             }
+            if (i == 0)
+            {
+                first = e.outputs;
+            }
+            else if (e.ran && e.outputs != first)
+            {
+                violation("instances", "enqueue",
+                    "tactic " + std::to_string(tactic) + ": runtime instance " + std::to_string(i)
+                        + " (attached from the same plugin, alive beside the first) gives other outputs than the "
+                          "first");
+            }
+            mRuns.push(std::move(e.report));
         }
-        mRuns.push(std::move(e.report));
-        destroy(attached);
+        for (auto*& p : attached)
+        {
+            destroy(p);
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 #include "services.h"
 
+#include <algorithm>
 #include <cstring>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -197,10 +198,13 @@ nvinfer1::IPluginResource* HarnessPluginRegistry::acquirePluginResource(
     {
         std::lock_guard<std::mutex> lock(mMutex);
         ++mAcquires;
+        ResourceStats& stats = mStats[key];
+        ++stats.acquires;
         auto found = mResources.find(key);
         if (found != mResources.end())
         {
             ++found->second.count;
+            stats.peak = std::max(stats.peak, found->second.count);
             return found->second.resource;
         }
         // Like TensorRT: only a clone is registered; the caller's object need not outlive this call.
@@ -210,6 +214,8 @@ nvinfer1::IPluginResource* HarnessPluginRegistry::acquirePluginResource(
             return nullptr;
         }
         mResources.emplace(key, Held{clone, 1});
+        ++stats.clones;
+        stats.peak = std::max(stats.peak, 1);
         return clone;
     }
     catch (...)
@@ -242,9 +248,29 @@ int32_t HarnessPluginRegistry::releasePluginResource(nvinfer1::AsciiChar const* 
     {
         int32_t const status = toDelete->release();
         delete toDelete;
+        std::lock_guard<std::mutex> lock(mMutex);
+        ResourceStats& stats = mStats[key];
+        ++stats.releases;
+        stats.failedReleases += status != 0 ? 1 : 0;
         return status;
     }
     return 0;
+}
+
+std::map<std::string, HarnessPluginRegistry::ResourceStats> HarnessPluginRegistry::resourceStats() const
+{
+    std::lock_guard<std::mutex> lock(mMutex);
+    return mStats;
+}
+
+void HarnessPluginRegistry::resetPeaks()
+{
+    std::lock_guard<std::mutex> lock(mMutex);
+    for (auto& [key, stats] : mStats)
+    {
+        auto const held = mResources.find(key);
+        stats.peak = held != mResources.end() ? held->second.count : 0;
+    }
 }
 
 nvinfer1::IPluginCreatorInterface* const* HarnessPluginRegistry::getAllCreatorsRecursive(

@@ -75,6 +75,18 @@ public:
     void setCreators(std::vector<nvinfer1::IPluginCreatorInterface*> creators);
     // Reference counts of the resources held now.
     std::map<std::string, int32_t> heldResources() const;
+    // What happened to each key since the process started (a key stays after its resource is released): a run
+    // reports the difference from its start, and the peak of references since resetPeaks().
+    struct ResourceStats
+    {
+        int64_t acquires{0};
+        int64_t clones{0};         // resources built: the registry clones the caller's object on a first acquire
+        int64_t releases{0};       // release() calls (the last reference dropped)
+        int64_t failedReleases{0}; // release() returned non-zero
+        int32_t peak{0};           // the most references held at once
+    };
+    std::map<std::string, ResourceStats> resourceStats() const;
+    void resetPeaks();
     int64_t acquireCount() const noexcept
     {
         return mAcquires;
@@ -112,6 +124,7 @@ private:
     mutable std::mutex mMutex;
     std::vector<nvinfer1::IPluginCreatorInterface*> mCreators;
     std::map<std::string, Held> mResources;
+    std::map<std::string, ResourceStats> mStats;
     nvinfer1::IErrorRecorder* mRecorder{nullptr};
     int64_t mAcquires{0};
 };

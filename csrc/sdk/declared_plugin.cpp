@@ -1,5 +1,7 @@
 #include "declared_plugin.h"
 
+#include "shared_tables.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -686,6 +688,14 @@ public:
                 {
                     cudaGetLastError();
                 }
+                try
+                {
+                    acquireTables();
+                }
+                catch (PluginError const&)
+                {
+                    cudaGetLastError();
+                }
                 return int32_t{0};
             });
     }
@@ -706,6 +716,16 @@ public:
                 {
                     fail("copying the weight fields to the device: ", cudaGetErrorName(uploaded), ": ",
                         cudaGetErrorString(uploaded));
+                }
+                if (!mTables.acquired(mDecl.nbResources))
+                {
+                    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+                    if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess
+                        && capture != cudaStreamCaptureStatusNone)
+                    {
+                        fail("its shared tables were not acquired before this graph capture (onShapeChange failed)");
+                    }
+                    acquireTables();
                 }
                 auto const all = allInputs(inputs, [&](WeightField const& w) { return deviceWeight(w); });
                 cudaError_t const err = launchArgsFor(allInputs(actualOf(inputDesc, nbNetworkInputs())),
@@ -991,6 +1011,16 @@ private:
         return cudaSuccess;
     }
 
+    // The op's shared tables (OpDecl::resources), once per plugin: outside any graph capture.
+    void acquireTables()
+    {
+        if (mDecl.nbResources > 0)
+        {
+            std::string const owner = concat(mDecl.pluginNamespace, "::", mDecl.pluginName, " v", mDecl.pluginVersion);
+            mTables.acquire(owner.c_str(), mDecl.resources, mDecl.nbResources, mFields.values.data());
+        }
+    }
+
     void const* deviceWeight(WeightField const& weight) const noexcept
     {
         return mDeviceWeights[static_cast<size_t>(&weight - mWeights.data())];
@@ -1044,6 +1074,11 @@ private:
         }
         LaunchArgs args{in.data(), static_cast<int32_t>(in.size()), out.data(), static_cast<int32_t>(out.size()),
             mFields.values.data(), static_cast<int32_t>(mFields.values.size()), workspace, 0, mTactic, stream};
+        if (mTables.acquired(mDecl.nbResources))
+        {
+            args.resources = mTables.pointers().data();
+            args.nbResources = mDecl.nbResources;
+        }
         if (workspace != nullptr && mDecl.workspace != nullptr)
         {
             args.workspaceSize = mDecl.workspace(args);
@@ -1064,6 +1099,7 @@ private:
     std::vector<WeightField> mWeights;
     std::vector<int32_t> mNetworkInputs; // per network input, the op input it is
     std::vector<void*> mDeviceWeights;   // per weight, its device copy (null until uploaded)
+    SharedTables mTables;                // a clone acquires its own (onShapeChange)
 };
 
 class DeclaredCreator : public Named<nvinfer1::IPluginCreatorV3One>

@@ -6,7 +6,8 @@
 // sizes, and the equalities between input sizes the fake kernel checks; see torchtrt_plugins/_derive.py for the
 // encoding). createPlugin takes the op's semantic fields only, like NVIDIA's plugins; an integer field holding the
 // shape-input marker is read from the next shape input instead; a weight input given as a field is copied to the
-// device once per plugin (onShapeChange, or the first enqueue) and reaches the launcher as an ordinary input.
+// device once per plugin (onShapeChange, or the first enqueue) and reaches the launcher as an ordinary input; a
+// declared resource (a table computed from fields) is acquired at the same points, shared through the registry.
 #pragma once
 
 #include "plugins/plugin_common.h"
@@ -53,6 +54,11 @@ struct OpDecl
     // network input fewer. Last, so that tables generated before it leave it empty.
     int32_t const* weightInputs;
     int32_t nbWeightInputs;
+    // The op's shared device tables (declare(resources=...)): each built once per key (its fields' values) and device
+    // and shared by every plugin instance through IPluginRegistry::acquirePluginResource (a table of its own per
+    // instance where no registry is reachable). Last, so that tables generated before it leave it empty.
+    ResourceDecl const* resources;
+    int32_t nbResources;
 };
 
 // Registers a creator for `decl` with getCreators; `decl` must outlive the library (a static table).

@@ -567,6 +567,21 @@ public:
         }
         LaunchArgs args{in, mOp.nbInputs, out, mOp.nbOutputs + nbSizes + mOp.nbAliasedInputs, mScalars, mOp.nbScalars,
             nullptr, 0, 0, static_cast<cudaStream_t>(stream), kPHASE_ALL};
+        void const* tables[kMAX_TENSORS]{};
+        if (mOp.nbResources > 0)
+        {
+            cudaError_t const built = mOp.nbResources <= kMAX_TENSORS && mOp.resourceTables != nullptr
+                                          ? mOp.resourceTables(mOp, mScalars, tables)
+                                          : cudaErrorInvalidValue;
+            if (built != cudaSuccess)
+            {
+                throw EagerError(concat(mOp.label, ": building its shared tables (", mOp.resources[0].initName,
+                    ") failed with cudaError ", static_cast<int32_t>(built),
+                    " (the first call with new table fields must not be inside a CUDA graph capture)"));
+            }
+            args.resources = tables;
+            args.nbResources = mOp.nbResources;
+        }
         size_t const workspace = mOp.workspace != nullptr ? mOp.workspace(args) : 0;
         int64_t const sizesBytes = (8 * nbSizes + kSCRATCH_ALIGN - 1) / kSCRATCH_ALIGN * kSCRATCH_ALIGN;
         int64_t const scratchBytes = sizesBytes + static_cast<int64_t>(workspace);

@@ -2,6 +2,9 @@
 // launchers as the plugin through these C entry points (by name per call, or through the function pointers it looks
 // up once). Links the CUDA runtime only; no TensorRT.
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "cubin_launch.h"
 #include "op_table.h"
@@ -13,6 +16,38 @@ namespace ttp::sdk
 // table.
 LauncherEntry const* launcherTable(int32_t& count);
 EagerOp const* const* eagerOpTable(int32_t& count);
+
+// One table per key and device for the process, as an eager module keeps its cos/sin cache: built on the first call
+// that needs it (outside any stream capture), freed at exit by the driver.
+cudaError_t eagerResourceTables(EagerOp const& op, double const* scalars, void const** tables)
+{
+    static std::mutex mutex;
+    static std::map<std::string, void*> built;
+    int32_t device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    for (int32_t r = 0; r < op.nbResources && err == cudaSuccess; ++r)
+    {
+        ResourceDecl const& decl = op.resources[r];
+        std::vector<double> const keys = resourceKeyValues(decl, scalars);
+        std::string const key = resourceKey(op.op, decl, keys, device);
+        std::lock_guard<std::mutex> lock(mutex);
+        auto found = built.find(key);
+        if (found == built.end())
+        {
+            void* table = nullptr;
+            size_t bytes = 0;
+            std::string why;
+            err = buildResourceTable(decl, keys, &table, &bytes, why);
+            if (err != cudaSuccess)
+            {
+                break;
+            }
+            found = built.emplace(key, table).first;
+        }
+        tables[r] = found->second;
+    }
+    return err;
+}
 } // namespace ttp::sdk
 
 namespace
@@ -80,4 +115,13 @@ extern "C" __attribute__((visibility("default"))) ttp::sdk::EagerOp const* ttp_s
         }
     }
     return nullptr;
+}
+
+// The op's shared tables for `scalars` (all its scalar arguments) on the current device: `tables` gets one device
+// pointer per declared resource. Returns a cudaError_t, or -1 when the library does not hold the op.
+extern "C" __attribute__((visibility("default"))) int32_t ttp_sdk_resource_tables(
+    char const* op, double const* scalars, void const** tables)
+{
+    ttp::sdk::EagerOp const* entry = ttp_sdk_eager_op(op);
+    return entry == nullptr ? -1 : static_cast<int32_t>(ttp::sdk::eagerResourceTables(*entry, scalars, tables));
 }

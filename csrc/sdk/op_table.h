@@ -7,13 +7,14 @@
 
 #include <cstdint>
 
+#include "sdk/resources.h"
 #include "sdk/ttp_sdk.h"
 
 namespace ttp::sdk
 {
 
 // Bumped whenever a field below changes: the eager kernel refuses a table of another version.
-constexpr int32_t kEAGER_TABLE_VERSION = 3;
+constexpr int32_t kEAGER_TABLE_VERSION = 4;
 
 struct EagerInput
 {
@@ -48,6 +49,13 @@ struct TacticDecl
     Launcher launch;
 };
 
+struct EagerOp;
+// Per resource of `op`, its device table for the call's `scalars` on the current device (`tables`, nbResources
+// entries): built once per key and device, then kept for the process.
+using ResourceTables = cudaError_t (*)(EagerOp const& op, double const* scalars, void const** tables);
+// The ResourceTables of every op library (csrc/sdk/launchers.cpp).
+cudaError_t eagerResourceTables(EagerOp const& op, double const* scalars, void const** tables);
+
 struct EagerOp
 {
     int32_t version;   // kEAGER_TABLE_VERSION
@@ -71,6 +79,10 @@ struct EagerOp
     // the size tensors, at that input's memory (the plugin's aliased outputs). The op does not return them.
     int32_t const* aliasedInputs;
     int32_t nbAliasedInputs;
+    // The op's shared device tables (declare(resources=...)), passed to the launcher as LaunchArgs::resources.
+    ResourceDecl const* resources;
+    int32_t nbResources;
+    ResourceTables resourceTables;
 };
 
 } // namespace ttp::sdk

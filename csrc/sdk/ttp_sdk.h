@@ -68,6 +68,10 @@ struct LaunchArgs
     // are null), then, its sizes read back, kPHASE_OUTPUTS (outputs at their exact shapes; the same workspace and
     // size tensors), so that eager allocates no upper-bound output.
     int32_t phase{0};
+    // The op's shared device tables (declare(resources=...)), in declaration order: built once per key from the
+    // declared fields by the resource's init launcher and shared by every call with the same key (read-only).
+    void const* const* resources{nullptr};
+    int32_t nbResources{0};
 };
 
 constexpr int32_t kPHASE_ALL = 0;

@@ -27,6 +27,7 @@ def test_every_op_of_ours_is_declared():
         "rms_norm",
         "rms_norm_fp8",
         "rms_norm_int8",
+        "rotary_embedding",
     ]
     assert all(e.spec.declaration is not None and e.spec.declaration.library.ours for e in OURS)
 

@@ -42,6 +42,7 @@ def test_launcher_library_exports_only_the_sdk_entry_points(library):
         "ttp_sdk_last_error",
         "ttp_sdk_launch",
         "ttp_sdk_launcher",
+        "ttp_sdk_resource_tables",
         "ttp_sdk_workspace",
         "ttp_sdk_workspace_function",
     ]

@@ -43,6 +43,7 @@ def test_plugin_library_exports_and_links_only_what_it_must(library):
         "ttp_sdk_launcher",
         "ttp_sdk_workspace_function",
         "ttp_sdk_last_error",
+        "ttp_sdk_resource_tables",
     }
     needed = subprocess.run(["readelf", "-d", str(library.plugins)], capture_output=True, text=True).stdout
     assert "libcudart" in needed

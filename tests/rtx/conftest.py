@@ -37,6 +37,7 @@ EXAMPLE_ARGS: dict[str, dict[str, Any]] = {
     "rms_norm_int8": {"weight": torch.ones(8), "scale": torch.ones(())},
     "masked_rows": {"mask": torch.ones(4, dtype=torch.bool)},
     "pad_to": {"x": torch.zeros(1, 2, 4, 8)},  # (B, C, H, W)
+    "rotary_embedding": {"positions": torch.zeros((), dtype=torch.int64)},  # x: (heads, head_dim), one token
 }
 
 

@@ -152,6 +152,15 @@ CASES = (
         args=lambda t: (1e-6,),
     ),
     BuilderCase(
+        "rotary_embedding-dynamic_tokens-fp16",
+        "rotary_embedding",
+        (
+            NetworkInput("q", torch.float16, ((1, 8, 128), (16, 8, 128), (512, 8, 128))),
+            NetworkInput("positions", torch.int64, ((1,), (16,), (512,))),
+        ),
+        args=lambda t: (64, 4096, 500000.0, False),
+    ),
+    BuilderCase(
         "masked_rows-dds",
         "masked_rows",
         (

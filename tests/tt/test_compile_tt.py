@@ -116,6 +116,36 @@ def test_gemma_norm_reaches_the_plugin_with_its_weight_offset(dtype):
     assert [(c.plugin_version, c.field_value("weight_offset")) for c in calls] == [("3", 1.0)]
 
 
+ROPE = "torchtrt.rotary_embedding.default"
+
+
+class Rope(torch.nn.Module):
+    """Queries and keys of one attention layer: two rotary_embedding nodes whose plugins share one cos/sin cache."""
+
+    def forward(self, q, k, positions):
+        rope = torch.ops.torchtrt.rotary_embedding
+        return rope(q * 2, positions, 64, 4096, 500000.0) + rope(k, positions, 64, 4096, 500000.0)
+
+
+def test_rotary_embedding_layers_share_their_cache_fields():
+    require_plugin_library()
+    q, k, positions = torch.randn(6, 4, 64), torch.randn(6, 4, 64), torch.arange(6)
+    tokens = torch.export.Dim("tokens", min=1, max=512)
+    program = torch.export.export(Rope(), (q, k, positions), dynamic_shapes=({0: tokens}, {0: tokens}, {0: tokens}))
+    inputs = [_input((1, 4, 64), (6, 4, 64), (512, 4, 64)), _input((1, 4, 64), (6, 4, 64), (512, 4, 64))]
+    inputs.append(_input((1,), (6,), (512,), torch.int64))
+    assert placement(dryrun(program, inputs)) == {"trt": [ROPE, ROPE], "torch": []}
+    with converter_calls() as calls:
+        plan = serialized_engine(program, inputs)
+    assert len(calls) == 2 and b"CachedRotaryEmbedding" in plan
+    assert calls[0].fields == calls[1].fields  # one cache key: one table for both layers at run time
+    assert [(f.name, f.value) for f in calls[0].fields][:3] == [
+        ("rotary_dim", 64),
+        ("max_position", 4096),
+        ("base", 500000.0),
+    ]
+
+
 def test_pad_to_with_fields():
     require_plugin_library()
     x = torch.randn(2, 3, 13, 21)

@@ -59,7 +59,7 @@ def define(schema: str, fake: Callable[..., Any], reference: Callable[..., Any],
 #: The ops defined with a ``<name>_tactic`` variant.
 _TACTIC_OPS: list[str] = []
 
-from . import add_rms_norm, masked_rows, pad_to, rms_norm, rms_norm_quant  # noqa: E402, F401
+from . import add_rms_norm, masked_rows, pad_to, rms_norm, rms_norm_quant, rotary_embedding  # noqa: E402, F401
 
 for _qualname in _TACTIC_OPS:
     sdk.register_eager_kernel(spec_mod.get(_qualname).spec.declaration, tactic=True)

@@ -146,6 +146,11 @@ class PadToLike(nn.Module):
         return torch.ops.torchtrt.pad_to(x, like.shape[-2], like.shape[-1])
 
 
+class RotaryCall(nn.Module):
+    def forward(self, q, positions):
+        return torch.ops.torchtrt.rotary_embedding(q * 2, positions, 16, 64, 10000.0, True) + 1
+
+
 def _rms_norm() -> list[ExportCase]:
     return [
         ExportCase("rms_norm", "static", RmsNormCall(8, 1e-5), (torch.randn(3, 8),)),
@@ -201,6 +206,19 @@ def _pad_to() -> list[ExportCase]:
     ]
 
 
+def _rotary_embedding() -> list[ExportCase]:
+    positions = torch.tensor([0, 5, 63, 2])
+    return [
+        ExportCase(
+            "rotary_embedding",
+            "dynamic",
+            RotaryCall(),
+            (torch.randn(4, 2, 32), positions),
+            {"q": {0: "tokens"}, "positions": {0: "tokens"}},
+        )
+    ]
+
+
 def _add_rms_norm() -> list[ExportCase]:
     # None yet: export holds the mutating op as auto_functionalized_v2(op, ...), and torch 2.13's dynamo exporter
     # fails on that node before any translation runs (it looks the OpOverload argument up as an FX value:
@@ -216,6 +234,7 @@ CASES: dict[str, Callable[[], list[ExportCase]]] = {
     "rms_norm_int8": _rms_norm_quant("rms_norm_int8"),
     "masked_rows": _masked_rows,
     "pad_to": _pad_to,
+    "rotary_embedding": _rotary_embedding,
 }
 
 

@@ -167,6 +167,10 @@ class HarnessResult:
     #: Per output, the input it aliases (getAliasedInput, -1: none); None where the plugin's build interface is
     #: version 1 (no aliasing).
     aliased_inputs: list[int] | None = None
+    #: Per shared resource key the run acquired from the harness's plugin registry: ``acquires``, ``builds`` (the
+    #: registry's clones of the plugin's IPluginResource: tables built), ``releases`` (release() calls), ``peak``
+    #: (references held at once) and ``held`` (at the end: 0 when the last plugin released it).
+    resources: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def rules(self) -> set[str]:
@@ -407,6 +411,7 @@ def _result(reply: dict, plugin: str, buffers: list[torch.Tensor], device: torch
         creators=reply.get("creators", []),
         output_types=reply.get("output_types", []),
         aliased_inputs=reply.get("aliased_inputs"),
+        resources=reply.get("resources") or {},
         output_shapes=reply.get("output_shapes", {}),
         size_tensors=reply.get("size_tensors", []),
         formats=[_combination(row) for row in reply.get("formats", [])],
@@ -477,6 +482,7 @@ def run_plugin(
     gate_timeout_s: float = 2.0,
     harness: str | Path | None = None,
     enqueue_syncs_host: bool = False,
+    instances: int = 1,
 ) -> HarnessResult:
     """Run one plugin through the harness.
 
@@ -496,6 +502,10 @@ def run_plugin(
         enqueue_syncs_host: the op declares that enqueue reads back to the host (``OpSpec.enqueue_syncs_host``);
             undeclared, enqueue must capture in a CUDA graph and replay to the same outputs ("graph-capture",
             "graph-replay"); declared, it must not capture ("host-sync-declaration").
+        instances: runtime plugins attached at once per tactic (as an engine holds one per layer of the op), each
+            enqueued and compared with the first ("instances"); ``result.resources`` reports, per shared resource key
+            the run acquired, its acquires, builds (registry clones), releases, peak references and references held
+            at the end (0: released).
     """
     prepared, device_data, device = _prepare_inputs(inputs, enqueue)
     request = _request(library, name, version, namespace, fields, prepared, shape_inputs, profile, device_data)
@@ -506,6 +516,7 @@ def run_plugin(
         compare_runtime_outputs=compare_runtime_outputs,
         gate_timeout_s=gate_timeout_s,
         enqueue_syncs_host=bool(enqueue_syncs_host),
+        instances=int(instances),
     )
     buffers: list[torch.Tensor] = []
 

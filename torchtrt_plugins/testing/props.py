@@ -247,6 +247,58 @@ def check_masked_rows(case: Case, out: torch.Tensor) -> None:
     _assert_allclose(out, expected, 0.0, 0.0, case.note)
 
 
+# ------------------------------------------------------------------------------------------ rotary_embedding
+
+
+def draw_rotary_embedding(data: st.DataObject, device: str) -> Case:
+    dtype = data.draw(st.sampled_from(FLOATS), label="dtype")
+    lead = data.draw(st.lists(EXTENTS, min_size=0, max_size=2), label="token dims")
+    if int(np.prod(lead)) > 4096:
+        lead = [7]
+    heads = data.draw(st.sampled_from([1, 2, 3, 8]), label="heads")
+    head_dim = data.draw(st.sampled_from([2, 4, 6, 16, 33, 64, 80, 128]), label="head_dim")
+    rotary_dim = data.draw(
+        st.sampled_from(sorted({d for d in (2, head_dim // 2 * 2, head_dim // 4 * 2) if d})), label="rotary_dim"
+    )
+    max_position = data.draw(st.sampled_from([1, 7, 512, 4097]), label="max_position")
+    base = data.draw(st.sampled_from([10000.0, 500000.0, 2.5]), label="base")
+    is_neox = data.draw(st.booleans(), label="is_neox")
+    pos_dtype = data.draw(st.sampled_from([torch.int64, torch.int32]), label="positions dtype")
+    generator = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="positions seed"))
+    positions = torch.randint(0, max_position, tuple(lead), generator=generator).to(pos_dtype).to(device)
+    x = tensor(data, (*lead, heads, head_dim), dtype, device)
+    note = (
+        f"{dtype} {tuple(x.shape)} stride {x.stride()} rotary_dim {rotary_dim} max_position {max_position} base "
+        f"{base} is_neox {is_neox} positions {pos_dtype}"
+    )
+    return Case("rotary_embedding", (x, positions, rotary_dim, max_position, base, is_neox), note=note)
+
+
+def check_rotary_embedding(case: Case, out: torch.Tensor) -> None:
+    from ..ops import rotary_embedding
+
+    x, positions, rotary_dim, _, base, is_neox = case.args
+    assert out.dtype == x.dtype and out.shape == x.shape, case.note
+    # The cache's definition: inverse frequencies rounded to fp32 from double, fp32 angles (an fp32 product: its
+    # rounding grows with the position), then cos, sin and the rotation in float64.
+    half = rotary_dim // 2
+    inv_freq = (1.0 / np.power(float(base), np.arange(half, dtype=np.float64) * 2 / rotary_dim)).astype(np.float32)
+    angles = (as_numpy(positions).astype(np.float32)[..., None] * inv_freq).astype(np.float64)
+    cos, sin = np.cos(angles)[..., None, :], np.sin(angles)[..., None, :]
+    xs = as_numpy(x)
+    expected = xs.copy()
+    if is_neox:
+        x1, x2 = xs[..., :half], xs[..., half:rotary_dim]
+        expected[..., :half] = x1 * cos - x2 * sin
+        expected[..., half:rotary_dim] = x2 * cos + x1 * sin
+    else:
+        x1, x2 = xs[..., 0:rotary_dim:2], xs[..., 1:rotary_dim:2]
+        expected[..., 0:rotary_dim:2] = x1 * cos - x2 * sin
+        expected[..., 1:rotary_dim:2] = x2 * cos + x1 * sin
+    tol = rotary_embedding.SPEC.tolerance(x.dtype)
+    _assert_allclose(out, expected, tol.atol, tol.rtol, case.note)
+
+
 @dataclass(frozen=True)
 class OpProps:
     draw: Callable[[st.DataObject, str], Case]
@@ -260,6 +312,7 @@ CASES: dict[str, OpProps] = {
     "masked_rows": OpProps(draw_masked_rows, check_masked_rows),
     "rms_norm_fp8": OpProps(_draw_rms_norm_quant("rms_norm_fp8"), check_rms_norm_quant),
     "rms_norm_int8": OpProps(_draw_rms_norm_quant("rms_norm_int8"), check_rms_norm_quant),
+    "rotary_embedding": OpProps(draw_rotary_embedding, check_rotary_embedding),
 }
 
 
@@ -273,6 +326,8 @@ def examples(device: str, seed: int = 0) -> dict[str, Case]:
     rows = torch.randn(100_001, 33, generator=g).to(device)
     mask = (torch.rand(100_001, generator=g) < 0.5).to(device)
     residual = torch.randn(4099, 4096, generator=g).to(torch.bfloat16).to(device)
+    queries = torch.randn(4099, 32, 128, generator=g).to(torch.bfloat16).to(device)
+    positions = torch.randint(0, 8192, (4099,), generator=g).to(device)
     return {
         "rms_norm": Case("rms_norm", (x, w, 1e-6, 0.0), note=f"bf16 {tuple(x.shape)} on {device}"),
         "add_rms_norm": Case(
@@ -290,4 +345,9 @@ def examples(device: str, seed: int = 0) -> dict[str, Case]:
             )
             for op in ("rms_norm_fp8", "rms_norm_int8")
         },
+        "rotary_embedding": Case(
+            "rotary_embedding",
+            (queries, positions, 128, 8192, 500000.0, True),
+            note=f"bf16 {tuple(queries.shape)} RoPE (8192 positions) on {device}",
+        ),
     }
