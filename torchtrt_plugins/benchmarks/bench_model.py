@@ -203,6 +203,15 @@ def eager(case: Case):
     return _inference(lambda: block(x))
 
 
+def eager_exported(case: Case):
+    """The exported block as it is, without our lowering: eager+torchtrt runs the same GraphModule form, lowered, so
+    the two differ by our ops alone (an exported module's Python call path costs host time of its own)."""
+    block, x = case.inputs
+    with torch.no_grad():
+        gm = torch.export.export(block, (x,)).module()
+    return _inference(lambda: gm(x))
+
+
 def eager_ours(case: Case):
     block, x = case.inputs
     lowered = with_our_ops(block, x)
@@ -232,6 +241,7 @@ def tensorrt(ours: bool):
 
 PROVIDERS = [
     Provider("eager", eager),
+    Provider("eager exported", eager_exported),
     Provider("eager+torchtrt", eager_ours, (needs_eager_kernel(RMS_NORM),)),
     Provider("torch.compile", compiled(ours=False), (needs_inductor,)),
     Provider("torch.compile+torchtrt", compiled(ours=True), (needs_inductor, needs_eager_kernel(RMS_NORM))),
