@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import torch
 from example_package import EXAMPLE, import_myops
+from export_cases import ExportCase
 from torch import nn
 
 from torchtrt_plugins.testing import sdk_build_unavailable
-from torchtrt_plugins.testing.export_cases import ExportCase
 
 
 class ScaledAddCall(nn.Module):

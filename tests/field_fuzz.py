@@ -21,12 +21,12 @@ if str(Path(__file__).resolve().parent) not in sys.path:  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import declared_export_cases  # noqa: E402
+import export_cases  # noqa: E402
 import sdk_ops  # noqa: E402
 
 from torchtrt_plugins import converters  # noqa: E402
 from torchtrt_plugins import spec as spec_mod  # noqa: E402
 from torchtrt_plugins.converters import _factory  # noqa: E402
-from torchtrt_plugins.testing import export_cases  # noqa: E402
 from torchtrt_plugins.testing.harness import field_json  # noqa: E402
 
 

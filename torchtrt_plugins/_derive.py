@@ -45,6 +45,7 @@ from typing import Any
 import sympy
 import torch
 
+from . import dtypes
 from .spec import SpecError
 
 MAGIC = 0x54545053  # "TTPS"
@@ -64,17 +65,7 @@ _BINARY: dict[int, Callable[[int, int], int]] = {
 }
 
 #: torch dtype -> TensorRT DataType value (NvInferRuntimeBase.h) and back.
-TRT_DTYPE_CODES = {
-    torch.float32: 0,
-    torch.float16: 1,
-    torch.int8: 2,
-    torch.int32: 3,
-    torch.bool: 4,
-    torch.uint8: 5,
-    torch.float8_e4m3fn: 6,
-    torch.bfloat16: 7,
-    torch.int64: 8,
-}
+TRT_DTYPE_CODES = dtypes.TRT_CODES
 DTYPES_BY_CODE = {code: dtype for dtype, code in TRT_DTYPE_CODES.items()}
 
 #: Hint for an input dimension that is unknown where the derivation runs (a -1 in a TensorRT ITensor).

@@ -51,7 +51,7 @@ from typing import Any
 
 import torch
 
-from . import _derive
+from . import _derive, dtypes
 from .spec import SpecError
 
 __all__ = [
@@ -70,26 +70,9 @@ NAMESPACE = "ttp_aot"
 #: What a Triton kernel's aligned build assumes of pointers and int parameters (Triton's own specialization).
 ALIGNMENT = 16
 _INT32 = (-(2**31), 2**31 - 1)
-_TRITON_DTYPES = {
-    torch.float32: "fp32",
-    torch.float16: "fp16",
-    torch.bfloat16: "bf16",
-    torch.int8: "i8",
-    torch.int32: "i32",
-    torch.int64: "i64",
-    torch.float8_e4m3fn: "fp8e4nv",
-}
+_TRITON_DTYPES = dtypes.TRITON_NAMES
 #: ttp::DType enumerator names (csrc/kernels/common.h).
-_CXX_DTYPES = {
-    torch.float32: "kFLOAT32",
-    torch.float16: "kFLOAT16",
-    torch.bfloat16: "kBFLOAT16",
-    torch.int8: "kINT8",
-    torch.int32: "kINT32",
-    torch.int64: "kINT64",
-    torch.bool: "kBOOL",
-    torch.float8_e4m3fn: "kFLOAT8_E4M3",
-}
+_CXX_DTYPES = dtypes.KERNEL_NAMES
 _OPTIONS = ("num_warps", "num_stages", "num_ctas")
 
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import dtypes
 from . import spec as spec_mod
 from .converters import _factory
 
@@ -233,18 +234,7 @@ def _entries(entries: Sequence[spec_mod.OpEntry] | None) -> list[spec_mod.OpEntr
 
 
 #: Plugin input dtypes (``TensorSpec.plugin_dtype``) -> ONNX element type names (``TensorProto``, ``ir.DataType``).
-_ONNX_DTYPES = {
-    torch.float32: "FLOAT",
-    torch.float16: "FLOAT16",
-    torch.bfloat16: "BFLOAT16",
-    torch.float64: "DOUBLE",
-    torch.int8: "INT8",
-    torch.uint8: "UINT8",
-    torch.int32: "INT32",
-    torch.int64: "INT64",
-    torch.bool: "BOOL",
-    torch.float8_e4m3fn: "FLOAT8E4M3FN",
-}
+_ONNX_DTYPES = dtypes.ONNX_NAMES
 _TORCH_DTYPES = {name: dtype for dtype, name in _ONNX_DTYPES.items()}
 
 

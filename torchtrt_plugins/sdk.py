@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from . import _build, _derive, kernels_aot
+from . import _build, _derive, dtypes, kernels_aot
 from .spec import SpecError
 
 __all__ = [
@@ -54,16 +54,7 @@ __all__ = [
 
 _SYMBOL = re.compile(r"^(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*$")
 #: torch dtype -> ttp::DType (csrc/kernels/common.h).
-KERNEL_DTYPES = {
-    torch.float32: 0,
-    torch.float16: 1,
-    torch.bfloat16: 2,
-    torch.int8: 3,
-    torch.int32: 4,
-    torch.int64: 5,
-    torch.bool: 6,
-    torch.float8_e4m3fn: 7,
-}
+KERNEL_DTYPES = dtypes.KERNEL_CODES
 MAX_DIMS = 8
 
 

@@ -17,20 +17,15 @@ from typing import Any
 
 import torch
 
+from . import dtypes
+
 #: Namespace of our torch ops (``torch.ops.torchtrt.*``) and of our TensorRT plugins.
 NAMESPACE = "torchtrt"
 
-#: PluginFieldType member name -> numpy dtype name used when serializing a field value.
 #: Tensor dtype -> the PluginFieldType of a weight field holding its elements (``declare(weight_fields=...)``).
-WEIGHT_FIELD_TYPES = {
-    torch.float32: "FLOAT32",
-    torch.float16: "FLOAT16",
-    torch.bfloat16: "BF16",
-    torch.int8: "INT8",
-    torch.int32: "INT32",
-    torch.int64: "INT64",
-}
+WEIGHT_FIELD_TYPES = dtypes.WEIGHT_FIELD_TYPES
 
+#: PluginFieldType member name -> numpy dtype name used when serializing a field value.
 FIELD_NUMPY_DTYPES = {
     "FLOAT16": "float16",
     "FLOAT32": "float32",

@@ -5,10 +5,10 @@ import operator
 
 import pytest
 import torch
+from models import DecoderBlock
 
 import torchtrt_plugins
 from torchtrt_plugins import SpecError, declare
-from torchtrt_plugins.benchmarks.bench_model import DecoderBlock
 from torchtrt_plugins.converters import _functionalized, plan, validate_node
 from torchtrt_plugins.declare import DeclarationError
 from torchtrt_plugins.lowering import add_rms_norm as add_rms_norm_pass

@@ -401,3 +401,35 @@ def test_run_call_passes_the_op_spec_host_sync_declaration(monkeypatch):
     assert seen["enqueue_syncs_host"] is False
     H.run_call(call, enqueue_syncs_host=True)
     assert seen["enqueue_syncs_host"] is True
+
+
+def test_testing_ships_the_public_api_and_none_of_our_fixtures():
+    """``torchtrt_plugins.testing`` is what an op's author calls; our fixtures live in tests/, which a wheel lacks."""
+    import pkgutil
+
+    import torchtrt_plugins.testing
+
+    assert sorted(m.name for m in pkgutil.iter_modules(torchtrt_plugins.testing.__path__)) == [
+        "check",
+        "harness",
+        "runner",
+    ]
+
+
+def test_the_package_and_its_benchmarks_import_without_tests_or_hypothesis():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    script = (
+        "import sys\n"
+        f"sys.path[:] = [p for p in sys.path if not p.startswith({tests_dir!r})]\n"
+        "sys.modules['hypothesis'] = None\n"
+        "import torchtrt_plugins.testing, torchtrt_plugins.benchmarks.bench_model\n"
+        "files = {name: getattr(module, '__file__', None) or '' for name, module in sys.modules.items()}\n"
+        f"leaked = [name for name, file in files.items() if file.startswith({tests_dir!r})]\n"
+        "assert not leaked, leaked\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]

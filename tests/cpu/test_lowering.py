@@ -10,12 +10,12 @@ import types
 
 import pytest
 import torch
+from models import RMS_NORMS, decoder_block, make_rms_norm
 from torch import nn
 
 import torchtrt_plugins  # noqa: F401  (defines the ops)
 from torchtrt_plugins import lowering
 from torchtrt_plugins.ops import rms_norm as rms_norm_op
-from torchtrt_plugins.testing.models import RMS_NORMS, LlamaDecoderBlock, make_rms_norm
 
 RMS_NORM = torch.ops.torchtrt.rms_norm.default
 ATEN = torch.ops.aten
@@ -90,7 +90,7 @@ BLOCK_INPUT_SHAPE = (2, 7, HIDDEN)
 
 @functools.cache
 def _exported_block(style: str, dtype: torch.dtype) -> torch.fx.GraphModule:
-    block = LlamaDecoderBlock(hidden_size=HIDDEN, num_heads=4, intermediate_size=48, norm=style).to(dtype)
+    block = decoder_block(style, hidden_size=HIDDEN, num_heads=4, intermediate_size=48).to(dtype)
     return export(block, *inputs_for(dtype, *BLOCK_INPUT_SHAPE))
 
 
@@ -289,7 +289,7 @@ def test_dynamic_batch_and_sequence():
 
 @pytest.mark.parametrize("style", sorted(set(RMS_NORMS) - {"t5"}))  # T5LayerNorm branches on a dtype: untraceable
 def test_symbolic_trace_with_example_inputs(style):
-    block = LlamaDecoderBlock(hidden_size=HIDDEN, num_heads=4, intermediate_size=48, norm=style).to(torch.bfloat16)
+    block = decoder_block(style, hidden_size=HIDDEN, num_heads=4, intermediate_size=48).to(torch.bfloat16)
     inputs = inputs_for(torch.bfloat16, *BLOCK_INPUT_SHAPE)
     original, lowered, report = lower_copy(trace(block), example_inputs=inputs)
     assert report == {"rms_norm": 2}

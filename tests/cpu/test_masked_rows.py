@@ -2,13 +2,13 @@
 
 import pytest
 import torch
+from fixtures import GraphRecorder
 from torch._subclasses.fake_tensor import DynamicOutputShapeException, FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
 
 import torchtrt_plugins
 from torchtrt_plugins import SpecError, converters
 from torchtrt_plugins.ops import masked_rows
-from torchtrt_plugins.testing.fixtures import GraphRecorder
 
 SPEC = masked_rows.SPEC
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64]

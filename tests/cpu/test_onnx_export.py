@@ -1,6 +1,6 @@
 """ONNX export of every op as a TensorRT plugin node: the structure TensorRT's ONNX parser needs.
 
-The cases come from ``torchtrt_plugins.testing.export_cases`` (every registered op has some); each is exported
+The cases come from ``tests/export_cases.py`` (every registered op has some); each is exported
 with the dynamo exporter and, where the case allows, the TorchScript one. What the node must look like is
 restated here from the parser's own rules (onnx-tensorrt ``FallbackPluginImporter``/``loadFields``), not read
 from the module under test: op_type = plugin name, string attributes plugin_version/plugin_namespace, one
@@ -20,11 +20,12 @@ import torch
 onnx = pytest.importorskip("onnx", reason="cpu tier ONNX export tests need onnx (pip install -e '.[test]')")
 pytest.importorskip("onnxscript", reason="the dynamo ONNX exporter needs onnxscript (pip install -e '.[test]')")
 
+import export_cases  # noqa: E402
+
 import torchtrt_plugins  # noqa: E402
 from torchtrt_plugins import onnx as tonnx  # noqa: E402
 from torchtrt_plugins import spec as spec_mod  # noqa: E402
 from torchtrt_plugins.converters import _factory  # noqa: E402
-from torchtrt_plugins.testing import export_cases  # noqa: E402
 
 A = onnx.AttributeProto
 #: PluginFieldType -> (ONNX attribute type, tensor element type) that the parser's loadFields turns back into it

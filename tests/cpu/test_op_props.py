@@ -1,7 +1,8 @@
 """Property tests of every op on the CPU (its CPU kernel, its fake kernel, its argument checks), drawn by hypothesis
 over shapes, dtypes, memory layouts and field values, against an independent numpy formulation
-(``torchtrt_plugins.testing.props``)."""
+(``tests/props.py``)."""
 
+import props
 import pytest
 import torch
 from hypothesis import given
@@ -11,7 +12,6 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 import torchtrt_plugins
 from torchtrt_plugins import SpecError
-from torchtrt_plugins.testing import props
 
 OPS = sorted(entry.spec.name for entry in torchtrt_plugins.all_ops())
 SETTINGS = props.hypothesis_settings(max_examples=40)

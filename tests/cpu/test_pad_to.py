@@ -4,13 +4,13 @@ import importlib
 
 import pytest
 import torch
+from fixtures import GraphRecorder
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import torchtrt_plugins
 from torchtrt_plugins import SpecError, _derive, converters
 from torchtrt_plugins.declare import SHAPE_INPUT_SENTINEL
 from torchtrt_plugins.ops import pad_to
-from torchtrt_plugins.testing.fixtures import GraphRecorder
 
 SPEC = pad_to.SPEC
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8]

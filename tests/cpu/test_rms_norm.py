@@ -2,13 +2,13 @@
 
 import pytest
 import torch
+from fixtures import GraphRecorder
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import torchtrt_plugins
 from torchtrt_plugins import SpecError
 from torchtrt_plugins.converters import plan, plan_node, validate_node
 from torchtrt_plugins.ops import rms_norm
-from torchtrt_plugins.testing.fixtures import GraphRecorder
 
 SPEC = rms_norm.SPEC
 

@@ -147,7 +147,7 @@ def test_plan_takes_the_scale_as_a_tensor_input(name):
 def test_onnx_node_outputs_the_quantized_type(name, element):
     onnx = pytest.importorskip("onnx", reason="needs onnx (pip install -e '.[test]')")
     pytest.importorskip("onnxscript", reason="the dynamo ONNX exporter needs onnxscript")
-    from torchtrt_plugins.testing import export_cases
+    import export_cases
 
     (case,) = [c for c in export_cases.cases() if c.op == name and c.variant == "static"]
     model = case.export("dynamo")

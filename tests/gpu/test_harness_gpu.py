@@ -2,15 +2,16 @@
 ``torch.ops.torchtrt.rms_norm`` (dtypes, odd shapes, dynamic dims, serialization round trip, zero violations),
 every deliberately broken test plugin whose fault needs a device, the graph runner, and ``bench_enqueue``."""
 
+import props
 import pytest
 import torch
+from fixtures import rms_norm_eager, rms_norm_inputs
 
 import torchtrt_plugins
 from torchtrt_plugins.converters import plan
 from torchtrt_plugins.ops import rms_norm
-from torchtrt_plugins.testing import bench_enqueue, props
+from torchtrt_plugins.testing import bench_enqueue
 from torchtrt_plugins.testing import harness as H
-from torchtrt_plugins.testing.fixtures import rms_norm_eager, rms_norm_inputs
 from torchtrt_plugins.testing.runner import run_graph
 
 SPEC = torchtrt_plugins.get("rms_norm").spec

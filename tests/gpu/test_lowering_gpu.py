@@ -4,10 +4,10 @@ import copy
 
 import pytest
 import torch
+from models import decoder_block
 
 from torchtrt_plugins import lowering
 from torchtrt_plugins.ops import rms_norm
-from torchtrt_plugins.testing.models import LlamaDecoderBlock
 
 RMS_NORM = torch.ops.torchtrt.rms_norm.default
 HIDDEN = 256
@@ -24,7 +24,7 @@ def _lowering_on():
 @pytest.mark.parametrize("style", ["llama", "t5", "nn"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_decoder_block_lowered_matches_original(dtype, style, decompose):
-    block = LlamaDecoderBlock(hidden_size=HIDDEN, num_heads=8, intermediate_size=512, norm=style).to("cuda", dtype)
+    block = decoder_block(style, hidden_size=HIDDEN, num_heads=8, intermediate_size=512).to("cuda", dtype)
     x = torch.randn(3, 33, HIDDEN, device="cuda", generator=torch.Generator("cuda").manual_seed(0)).to(dtype)
     program = torch.export.export(block, (x,))
     original = (program.run_decompositions() if decompose else program).module()

@@ -4,9 +4,9 @@ data, one device->host read per call; opcheck; torch.compile with a data-depende
 import pytest
 import torch
 from eager_costs import host_syncs, peak_bytes
+from fixtures import GraphRecorder
 
 from torchtrt_plugins.ops import masked_rows
-from torchtrt_plugins.testing.fixtures import GraphRecorder
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64]
 # Rows of 1 byte-ish to 1 MB; counts around tile and warp-load boundaries; zero-size rows and inputs.

@@ -4,11 +4,11 @@ empty, full and random masks; build and runtime plugins agree; zero violations."
 
 import pytest
 import torch
+from fixtures import cuda_generator
 
 from torchtrt_plugins import converters
 from torchtrt_plugins.ops import masked_rows
 from torchtrt_plugins.testing import harness as H
-from torchtrt_plugins.testing.fixtures import cuda_generator
 
 SPEC = masked_rows.SPEC
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64]

@@ -1,16 +1,16 @@
 """Every op on a second GPU (device 1), on two GPUs at once, from two streams at once and from two host threads at
-once: each result checked against the independent numpy formulation (``torchtrt_plugins.testing.props``). The
+once: each result checked against the independent numpy formulation (``tests/props.py``). The
 plugins too: the conformance harness on device 1 (enqueue captured in a CUDA graph there as well)."""
 
 import threading
 
+import props
 import pytest
 import torch
 
 import torchtrt_plugins
 from torchtrt_plugins import converters
 from torchtrt_plugins.testing import harness as H
-from torchtrt_plugins.testing import props
 
 OPS = sorted(entry.spec.name for entry in torchtrt_plugins.all_ops())
 ROUNDS = 10

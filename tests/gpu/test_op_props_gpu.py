@@ -1,15 +1,15 @@
 """Property tests of every op's CUDA kernels: hypothesis draws shapes (empty, 1, odd, large), dtypes, memory layouts
 (strided, transposed, one element off alignment) and field values, every tactic, and the output is compared with an
-independent numpy formulation (``torchtrt_plugins.testing.props``). The output's memory is poisoned first (a freed
+independent numpy formulation (``tests/props.py``). The output's memory is poisoned first (a freed
 block of 0xFF bytes the caching allocator hands back), so an element the kernel does not write shows up."""
 
+import props
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 import torchtrt_plugins
-from torchtrt_plugins.testing import props
 
 OPS = sorted(props.CASES)  # every registered op: tests/cpu/test_op_props.py checks the registry has no other
 SETTINGS = props.hypothesis_settings(max_examples=60)

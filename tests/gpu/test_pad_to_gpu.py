@@ -3,9 +3,9 @@ data; opcheck; torch.compile."""
 
 import pytest
 import torch
+from fixtures import GraphRecorder
 
 from torchtrt_plugins.ops import pad_to
-from torchtrt_plugins.testing.fixtures import GraphRecorder
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8]
 # (B, C, H, W) -> (height, width): pad, crop, both, odd widths (scalar and narrower vector paths), empty sizes,

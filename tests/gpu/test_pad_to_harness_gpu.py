@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 import torch
+from fixtures import cuda_randn
 
 from torchtrt_plugins import converters
 from torchtrt_plugins.declare import SHAPE_INPUT_SENTINEL
 from torchtrt_plugins.ops import pad_to
 from torchtrt_plugins.testing import harness as H
-from torchtrt_plugins.testing.fixtures import cuda_randn
 
 SPEC = pad_to.SPEC
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8]

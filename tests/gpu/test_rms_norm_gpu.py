@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from fixtures import GraphRecorder, rms_norm_eager, rms_norm_inputs
 from norm_cases import COMMON_SHAPES, DTYPES, shape_id
 
 from torchtrt_plugins.ops import rms_norm
-from torchtrt_plugins.testing.fixtures import GraphRecorder, rms_norm_eager, rms_norm_inputs
 
 SPEC = rms_norm.SPEC
 SHAPES = [

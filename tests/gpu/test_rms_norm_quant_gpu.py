@@ -4,11 +4,11 @@ changed between replays."""
 
 import pytest
 import torch
+from fixtures import GraphRecorder, rms_norm_inputs
 from norm_cases import COMMON_SHAPES, DTYPES, shape_id
 
 from torchtrt_plugins.ops import rms_norm_quant
 from torchtrt_plugins.testing import check_op
-from torchtrt_plugins.testing.fixtures import GraphRecorder, rms_norm_inputs
 
 OPS = {
     "rms_norm_fp8": (torch.float8_e4m3fn, rms_norm_quant.reference_fp8),

@@ -5,11 +5,11 @@ runtime plugin, created from the serialized fields, reproduces the build plugin'
 
 import pytest
 import torch
+from fixtures import rms_norm_inputs
 
 import torchtrt_plugins
 from torchtrt_plugins.converters import plan
 from torchtrt_plugins.testing import harness as H
-from torchtrt_plugins.testing.fixtures import rms_norm_inputs
 
 SPEC = torchtrt_plugins.get("rms_norm").spec
 TACTICS = [0] + [t.value for t in SPEC.tactics]

@@ -26,11 +26,11 @@ import pytest
 onnx = pytest.importorskip("onnx", reason="ONNX export needs onnx (pip install -e '.[test]')")
 pytest.importorskip("onnxscript", reason="the dynamo ONNX exporter needs onnxscript (pip install -e '.[test]')")
 
+import export_cases  # noqa: E402
 import torch  # noqa: E402
 
 from torchtrt_plugins import onnx as tonnx  # noqa: E402
 from torchtrt_plugins import spec as spec_mod  # noqa: E402
-from torchtrt_plugins.testing import export_cases  # noqa: E402
 
 #: The first TensorRT-RTX whose ONNX parser imports plugin nodes (1.5 and 1.6 reject them).
 MIN_PARSER_VERSION = (1, 7, 1)

@@ -11,10 +11,10 @@ import types
 
 import pytest
 import torch
+from models import make_rms_norm
 
 from torchtrt_plugins import _compat, lowering
 from torchtrt_plugins.converters import validate_node
-from torchtrt_plugins.testing.models import make_rms_norm
 
 RMS_NORM = torch.ops.torchtrt.rms_norm.default
 

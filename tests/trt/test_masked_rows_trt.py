@@ -3,9 +3,9 @@ output (size tensor, output allocator), the bool mask cast to INT32 for the plug
 
 import pytest
 import torch
+from fixtures import assert_no_fallback, compile_trt
 
 from torchtrt_plugins.ops import masked_rows
-from torchtrt_plugins.testing.fixtures import assert_no_fallback, compile_trt
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 

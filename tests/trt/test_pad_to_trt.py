@@ -3,9 +3,9 @@ fields, sizes taken from another tensor's dynamic shape as shape inputs; dynamic
 
 import pytest
 import torch
+from fixtures import assert_no_fallback, compile_trt
 
 from torchtrt_plugins.ops import pad_to
-from torchtrt_plugins.testing.fixtures import assert_no_fallback, compile_trt
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 

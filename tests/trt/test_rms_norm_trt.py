@@ -7,10 +7,10 @@ import textwrap
 
 import pytest
 import torch
+from fixtures import assert_no_fallback, compile_trt
 
 import torchtrt_plugins
 from torchtrt_plugins.ops import rms_norm
-from torchtrt_plugins.testing.fixtures import assert_no_fallback, compile_trt
 
 
 class Block(torch.nn.Module):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from models import make_rms_norm
 from tt_helpers import (
     converter_calls,
     dryrun,
@@ -21,7 +22,6 @@ from tt_helpers import (
 )
 
 from torchtrt_plugins import converters
-from torchtrt_plugins.testing.models import make_rms_norm
 
 RMS_NORM, PAD_TO, MASKED_ROWS = "torchtrt.rms_norm.default", "torchtrt.pad_to.default", "torchtrt.masked_rows.default"
 

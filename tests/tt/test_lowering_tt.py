@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from models import RMS_NORMS, make_rms_norm
 from tt_helpers import dryrun, placement, torch_compile_dryrun, torch_tensorrt
-
-from torchtrt_plugins.testing.models import RMS_NORMS, make_rms_norm
 
 RMS_NORM = "torchtrt.rms_norm.default"
 DTYPES = ("float32", "float16", "bfloat16")

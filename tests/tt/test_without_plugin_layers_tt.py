@@ -13,9 +13,8 @@ import logging
 import pytest
 import torch
 from hf_models import EXPORT_SHAPE, MODELS, RUN_SHAPE, build, export, input_ids, tolerance, torch_tensorrt_inputs
+from models import make_rms_norm
 from tt_helpers import dryrun, placement, plans_built, targets_by_submodule, torch_compile_dryrun, torch_tensorrt
-
-from torchtrt_plugins.testing.models import make_rms_norm
 
 #: Read by the conftest: this module's worker runs without the test-only addPluginV3 adapter.
 ADD_PLUGIN_V3 = False

@@ -1,10 +1,9 @@
 """A Llama-style decoder block end to end: eager vs eager with our ops vs torch.compile (with and
 without our ops) vs TensorRT engines. Shapes are batch x seq x hidden; times only (no GB/s).
 
-The block comes from ``torchtrt_plugins.testing.models`` when that module offers one, else from the
-minimal definition below. "With our ops" means ``torchtrt_plugins.lowering`` rewrote the RMSNorms
-into ``torch.ops.torchtrt.rms_norm``; when lowering is missing or matches nothing, the RMSNorm
-modules are replaced by hand (the report says which).
+The block is ``torchtrt_plugins.benchmarks.models.LlamaDecoderBlock``. "With our ops" means
+``torchtrt_plugins.lowering`` rewrote the RMSNorms into ``torch.ops.torchtrt.rms_norm``; when lowering is missing
+or matches nothing, the RMSNorm modules are replaced by hand (the report says which).
 
     python -m torchtrt_plugins.benchmarks.bench_model [--quick] [--dtypes bf16] [--csv PATH]
 """
@@ -13,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import importlib
-import inspect
 import sys
 from typing import Any
 
@@ -32,63 +30,13 @@ from torchtrt_plugins.benchmarks.common import (
     needs_inductor,
     needs_tensorrt,
 )
+from torchtrt_plugins.benchmarks.models import LlamaDecoderBlock
 
 OP = "decoder_block"
 HEAD_DIM = 64
 EPS = 1e-6
 #: The op the lowered block calls.
 RMS_NORM = torchtrt_plugins.get("rms_norm")
-
-
-class RMSNorm(nn.Module):
-    """Hugging Face ``LlamaRMSNorm``, written out so that lowering has a composite to find."""
-
-    def __init__(self, hidden: int, eps: float = EPS):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden))
-        self.variance_epsilon = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
-        return self.weight * x.to(dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    first, second = x.chunk(2, dim=-1)
-    return torch.cat((-second, first), dim=-1)
-
-
-class DecoderBlock(nn.Module):
-    """Pre-norm attention (causal SDPA, rotary embeddings) and SwiGLU MLP, each with a residual."""
-
-    def __init__(self, hidden: int, heads: int, intermediate: int, max_seq: int = 4096):
-        super().__init__()
-        self.heads, self.head_dim = heads, hidden // heads
-        self.input_norm = RMSNorm(hidden)
-        self.qkv = nn.Linear(hidden, 3 * hidden, bias=False)
-        self.out = nn.Linear(hidden, hidden, bias=False)
-        self.post_attention_norm = RMSNorm(hidden)
-        self.gate_up = nn.Linear(hidden, 2 * intermediate, bias=False)
-        self.down = nn.Linear(intermediate, hidden, bias=False)
-        inv_freq = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
-        angles = torch.outer(torch.arange(max_seq).float(), inv_freq)
-        self.register_buffer("cos", torch.cat((angles, angles), -1).cos(), persistent=False)
-        self.register_buffer("sin", torch.cat((angles, angles), -1).sin(), persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, seq, hidden = x.shape
-        q, k, v = (
-            t.view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
-            for t in self.qkv(self.input_norm(x)).chunk(3, dim=-1)
-        )
-        cos, sin = self.cos[:seq].to(x.dtype), self.sin[:seq].to(x.dtype)
-        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
-        attention = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.out(attention.transpose(1, 2).reshape(batch, seq, hidden))
-        gate, up = self.gate_up(self.post_attention_norm(x)).chunk(2, dim=-1)
-        return x + self.down(nn.functional.silu(gate) * up)
 
 
 class TorchtrtRMSNorm(nn.Module):
@@ -106,43 +54,9 @@ def dims(hidden: int) -> tuple[int, int]:
     return hidden // HEAD_DIM, -(-8 * hidden // 3 // 64) * 64
 
 
-_BLOCK_CLASSES = ("LlamaDecoderBlock", "DecoderBlock", "LlamaBlock")
-_ARG_ALIASES = {
-    "hidden": ("hidden_size", "hidden", "dim", "d_model"),
-    "heads": ("num_heads", "num_attention_heads", "n_heads", "heads"),
-    "intermediate": ("intermediate_size", "ffn_dim", "ffn_hidden", "mlp_hidden", "intermediate"),
-}
-
-
-def _testing_block(hidden: int, heads: int, intermediate: int) -> tuple[nn.Module | None, str]:
-    """A block from ``torchtrt_plugins.testing.models`` if it has one we can build, and where it came from."""
-    try:
-        models = importlib.import_module("torchtrt_plugins.testing.models")
-    except Exception as err:  # noqa: BLE001 - absent or broken: use ours
-        return None, f"torchtrt_plugins.testing.models is not importable ({type(err).__name__}: {err})"
-    values = {"hidden": hidden, "heads": heads, "intermediate": intermediate}
-    for name in _BLOCK_CLASSES:
-        cls = getattr(models, name, None)
-        if cls is None:
-            continue
-        params = inspect.signature(cls).parameters
-        kwargs = {alias: values[key] for key, aliases in _ARG_ALIASES.items() for alias in aliases if alias in params}
-        try:
-            return cls(**kwargs), f"torchtrt_plugins.testing.models.{name}"
-        except Exception as err:  # noqa: BLE001
-            return None, f"torchtrt_plugins.testing.models.{name}(**{kwargs}) failed: {err}"
-    return None, f"torchtrt_plugins.testing.models has none of {list(_BLOCK_CLASSES)}"
-
-
 def build_block(hidden: int) -> nn.Module:
     heads, intermediate = dims(hidden)
-    block, origin = _testing_block(hidden, heads, intermediate)
-    if block is None:
-        common.note(f"decoder_block: the block defined in torchtrt_plugins/benchmarks/bench_model.py ({origin})")
-        block = DecoderBlock(hidden, heads, intermediate)
-    else:
-        common.note(f"decoder_block: {origin}")
-    return block
+    return LlamaDecoderBlock(hidden_size=hidden, num_heads=heads, intermediate_size=intermediate, eps=EPS)
 
 
 def make_case(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> Case:

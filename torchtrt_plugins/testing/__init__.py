@@ -1,6 +1,6 @@
-"""Testing tools: models for lowering tests and benchmarks (``models``), the plugin conformance harness
-(``harness``: ``run_plugin``, ``run_call``, ``bench_enqueue``) and the plugin-in-the-loop graph runner
-(``runner``: ``run_graph``) and ``check_op``, which tests an op with a plugin in one call."""
+"""Testing tools for an op's author: the plugin conformance harness (``harness``: ``run_plugin``, ``run_call``,
+``bench_enqueue``), the plugin-in-the-loop graph runner (``runner``: ``run_graph``) and ``check_op``, which tests an
+op with a plugin in one call. Our own tests' fixtures live in the repository's ``tests/``, not here."""
 
 from .check import CheckReport, check_op
 from .harness import (

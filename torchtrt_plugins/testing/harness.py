@@ -41,6 +41,8 @@ from typing import Any
 
 import torch
 
+from .. import dtypes
+
 __all__ = [
     "HarnessError",
     "HarnessResult",
@@ -57,18 +59,8 @@ __all__ = [
     "run_plugin",
 ]
 
-_DTYPE_NAMES = {
-    torch.float32: "FLOAT",
-    torch.float16: "HALF",
-    torch.bfloat16: "BF16",
-    torch.int8: "INT8",
-    torch.int32: "INT32",
-    torch.int64: "INT64",
-    torch.bool: "BOOL",
-    torch.uint8: "UINT8",
-}
-if hasattr(torch, "float8_e4m3fn"):
-    _DTYPE_NAMES[torch.float8_e4m3fn] = "FP8"
+#: torch dtype -> TensorRT DataType member name.
+_DTYPE_NAMES = dtypes.TRT_NAMES
 _DTYPES = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
 
 _ALLOCATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64)

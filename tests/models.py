@@ -1,35 +1,19 @@
-"""Small models written the way people write them, for lowering tests and benchmarks.
+"""RMSNorms and a decoder block written the way people write them, for the lowering tests.
 
-The RMSNorm variants follow their originals line for line (Hugging Face ``LlamaRMSNorm`` and
-``T5LayerNorm``, ...), since the lowering must recognize exactly what those produce.
-``LlamaDecoderBlock`` is a pre-norm transformer block with two norms around a plain softmax
-attention and a SwiGLU MLP.
+The variants follow their originals line for line (Hugging Face ``LlamaRMSNorm`` and ``T5LayerNorm``, ...), since
+the lowering must recognize exactly what those produce. The decoder block and ``LlamaRMSNorm`` ship with the model
+benchmark (``torchtrt_plugins.benchmarks.models``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-class LlamaRMSNorm(nn.Module):
-    """Hugging Face ``LlamaRMSNorm``: upcast, normalize, cast back to the input dtype, then weight."""
-
-    def __init__(self, hidden_size: int, eps: float = 1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
+from torchtrt_plugins.benchmarks.models import LlamaDecoderBlock, LlamaRMSNorm, randomize_norm_weight
 
 
 class WeightBeforeCastRMSNorm(nn.Module):
@@ -122,46 +106,46 @@ def make_rms_norm(style: str, hidden_size: int, eps: float = 1e-6, seed: int = 0
     """An RMSNorm of ``style`` (a key of ``RMS_NORMS``) with a random, not all-ones, weight (where it has one)."""
     if style not in RMS_NORMS:
         raise ValueError(f"make_rms_norm: 'style' must be one of {sorted(RMS_NORMS)}, got {style!r}")
-    module = RMS_NORMS[style](hidden_size, eps)
-    if module.weight is not None:
-        with torch.no_grad():
-            module.weight.copy_(1 + 0.5 * torch.randn(hidden_size, generator=torch.Generator().manual_seed(seed)))
-    return module
+    return randomize_norm_weight(RMS_NORMS[style](hidden_size, eps), seed)
 
 
-class LlamaDecoderBlock(nn.Module):
-    """Pre-norm decoder block: ``h = x + attn(norm(x)); out = h + mlp(norm(h))``."""
+def decoder_block(style: str, **kwargs) -> LlamaDecoderBlock:
+    """The benchmark's decoder block with RMSNorms of ``style`` (a key of ``RMS_NORMS``)."""
+    return LlamaDecoderBlock(norm=RMS_NORMS[style], **kwargs)
 
-    def __init__(
-        self, hidden_size: int = 64, num_heads: int = 4, intermediate_size: int = 128, norm: str = "llama", eps=1e-6
-    ):
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+class DecoderBlock(nn.Module):
+    """A decoder block with fused projections: pre-norm attention (causal SDPA, rotary embeddings) and SwiGLU MLP,
+    each with a residual."""
+
+    def __init__(self, hidden: int, heads: int, intermediate: int, max_seq: int = 4096):
         super().__init__()
-        if hidden_size % num_heads:
-            raise ValueError(
-                f"LlamaDecoderBlock: 'hidden_size' ({hidden_size}) must be a multiple of 'num_heads' ({num_heads})"
-            )
-        self.num_heads = num_heads
-        self.head_dim = hidden_size // num_heads
-        self.input_layernorm = make_rms_norm(norm, hidden_size, eps, seed=1)
-        self.post_attention_layernorm = make_rms_norm(norm, hidden_size, eps, seed=2)
-        self.q_proj, self.k_proj, self.v_proj, self.o_proj = (
-            nn.Linear(hidden_size, hidden_size, bias=False) for _ in range(4)
-        )
-        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
-        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
-        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
-
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        batch, seq, _ = x.shape
-        return x.view(batch, seq, self.num_heads, self.head_dim).transpose(1, 2)
-
-    def attention(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self._heads(self.q_proj(x)), self._heads(self.k_proj(x)), self._heads(self.v_proj(x))
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
-        attended = torch.matmul(torch.softmax(scores.float(), dim=-1).to(q.dtype), v)
-        return self.o_proj(attended.transpose(1, 2).reshape(x.shape))
+        self.heads, self.head_dim = heads, hidden // heads
+        self.input_norm = LlamaRMSNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden, bias=False)
+        self.out = nn.Linear(hidden, hidden, bias=False)
+        self.post_attention_norm = LlamaRMSNorm(hidden)
+        self.gate_up = nn.Linear(hidden, 2 * intermediate, bias=False)
+        self.down = nn.Linear(intermediate, hidden, bias=False)
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        angles = torch.outer(torch.arange(max_seq).float(), inv_freq)
+        self.register_buffer("cos", torch.cat((angles, angles), -1).cos(), persistent=False)
+        self.register_buffer("sin", torch.cat((angles, angles), -1).sin(), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x + self.attention(self.input_layernorm(x))
-        normed = self.post_attention_layernorm(h)
-        return h + self.down_proj(F.silu(self.gate_proj(normed)) * self.up_proj(normed))
+        batch, seq, hidden = x.shape
+        q, k, v = (
+            t.view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
+            for t in self.qkv(self.input_norm(x)).chunk(3, dim=-1)
+        )
+        cos, sin = self.cos[:seq].to(x.dtype), self.sin[:seq].to(x.dtype)
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        attention = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.out(attention.transpose(1, 2).reshape(batch, seq, hidden))
+        gate, up = self.gate_up(self.post_attention_norm(x)).chunk(2, dim=-1)
+        return x + self.down(nn.functional.silu(gate) * up)

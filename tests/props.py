@@ -121,7 +121,7 @@ def draw_rms_norm(data: st.DataObject, device: str) -> Case:
 
 
 def check_rms_norm(case: Case, out: torch.Tensor) -> None:
-    from ..ops import rms_norm
+    from torchtrt_plugins.ops import rms_norm
 
     x, weight, eps, offset = case.args
     assert out.dtype == x.dtype and out.shape == x.shape, case.note
@@ -174,7 +174,7 @@ def draw_add_rms_norm(data: st.DataObject, device: str) -> Case:
 
 
 def check_add_rms_norm(case: Case, out: torch.Tensor) -> None:
-    from ..ops import add_rms_norm
+    from torchtrt_plugins.ops import add_rms_norm
 
     x, residual, weight, eps = case.args
     assert out.dtype == x.dtype and out.shape == x.shape, case.note
@@ -190,7 +190,7 @@ def check_add_rms_norm(case: Case, out: torch.Tensor) -> None:
 
 
 def draw_pad_to(data: st.DataObject, device: str) -> Case:
-    from ..ops import pad_to
+    from torchtrt_plugins.ops import pad_to
 
     dtype = data.draw(st.sampled_from(pad_to.DTYPES), label="dtype")
     small = st.integers(0, 3)
@@ -227,7 +227,7 @@ def check_pad_to(case: Case, out: torch.Tensor) -> None:
 
 
 def draw_masked_rows(data: st.DataObject, device: str) -> Case:
-    from ..ops import masked_rows
+    from torchtrt_plugins.ops import masked_rows
 
     dtype = data.draw(st.sampled_from(masked_rows.DTYPES), label="dtype")
     rows = data.draw(st.one_of(EXTENTS, st.sampled_from([4097, 70_000])), label="rows")

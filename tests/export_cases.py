@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .. import spec as spec_mod
+from torchtrt_plugins import spec as spec_mod
 
 
 @dataclass
@@ -60,7 +60,7 @@ class ExportCase:
 
         import onnx
 
-        from .. import onnx as tonnx
+        from torchtrt_plugins import onnx as tonnx
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the exporters' deprecation and training-mode chatter
@@ -241,9 +241,7 @@ CASES: dict[str, Callable[[], list[ExportCase]]] = {
 def cases() -> list[ExportCase]:
     missing = [e.spec.name for e in spec_mod.all_ops() if e.spec.name not in CASES]
     if missing:
-        raise LookupError(
-            f"no ONNX export case for ops {missing}; add them to torchtrt_plugins/testing/export_cases.py"
-        )
+        raise LookupError(f"no ONNX export case for ops {missing}; add them to tests/export_cases.py")
     torch.manual_seed(0)
     return [case for entry in spec_mod.all_ops() for case in CASES[entry.spec.name]()]
 
@@ -251,8 +249,8 @@ def cases() -> list[ExportCase]:
 def end_to_end_cases() -> list[ExportCase]:
     """The decoder block (two RMSNorms among matmuls, softmax and SwiGLU) after ``torchtrt_plugins.lower``, in
     each float dtype: the plugin nodes must parse and build alongside ordinary ONNX layers."""
-    from ..lowering import lower
-    from .models import LlamaDecoderBlock
+    from torchtrt_plugins.benchmarks.models import LlamaDecoderBlock
+    from torchtrt_plugins.lowering import lower
 
     cases = []
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
