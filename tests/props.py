@@ -275,7 +275,7 @@ def draw_rotary_embedding(data: st.DataObject, device: str) -> Case:
 
 
 def check_rotary_embedding(case: Case, out: torch.Tensor) -> None:
-    from ..ops import rotary_embedding
+    from torchtrt_plugins.ops import rotary_embedding
 
     x, positions, rotary_dim, _, base, is_neox = case.args
     assert out.dtype == x.dtype and out.shape == x.shape, case.note
