@@ -9,8 +9,6 @@ import pytest
 from torchtrt_plugins import _build, _derive, dtypes, kernels_aot, onnx, sdk, spec
 from torchtrt_plugins.testing import harness
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def enum_members(header: Path, enum: str) -> dict[str, int]:
     body = re.search(rf"enum class {enum}\b[^{{]*\{{(.*?)\}};", header.read_text(), re.S)
@@ -26,7 +24,8 @@ def tensorrt_header(name: str) -> Path:
 
 
 def test_kernel_dtypes_are_the_ttp_dtype_enum():
-    members = enum_members(ROOT / "csrc" / "kernels" / "common.h", "DType")
+    # The checkout's sources, or the installed package's (a wheel ships them for the SDK's builds).
+    members = enum_members(_build.source_dir() / "csrc" / "kernels" / "common.h", "DType")
     assert {dtypes.KERNEL_NAMES[d]: code for d, code in dtypes.KERNEL_CODES.items()} == members
 
 
