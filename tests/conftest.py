@@ -138,9 +138,13 @@ def _logger_state(logger: logging.Logger) -> tuple:
     return logger.level, logger.propagate, logger.disabled, handlers
 
 
-#: Set by torch once per process, on its first GPU compile, to a value that depends on nothing a test does (the
-#: ptxas bundled with torch): not a test's change, and setting it first would change which ptxas Triton runs.
-_SET_ONCE_BY_TORCH = frozenset({"TRITON_PTXAS_PATH"})
+#: Set by torch once per process, to values that depend on nothing a test does: not a test's change. On its first GPU
+#: compile, the ptxas bundled with torch (setting it first would change which ptxas Triton runs); on inductor's first
+#: C++ (CPU) compile, the address of a Python object its generated code reads.
+_SET_ONCE_BY_TORCH = frozenset({"TRITON_PTXAS_PATH", "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"})
+
+#: Appended to sys.path once per process when inductor's C++ build first imports setuptools.
+_PATHS_ADDED_ONCE = ("setuptools/_vendor",)
 
 
 def global_state() -> dict[str, Any]:
@@ -148,7 +152,7 @@ def global_state() -> dict[str, Any]:
     import torch
 
     environ = {k: v for k, v in os.environ.items() if k not in _SET_ONCE_BY_TORCH}
-    state: dict[str, Any] = {"os.environ": environ, "cwd": os.getcwd(), "sys.path": list(sys.path)}
+    state: dict[str, Any] = {"os.environ": environ, "cwd": os.getcwd(), "sys.path": [p for p in sys.path if not p.endswith(_PATHS_ADDED_ONCE)]}
     for name, module in _config_modules().items():
         state[f"config {name}"] = module.get_config_copy()
         # A deleted entry (what a monkeypatch of the module may leave behind) is hidden, not changed.

@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(kScanThreads)
 template <typename V, bool SHORT_ROWS, int UNROLL>
 __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __restrict__ x, V* __restrict__ y,
     int64_t rows, int64_t tileRows, int64_t tilesPerCountBlock, int64_t chunksPerRow, int64_t chunksPerSplit,
-    int log2Group, uint32_t const* __restrict__ words, int64_t const* __restrict__ tileOffsets,
+    int64_t rowsPerSplit, int log2Group, uint32_t const* __restrict__ words, int64_t const* __restrict__ tileOffsets,
     int64_t const* __restrict__ blockOffsets)
 {
     __shared__ uint32_t tileWords[kMaxTileRows / kWarpSize];
@@ -316,7 +316,8 @@ __global__ void __launch_bounds__(kBlockThreads) scatterRowsKernel(V const* __re
     }
     int64_t const chunkBegin = static_cast<int64_t>(blockIdx.y) * chunksPerSplit;
     int64_t const chunkEnd = min(chunkBegin + chunksPerSplit, chunksPerRow);
-    for (int64_t r = threadIdx.x >> log2Group; r < rowsHere; r += groups)
+    int64_t const rowEnd = min(static_cast<int64_t>(blockIdx.z + 1) * rowsPerSplit, rowsHere);
+    for (int64_t r = blockIdx.z * rowsPerSplit + (threadIdx.x >> log2Group); r < rowEnd; r += groups)
     {
         int64_t dst = 0;
         if (!destination(r, dst))
@@ -379,12 +380,24 @@ cudaError_t launchScatter(
     int64_t const maxSplits = std::min<int64_t>(ceilDiv(chunksPerRow, minSplitChunks), 65535);
     int64_t const splits = std::max<int64_t>(1, std::min<int64_t>(ceilDiv(2 * int64_t{maxBlocks}, tiles), maxSplits));
     int64_t const chunksPerSplit = ceilDiv(chunksPerRow, splits);
-    dim3 const grid(static_cast<unsigned>(tiles), static_cast<unsigned>(ceilDiv(chunksPerRow, chunksPerSplit)));
-    auto* const kernel = chunksPerRow > (int64_t{1} << log2Group) ? scatterRowsKernel<V, false, kCopyUnroll>
-                         : log2Group > 0                          ? scatterRowsKernel<V, true, kShortRowsUnroll>
-                                                                  : scatterRowsKernel<V, true, kCopyUnroll>;
+    int64_t const chunkSplits = ceilDiv(chunksPerRow, chunksPerSplit);
+    bool const wide = chunksPerRow > (int64_t{1} << log2Group);
+    // Wide rows leave few tiles (a tile is at least kMinTileRows rows) and few chunk splits (each keeps a group's
+    // unrolled loads in flight): their tiles' rows are split across blocks too, down to one row per group.
+    int64_t const groups = kBlockThreads >> log2Group;
+    int64_t const maxRowSplits = std::min<int64_t>(ceilDiv(tileRows, groups), 65535);
+    int64_t const rowSplits
+        = wide ? std::max<int64_t>(
+                     1, std::min<int64_t>(ceilDiv(2 * int64_t{maxBlocks}, tiles * chunkSplits), maxRowSplits))
+               : 1;
+    int64_t const rowsPerSplit = ceilDiv(ceilDiv(tileRows, rowSplits), groups) * groups;
+    dim3 const grid(static_cast<unsigned>(tiles), static_cast<unsigned>(chunkSplits),
+        static_cast<unsigned>(ceilDiv(tileRows, rowsPerSplit)));
+    auto* const kernel = wide            ? scatterRowsKernel<V, false, kCopyUnroll>
+                         : log2Group > 0 ? scatterRowsKernel<V, true, kShortRowsUnroll>
+                                         : scatterRowsKernel<V, true, kCopyUnroll>;
     return launchKernel(kernel, grid, dim3(kBlockThreads), stream, pdl, static_cast<V const*>(x), static_cast<V*>(y),
-        rows, tileRows, tilesPerCountBlock(tileRows), chunksPerRow, chunksPerSplit, log2Group,
+        rows, tileRows, tilesPerCountBlock(tileRows), chunksPerRow, chunksPerSplit, rowsPerSplit, log2Group,
         static_cast<uint32_t const*>(ws.words), static_cast<int64_t const*>(ws.tileOffsets),
         static_cast<int64_t const*>(ws.blockOffsets));
 }

@@ -1,9 +1,15 @@
 """A Llama-style decoder block end to end: eager vs eager with our ops vs torch.compile (with and
 without our ops) vs TensorRT engines. Shapes are batch x seq x hidden; times only (no GB/s).
 
-The block is ``torchtrt_plugins.benchmarks.models.LlamaDecoderBlock``. "With our ops" means
-``torchtrt_plugins.lowering`` rewrote the RMSNorms into ``torch.ops.torchtrt.rms_norm``; when lowering is missing
-or matches nothing, the RMSNorm modules are replaced by hand (the report says which).
+The block is ``torchtrt_plugins.benchmarks.models.LlamaDecoderBlock``. Each provider with our ops has a twin
+without them that runs the same form of the model, so the pair differs by our ops alone:
+
+- ``eager`` / ``eager+torchtrt``: the ``nn.Module``, its RMSNorm modules replaced by ones calling
+  ``torch.ops.torchtrt.rms_norm`` (what an eager user does);
+- ``eager exported`` / ``eager exported+torchtrt``: the ``torch.export`` GraphModule, rewritten by
+  ``torchtrt_plugins.lowering`` (the norms, and residual add + norm into ``add_rms_norm``);
+- ``torch.compile`` / ``torch.compile+torchtrt``: inductor on the ``nn.Module``, with our lowering as its
+  post-grad pass (``lowering.inductor_options()``) for the second.
 
     python -m torchtrt_plugins.benchmarks.bench_model [--quick] [--dtypes bf16] [--csv PATH]
 """
@@ -35,8 +41,9 @@ from torchtrt_plugins.benchmarks.models import LlamaDecoderBlock
 OP = "decoder_block"
 HEAD_DIM = 64
 EPS = 1e-6
-#: The op the lowered block calls.
+#: The ops the lowered block calls.
 RMS_NORM = torchtrt_plugins.get("rms_norm")
+ADD_RMS_NORM = torchtrt_plugins.get("add_rms_norm")
 
 
 class TorchtrtRMSNorm(nn.Module):
@@ -84,24 +91,24 @@ def _replace_norms_by_hand(block: nn.Module) -> tuple[nn.Module, int]:
 
 
 def with_our_ops(block: nn.Module, x: torch.Tensor) -> nn.Module:
-    """The block with its RMSNorms as ``torch.ops.torchtrt.rms_norm``: by lowering, else by hand."""
-    try:
-        lowering = importlib.import_module("torchtrt_plugins.lowering")
-        with torch.no_grad():
-            gm = torch.export.export(block, (x,)).module()
-        with common.our_lowering(True):  # even where TORCHTRT_PLUGINS_LOWERING=0
-            gm, report = lowering.lower_with_report(gm, residual_add=True)
-        if sum(report.values()):
-            common.note(f"decoder_block +torchtrt: torchtrt_plugins.lowering replaced {report}")
-            return gm
-        reason = "torchtrt_plugins.lowering matched no RMSNorm"
-    except Exception as err:  # noqa: BLE001 - fall back to replacing the modules
-        reason = f"torchtrt_plugins.lowering unusable ({type(err).__name__}: {err})"
-    lowered, replaced = _replace_norms_by_hand(block)
-    if not replaced:
-        raise Skip(f"{reason}, and the block has no RMSNorm modules to replace")
-    common.note(f"decoder_block +torchtrt: {replaced} RMSNorm modules replaced by hand ({reason})")
-    return lowered
+    """The exported block rewritten by ``torchtrt_plugins.lowering``, residual adds included."""
+    lowering = importlib.import_module("torchtrt_plugins.lowering")
+    with torch.no_grad():
+        gm = torch.export.export(block, (x,)).module()
+    with common.our_lowering(True):  # even where TORCHTRT_PLUGINS_LOWERING=0
+        gm, report = lowering.lower_with_report(gm, residual_add=True)
+    if not sum(report.values()):
+        raise Skip("torchtrt_plugins.lowering matched nothing in the exported block")
+    common.note(f"decoder_block +torchtrt: torchtrt_plugins.lowering replaced {report}")
+    return gm
+
+
+def with_our_norms(block: nn.Module) -> nn.Module:
+    """The block with its RMSNorm modules replaced by ones calling ``torch.ops.torchtrt.rms_norm``."""
+    replaced, count = _replace_norms_by_hand(block)
+    if not count:
+        raise Skip("the block has no RMSNorm modules to replace")
+    return replaced
 
 
 def _inference(fn):
@@ -118,8 +125,8 @@ def eager(case: Case):
 
 
 def eager_exported(case: Case):
-    """The exported block as it is, without our lowering: eager+torchtrt runs the same GraphModule form, lowered, so
-    the two differ by our ops alone (an exported module's Python call path costs host time of its own)."""
+    """The exported block as it is, without our lowering: the twin of ``eager exported+torchtrt`` (an exported
+    module's Python call path costs host time of its own)."""
     block, x = case.inputs
     with torch.no_grad():
         gm = torch.export.export(block, (x,)).module()
@@ -128,6 +135,12 @@ def eager_exported(case: Case):
 
 def eager_ours(case: Case):
     block, x = case.inputs
+    model = with_our_norms(block)
+    return _inference(lambda: model(x))
+
+
+def eager_exported_ours(case: Case):
+    block, x = case.inputs
     lowered = with_our_ops(block, x)
     return _inference(lambda: lowered(x))
 
@@ -135,10 +148,16 @@ def eager_ours(case: Case):
 def compiled(ours: bool):
     def factory(case: Case):
         block, x = case.inputs
-        # Inductor compiles the nn.Module in both cases, the norms swapped in place for ours: an exported
-        # module compiles to a slower program by itself (measured on H100, bf16 8x512x2048: 0.955 ms vs
-        # 0.758 ms for the same block), which would blur what our op changes.
-        model = common.compile_inductor(_replace_norms_by_hand(block)[0] if ours else block)
+        # Inductor compiles the nn.Module in both cases: an exported module compiles to a slower program by itself
+        # (measured on H100, bf16 8x512x2048: 0.955 ms vs 0.758 ms for the same block), which would blur what our
+        # ops change. Ours: the lowering runs as inductor's post-grad pass, on the graph inductor compiles.
+        if not ours:
+            model = common.compile_inductor(block)
+        else:
+            lowering = importlib.import_module("torchtrt_plugins.lowering")
+            model = common.compile_inductor(block, options=lowering.inductor_options())
+            with common.our_lowering(True):  # compiles now, even where TORCHTRT_PLUGINS_LOWERING=0
+                _inference(lambda: model(x))()
         return _inference(lambda: model(x))
 
     return factory
@@ -157,8 +176,15 @@ PROVIDERS = [
     Provider("eager", eager),
     Provider("eager exported", eager_exported),
     Provider("eager+torchtrt", eager_ours, (needs_eager_kernel(RMS_NORM),)),
+    Provider(
+        "eager exported+torchtrt", eager_exported_ours, (needs_eager_kernel(RMS_NORM), needs_eager_kernel(ADD_RMS_NORM))
+    ),
     Provider("torch.compile", compiled(ours=False), (needs_inductor,)),
-    Provider("torch.compile+torchtrt", compiled(ours=True), (needs_inductor, needs_eager_kernel(RMS_NORM))),
+    Provider(
+        "torch.compile+torchtrt",
+        compiled(ours=True),
+        (needs_inductor, needs_eager_kernel(RMS_NORM), needs_eager_kernel(ADD_RMS_NORM)),
+    ),
     Provider("tensorrt", tensorrt(ours=False), (needs_cuda, needs_tensorrt)),
     Provider("tensorrt+torchtrt", tensorrt(ours=True), (needs_cuda, needs_tensorrt)),
 ]

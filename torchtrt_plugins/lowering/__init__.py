@@ -6,6 +6,9 @@ records what it replaced in ``gm.meta["torchtrt_plugins_lowering"]`` (pass name 
 or after ``run_decompositions()``) carry the dtypes and shapes the patterns need; a
 ``torch.fx.symbolic_trace`` graph needs ``example_inputs`` to get them.
 
+``inductor_options()`` runs the same lowering, residual add included, inside ``torch.compile``'s default compiler
+(``torch.compile(model, options=inductor_options())``; ``lowering.inductor``).
+
 ``register_with_torch_tensorrt()`` adds the lowering to Torch-TensorRT's post-lowering passes, so
 ``torch_tensorrt.compile`` and ``torch.compile(backend="tensorrt")`` use our ops unasked. Opt out
 with ``TORCHTRT_PLUGINS_LOWERING=0`` in the environment or ``set_enabled(False)``; either turns
@@ -31,6 +34,7 @@ __all__ = [
     "META_KEY",
     "PASSES",
     "LoweringPass",
+    "inductor_options",
     "is_enabled",
     "lower",
     "lower_with_report",
@@ -116,6 +120,14 @@ def lower_with_report(
 def lower(gm: GraphModule, example_inputs: Sequence[Any] | None = None, *, residual_add: bool = False) -> GraphModule:
     """Rewrite known subgraphs of ``gm`` into our ops, in place; returns ``gm``. See ``lower_with_report``."""
     return lower_with_report(gm, example_inputs, residual_add=residual_add)[0]
+
+
+def inductor_options() -> dict[str, Any]:
+    """``torch.compile`` options that run our lowering inside inductor (``lowering.inductor``, imported on first
+    use: importing inductor costs a second)."""
+    from .inductor import inductor_options as options
+
+    return options()
 
 
 def torch_tensorrt_pass(gm: GraphModule, settings: Any = None) -> GraphModule:
