@@ -38,7 +38,8 @@ __device__ __forceinline__ Vec<T, VEC> normVec(Vec<T, VEC> const& h, Vec<T, VEC>
 // residual and y written once. Launched as a programmatic dependent launch where the device takes one.
 // residual and residualOut may be the same buffer (hence no __restrict__ on them). PREFETCH_W: the weight is loaded
 // with the row (one memory round trip) rather than after the sum (fewer registers: wide blocks keep more resident).
-template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
+// EARLY_H: the sum is stored as soon as it is made, so its writes drain during the reduction.
+template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true, bool EARLY_H = false>
 __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ x, T const* residual,
     T const* __restrict__ w, T* residualOut, T* __restrict__ y, int64_t rows, int hidden, float eps)
 {
@@ -55,6 +56,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
     V const* xv = reinterpret_cast<V const*>(x + offset);
     V const* rv = reinterpret_cast<V const*>(residual + offset);
     V const* wv = reinterpret_cast<V const*>(w);
+    V* ov = reinterpret_cast<V*>(residualOut + offset);
     V sum[C];
     V weight[C];
     float s = 0.F;
@@ -65,6 +67,10 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         if (valid && i < nvec)
         {
             sum[c] = addVec(loadVec<CachePolicy::kEVICT_FIRST>(xv + i), rv[i]);
+            if constexpr (EARLY_H)
+            {
+                ov[i] = sum[c];
+            }
             if constexpr (PREFETCH_W)
             {
                 weight[c] = wv[i];
@@ -81,7 +87,6 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         s = blockSum<BLOCK>(s, partial);
     }
     float const scale = rsqrtf(s / static_cast<float>(hidden) + eps);
-    V* ov = reinterpret_cast<V*>(residualOut + offset);
     V* yv = reinterpret_cast<V*>(y + offset);
 #pragma unroll
     for (int c = 0; c < C; ++c)
@@ -89,7 +94,10 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         int const i = lane + c * GROUP;
         if (valid && i < nvec)
         {
-            ov[i] = sum[c];
+            if constexpr (!EARLY_H)
+            {
+                ov[i] = sum[c];
+            }
             yv[i] = normVec(sum[c], PREFETCH_W ? weight[c] : wv[i], scale);
         }
     }
@@ -120,7 +128,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormLongKernel(T const* __restric
     }
 }
 
-template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
+template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true, bool EARLY_H = false>
 cudaError_t launchConfig(
     T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
@@ -130,8 +138,9 @@ cudaError_t launchConfig(
     {
         return cudaErrorInvalidConfiguration;
     }
-    return launchKernel(addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W>, dim3(static_cast<unsigned>(blocks)),
-        dim3(BLOCK), stream, pdlSupported(), x, r, w, ro, y, rows, static_cast<int>(hidden), eps);
+    return launchKernel(addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W, EARLY_H>,
+        dim3(static_cast<unsigned>(blocks)), dim3(BLOCK), stream, pdlSupported(), x, r, w, ro, y, rows,
+        static_cast<int>(hidden), eps);
 }
 
 // GROUP threads per row, C vectors each, BLOCK threads per block: rows of up to GROUP * C vectors.

@@ -107,6 +107,12 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
         report("g" #G " c" #C " b" #B " w-late",                                                                       \
             graphMicros([&](cudaStream_t s)                                                                            \
                 { return ttp::launchConfig<T, kVec, G, C, B, false>(x, r, w, r, y, rows, hidden, 1e-6F, s); }));       \
+        report("g" #G " c" #C " b" #B " h-early",                                                                      \
+            graphMicros([&](cudaStream_t s)                                                                            \
+                { return ttp::launchConfig<T, kVec, G, C, B, true, true>(x, r, w, r, y, rows, hidden, 1e-6F, s); }));  \
+        report("g" #G " c" #C " b" #B " h-early w-late",                                                               \
+            graphMicros([&](cudaStream_t s)                                                                            \
+                { return ttp::launchConfig<T, kVec, G, C, B, false, true>(x, r, w, r, y, rows, hidden, 1e-6F, s); })); \
     }
     TTP_CONFIG(32, 2, 256)
     TTP_CONFIG(128, 1, 128)
@@ -123,6 +129,7 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
     TTP_CONFIG(512, 3, 512)
     TTP_CONFIG(768, 2, 768)
     TTP_CONFIG(512, 4, 512)
+    TTP_CONFIG(1024, 1, 1024)
     TTP_CONFIG(512, 6, 512)
     TTP_CONFIG(512, 8, 512)
     TTP_CONFIG(768, 4, 768)
