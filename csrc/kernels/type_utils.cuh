@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -197,12 +198,18 @@ __device__ __forceinline__ void allowDependents()
 #endif
 }
 
-// Whether the current device takes programmatic dependent launches (compute capability 9.0 and later).
+// Whether our kernels launch as programmatic dependent launches: the current device takes them (compute capability
+// 9.0 and later) and TORCHTRT_PLUGINS_PDL is not 0 in the environment (read once per process).
 inline bool pdlSupported()
 {
+    static bool const enabled = []
+    {
+        char const* value = std::getenv("TORCHTRT_PLUGINS_PDL");
+        return value == nullptr || std::strcmp(value, "0") != 0;
+    }();
     int device = 0;
     int major = 0;
-    return cudaGetDevice(&device) == cudaSuccess
+    return enabled && cudaGetDevice(&device) == cudaSuccess
            && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
 }
 
