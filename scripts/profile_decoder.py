@@ -1,8 +1,10 @@
 """Kernel times of the decoder block compiled by inductor, without and with our lowering pass (8x512x2048 bf16)."""
+
 import sys
+
 import torch
 from torch.profiler import ProfilerActivity, profile
-import torchtrt_plugins
+
 from torchtrt_plugins import lowering
 from torchtrt_plugins.benchmarks import bench_model
 
@@ -20,7 +22,8 @@ for name, opts in (("inductor", {}), ("inductor+ours", lowering.inductor_options
         with torch.cuda.graph(g):
             for _ in range(10):
                 m(x)
-        g.replay(); torch.cuda.synchronize()
+        g.replay()
+        torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(20):
                 g.replay()

@@ -152,7 +152,11 @@ def global_state() -> dict[str, Any]:
     import torch
 
     environ = {k: v for k, v in os.environ.items() if k not in _SET_ONCE_BY_TORCH}
-    state: dict[str, Any] = {"os.environ": environ, "cwd": os.getcwd(), "sys.path": [p for p in sys.path if not p.endswith(_PATHS_ADDED_ONCE)]}
+    state: dict[str, Any] = {
+        "os.environ": environ,
+        "cwd": os.getcwd(),
+        "sys.path": [p for p in sys.path if not p.endswith(_PATHS_ADDED_ONCE)],
+    }
     for name, module in _config_modules().items():
         state[f"config {name}"] = module.get_config_copy()
         # A deleted entry (what a monkeypatch of the module may leave behind) is hidden, not changed.
