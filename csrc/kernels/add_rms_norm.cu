@@ -41,8 +41,10 @@ __device__ __forceinline__ Vec<T, VEC> normVec(Vec<T, VEC> const& h, Vec<T, VEC>
 // The sum is stored as soon as it is made, so its writes drain during the reduction (scripts/kernel_lab/add_rms_lab.cu,
 // H100, graph timer: fp32 1024x2048 6.60 against 8.19 us, fp32 128x4096 3.55 against 4.04, bf16 4096x12288 139.0
 // against 141.7; within 1% elsewhere).
-template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
-__global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ x, T const* residual,
+// STORE: the cache policy of the two stores; MIN_BLOCKS: the resident blocks per SM the compiler must allow.
+template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true,
+    CachePolicy STORE = CachePolicy::kDEFAULT, int MIN_BLOCKS = 1>
+__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) addRmsNormKernel(T const* __restrict__ x, T const* residual,
     T const* __restrict__ w, T* residualOut, T* __restrict__ y, int64_t rows, int hidden, float eps)
 {
     static_assert(GROUP <= kWarpSize || GROUP == BLOCK, "a row is a warp slice or the whole block");
@@ -86,7 +88,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         if (valid && i < nvec)
         {
             sum[c] = addVec(sum[c], res[c]);
-            ov[i] = sum[c];
+            storeVec<STORE>(ov + i, sum[c]);
             s += sumSquares(sum[c]);
         }
     }
@@ -106,7 +108,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         int const i = lane + c * GROUP;
         if (valid && i < nvec)
         {
-            yv[i] = normVec(sum[c], PREFETCH_W ? weight[c] : wv[i], scale);
+            storeVec<STORE>(yv + i, normVec(sum[c], PREFETCH_W ? weight[c] : wv[i], scale));
         }
     }
 }
@@ -136,7 +138,8 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormLongKernel(T const* __restric
     }
 }
 
-template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
+template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true,
+    CachePolicy STORE = CachePolicy::kDEFAULT, int MIN_BLOCKS = 1>
 cudaError_t launchConfig(
     T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)
 {
@@ -146,8 +149,9 @@ cudaError_t launchConfig(
     {
         return cudaErrorInvalidConfiguration;
     }
-    return launchKernel(addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W>, dim3(static_cast<unsigned>(blocks)),
-        dim3(BLOCK), stream, pdlSupported(), x, r, w, ro, y, rows, static_cast<int>(hidden), eps);
+    return launchKernel(addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W, STORE, MIN_BLOCKS>,
+        dim3(static_cast<unsigned>(blocks)), dim3(BLOCK), stream, pdlSupported(), x, r, w, ro, y, rows,
+        static_cast<int>(hidden), eps);
 }
 
 // GROUP threads per row, C vectors each, BLOCK threads per block: rows of up to GROUP * C vectors.
