@@ -37,124 +37,91 @@ __device__ __forceinline__ int64_t positionOf(P const* positions, int64_t token,
     return p < 0 ? 0 : (p >= maxPosition ? maxPosition - 1 : p);
 }
 
-// The cos (then sin) values of one row of the cache from element j on, N of them: 16-byte loads where the row allows
-// (the vectorized NeoX path: j and half multiples of 4), kept in L2 (rows are read again by every token at that
-// position), while x and y stream.
-template <int N>
-__device__ __forceinline__ void loadCacheRun(float const* __restrict__ at, float (&out)[N])
-{
-    if constexpr (N % 4 == 0)
-    {
-#pragma unroll
-        for (int k = 0; k < N; k += 4)
-        {
-            float4 const v = loadVec<CachePolicy::kEVICT_LAST>(reinterpret_cast<float4 const*>(at + k));
-            out[k] = v.x;
-            out[k + 1] = v.y;
-            out[k + 2] = v.z;
-            out[k + 3] = v.w;
-        }
-    }
-    else
-    {
-#pragma unroll
-        for (int k = 0; k < N; ++k)
-        {
-            out[k] = at[k];
-        }
-    }
-}
-
 // One work item: VEC consecutive elements of one head of one token. Per head, the rotated part comes first (NeoX:
 // half/VEC items, each rotating VEC elements of both halves; GPT-J: rotaryDim/VEC items of VEC/2 pairs), then the
 // pass-through part ((headDim - rotaryDim)/VEC items).
-// A block per token at a time (grid-stride over tokens): the token's position is read once per thread from one
-// address, and the items of its heads are spread over the block with 32-bit index math.
 template <typename T, typename P, int VEC, bool NEOX>
 __global__ void __launch_bounds__(kBLOCK)
     rotaryKernel(T const* __restrict__ x, P const* __restrict__ positions, float const* __restrict__ cache,
-        T* __restrict__ y, int64_t tokens, int heads, int headDim, int rotaryDim, int64_t maxPosition)
+        T* __restrict__ y, int64_t tokens, int64_t heads, int64_t headDim, int64_t rotaryDim, int64_t maxPosition)
 {
     using V = Vec<T, VEC>;
     constexpr int kPAIRS = VEC < 2 ? 2 : VEC; // GPT-J: the elements of one item (whole pairs)
-    int const half = rotaryDim / 2;
-    int const rotated = NEOX ? half / VEC : rotaryDim / kPAIRS;
-    int const perHead = rotated + (headDim - rotaryDim) / VEC;
-    int const perToken = perHead * heads;
+    int64_t const half = rotaryDim / 2;
+    int64_t const rotated = NEOX ? half / VEC : rotaryDim / kPAIRS;
+    int64_t const perHead = rotated + (headDim - rotaryDim) / VEC;
+    int64_t const perToken = perHead * heads;
     waitForPrerequisites();
-    for (int64_t token = blockIdx.x; token < tokens; token += gridDim.x)
+    for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < tokens * perToken;
+        idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
     {
-        int64_t const tokenBase = token * heads * headDim;
-        float const* row = cache + positionOf(positions, token, maxPosition) * rotaryDim;
-        for (int idx = static_cast<int>(threadIdx.x); idx < perToken; idx += kBLOCK)
+        int64_t const token = idx / perToken;
+        int64_t const rest = idx - token * perToken;
+        int64_t const head = rest / perHead;
+        int64_t const item = rest - head * perHead;
+        int64_t const base = (token * heads + head) * headDim;
+        if (item >= rotated)
         {
-            int const head = idx / perHead;
-            int const item = idx - head * perHead;
-            int64_t const base = tokenBase + static_cast<int64_t>(head) * headDim;
-            if (item >= rotated)
-            {
-                int64_t const e = rotaryDim + static_cast<int64_t>(item - rotated) * VEC;
-                storeVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V*>(y + base + e),
-                    loadVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V const*>(x + base + e)));
-                continue;
-            }
-            if constexpr (NEOX)
-            {
-                int const j = item * VEC;
-                V const a = loadVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V const*>(x + base + j));
-                V const b = loadVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V const*>(x + base + half + j));
-                float c[VEC];
-                float s[VEC];
-                loadCacheRun<VEC>(row + j, c);
-                loadCacheRun<VEC>(row + half + j, s);
-                V outA;
-                V outB;
+            int64_t const e = rotaryDim + (item - rotated) * VEC;
+            storeVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V*>(y + base + e),
+                loadVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V const*>(x + base + e)));
+            continue;
+        }
+        float const* row = cache + positionOf(positions, token, maxPosition) * rotaryDim;
+        if constexpr (NEOX)
+        {
+            int64_t const j = item * VEC;
+            V const a = loadVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V const*>(x + base + j));
+            V const b = loadVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V const*>(x + base + half + j));
+            V outA;
+            V outB;
 #pragma unroll
-                for (int k = 0; k < VEC; ++k)
-                {
-                    float const x1 = toFloat(a.v[k]);
-                    float const x2 = toFloat(b.v[k]);
-                    outA.v[k] = fromFloat<T>(x1 * c[k] - x2 * s[k]);
-                    outB.v[k] = fromFloat<T>(x2 * c[k] + x1 * s[k]);
-                }
-                storeVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V*>(y + base + j), outA);
-                storeVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V*>(y + base + half + j), outB);
+            for (int k = 0; k < VEC; ++k)
+            {
+                float const c = row[j + k];
+                float const s = row[half + j + k];
+                float const x1 = toFloat(a.v[k]);
+                float const x2 = toFloat(b.v[k]);
+                outA.v[k] = fromFloat<T>(x1 * c - x2 * s);
+                outB.v[k] = fromFloat<T>(x2 * c + x1 * s);
+            }
+            storeVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V*>(y + base + j), outA);
+            storeVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<V*>(y + base + half + j), outB);
+        }
+        else
+        {
+            using W = Vec<T, kPAIRS>;
+            int64_t const e = item * kPAIRS;
+            W a;
+            if constexpr (VEC >= 2)
+            {
+                a = loadVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<W const*>(x + base + e));
             }
             else
             {
-                using W = Vec<T, kPAIRS>;
-                int const e = item * kPAIRS;
-                W a;
-                if constexpr (VEC >= 2)
-                {
-                    a = loadVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<W const*>(x + base + e));
-                }
-                else
-                {
-                    a.v[0] = x[base + e];
-                    a.v[1] = x[base + e + 1];
-                }
-                W out;
+                a.v[0] = x[base + e];
+                a.v[1] = x[base + e + 1];
+            }
+            W out;
 #pragma unroll
-                for (int k = 0; k < kPAIRS; k += 2)
-                {
-                    int const m = (e + k) / 2;
-                    float const c = row[m];
-                    float const s = row[half + m];
-                    float const x1 = toFloat(a.v[k]);
-                    float const x2 = toFloat(a.v[k + 1]);
-                    out.v[k] = fromFloat<T>(x1 * c - x2 * s);
-                    out.v[k + 1] = fromFloat<T>(x2 * c + x1 * s);
-                }
-                if constexpr (VEC >= 2)
-                {
-                    storeVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<W*>(y + base + e), out);
-                }
-                else
-                {
-                    y[base + e] = out.v[0];
-                    y[base + e + 1] = out.v[1];
-                }
+            for (int k = 0; k < kPAIRS; k += 2)
+            {
+                int64_t const m = (e + k) / 2;
+                float const c = row[m];
+                float const s = row[half + m];
+                float const x1 = toFloat(a.v[k]);
+                float const x2 = toFloat(a.v[k + 1]);
+                out.v[k] = fromFloat<T>(x1 * c - x2 * s);
+                out.v[k + 1] = fromFloat<T>(x2 * c + x1 * s);
+            }
+            if constexpr (VEC >= 2)
+            {
+                storeVec<CachePolicy::kEVICT_FIRST>(reinterpret_cast<W*>(y + base + e), out);
+            }
+            else
+            {
+                y[base + e] = out.v[0];
+                y[base + e + 1] = out.v[1];
             }
         }
     }
@@ -165,22 +132,18 @@ template <typename T, typename P, int VEC>
 cudaError_t launchRotary(T const* x, P const* positions, float const* cache, T* y, int64_t tokens, int64_t heads,
     int64_t headDim, int64_t rotaryDim, int64_t maxPosition, bool isNeox, cudaStream_t stream)
 {
-    if (heads * headDim > 0x7fffffff)
-    {
-        return cudaErrorInvalidValue;
-    }
+    int64_t const rotated = isNeox ? rotaryDim / 2 / VEC : rotaryDim / (VEC < 2 ? 2 : VEC);
+    int64_t const items = tokens * heads * (rotated + (headDim - rotaryDim) / VEC);
     int resident = 0;
     cudaError_t const err = maxResidentBlocks(&resident, 2048 / kBLOCK);
     if (err != cudaSuccess)
     {
         return err;
     }
-    // As many tokens for every block: the last round of a grid-stride loop would leave most blocks idle.
-    int64_t const rounds = (tokens + resident - 1) / resident;
-    auto const blocks = static_cast<unsigned>((tokens + rounds - 1) / rounds);
+    auto const blocks = static_cast<unsigned>(std::min<int64_t>((items + kBLOCK - 1) / kBLOCK, resident));
     auto* kernel = isNeox ? &rotaryKernel<T, P, VEC, true> : &rotaryKernel<T, P, VEC, false>;
     return launchKernel(kernel, dim3(blocks), dim3(kBLOCK), stream, pdlSupported(), x, positions, cache, y, tokens,
-        static_cast<int>(heads), static_cast<int>(headDim), static_cast<int>(rotaryDim), maxPosition);
+        heads, headDim, rotaryDim, maxPosition);
 }
 
 } // namespace
@@ -222,7 +185,7 @@ cudaError_t rotaryEmbedding(void const* x, void const* positions, DType position
             constexpr int kVEC = 16 / sizeof(T);
             // Vectors where every vector of a head stays inside one part (rotated halves, pass-through) and aligned.
             bool const vectorized = (isNeox ? rotaryDim / 2 : rotaryDim) % kVEC == 0 && headDim % kVEC == 0
-                                    && isAligned(x, 16) && isAligned(y, 16) && isAligned(cache, 16);
+                                    && isAligned(x, 16) && isAligned(y, 16);
             auto run = [&](auto const* pos) -> cudaError_t
             {
                 using P = std::remove_cv_t<std::remove_pointer_t<decltype(pos)>>;
