@@ -243,6 +243,16 @@ cudaError_t withFloatType(DType dtype, F&& f)
     }
 }
 
+// The current device's L2 cache in bytes; the largest int64 where it cannot be asked.
+inline int64_t l2CacheBytes()
+{
+    int device = 0;
+    int bytes = 0;
+    bool const known = cudaGetDevice(&device) == cudaSuccess
+                       && cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device) == cudaSuccess && bytes > 0;
+    return known ? bytes : INT64_MAX;
+}
+
 inline bool isAligned(void const* p, uintptr_t bytes)
 {
     return reinterpret_cast<uintptr_t>(p) % bytes == 0;

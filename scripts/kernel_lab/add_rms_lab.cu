@@ -103,24 +103,16 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
     {                                                                                                                  \
         report("g" #G " c" #C " b" #B,                                                                                 \
             graphMicros([&](cudaStream_t s)                                                                            \
-                { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, s); }));              \
-        report("g" #G " c" #C " b" #B " w-late",                                                                       \
-            graphMicros([&](cudaStream_t s)                                                                            \
-                { return ttp::launchConfig<T, kVec, G, C, B, false>(x, r, w, r, y, rows, hidden, 1e-6F, s); }));       \
+                { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, false, s); }));       \
+        report("g" #G " c" #C " b" #B " w-late", graphMicros(                                                          \
+                                                     [&](cudaStream_t s)                                               \
+                                                     {                                                                 \
+                                                         return ttp::launchConfig<T, kVec, G, C, B, false>(            \
+                                                             x, r, w, r, y, rows, hidden, 1e-6F, false, s);            \
+                                                     }));                                                              \
         report("g" #G " c" #C " b" #B " st-cs",                                                                        \
-            graphMicros(                                                                                               \
-                [&](cudaStream_t s)                                                                                    \
-                {                                                                                                      \
-                    return ttp::launchConfig<T, kVec, G, C, B, true, ttp::CachePolicy::kEVICT_FIRST>(                  \
-                        x, r, w, r, y, rows, hidden, 1e-6F, s);                                                        \
-                }));                                                                                                   \
-        report("g" #G " c" #C " b" #B " occ",                                                                          \
-            graphMicros(                                                                                               \
-                [&](cudaStream_t s)                                                                                    \
-                {                                                                                                      \
-                    return ttp::launchConfig<T, kVec, G, C, B, true, ttp::CachePolicy::kDEFAULT, 2048 / (B)>(          \
-                        x, r, w, r, y, rows, hidden, 1e-6F, s);                                                        \
-                }));                                                                                                   \
+            graphMicros([&](cudaStream_t s)                                                                            \
+                { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, true, s); }));        \
     }
     TTP_CONFIG(32, 2, 256)
     TTP_CONFIG(128, 1, 128)
