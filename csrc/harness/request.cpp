@@ -21,9 +21,9 @@ nvinfer1::Dims toDims(std::vector<int64_t> const& values, char const* what)
     return dims;
 }
 
-// A profile point ("min", "opt", "max") of an entry; absent or null: `otherwise`.
+// A member of an entry, converted; absent or null: `otherwise`.
 template <typename T, typename Convert>
-T point(JsonReader const& entry, char const* key, T const& otherwise, Convert&& convert)
+T member(JsonReader const& entry, char const* key, T const& otherwise, Convert&& convert)
 {
     std::optional<JsonReader> const v = entry.find(key);
     return v && !v->isNull() ? convert(*v) : otherwise;
@@ -36,9 +36,9 @@ InputRequest inputFromJson(JsonReader const& in)
     input.dims = toDims(in.at("dims").asInts(), "input dims");
     for (auto [key, dims] : {std::pair{"min", &input.min}, {"opt", &input.opt}, {"max", &input.max}})
     {
-        *dims = point(in, key, input.dims, [key = key](JsonReader const& v) { return toDims(v.asInts(), key); });
+        *dims = member(in, key, input.dims, [key = key](JsonReader const& v) { return toDims(v.asInts(), key); });
     }
-    input.ptr = point(in, "ptr", uint64_t{0}, [](JsonReader const& v) { return static_cast<uint64_t>(v.asInt()); });
+    input.ptr = member(in, "ptr", uint64_t{0}, [](JsonReader const& v) { return static_cast<uint64_t>(v.asInt()); });
     return input;
 }
 
@@ -48,7 +48,7 @@ ShapeInputRequest shapeInputFromJson(JsonReader const& s)
     shape.values = s.at("values").asInts();
     for (auto [key, values] : {std::pair{"min", &shape.min}, {"opt", &shape.opt}, {"max", &shape.max}})
     {
-        *values = point(s, key, shape.values, [](JsonReader const& v) { return v.asInts(); });
+        *values = member(s, key, shape.values, [](JsonReader const& v) { return v.asInts(); });
     }
     return shape;
 }
