@@ -50,7 +50,8 @@ flags=("${generator[@]}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=
 [ -n "${TENSORRT_INCLUDE_DIR:-}" ] && flags+=("-DTENSORRT_INCLUDE_DIR=$TENSORRT_INCLUDE_DIR")
 
 echo "=== build ($MODE) into $B"
-cmake -S "$ROOT" -B "$B/project" "${flags[@]}" > "$B.configure.log" 2>&1 || { tail -20 "$B.configure.log"; exit 2; }
+# The harness's JSON headers: the nlohmann-json package of $PY.
+cmake -S "$ROOT" -B "$B/project" "${flags[@]}" "-DTORCHTRT_PLUGINS_PYTHON=$(command -v "$PY")" > "$B.configure.log" 2>&1 || { tail -20 "$B.configure.log"; exit 2; }
 cmake --build "$B/project" -j"$JOBS" --target torchtrt_plugins_plugins ttp_fuzz_fields
 cmake -S "$ROOT/scripts/fuzz_fields" -B "$B/declared" "${flags[@]}" "-DTORCHTRT_PLUGINS_PYTHON=$(command -v "$PY")" \
   "-Dtorchtrt_plugins_DIR=$($PY -m torchtrt_plugins sdk --cmake-dir)" \

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import os
 import platform
 import re
@@ -174,6 +175,22 @@ def tensorrt_include_dir() -> Path | None:
     return find_tensorrt_headers().include
 
 
+#: What the conformance harness's JSON needs.
+NLOHMANN_JSON_NEEDED = (
+    "nlohmann/json headers not found (the conformance harness's JSON library): pip install nlohmann-json"
+)
+
+
+def nlohmann_json_include_dir() -> Path | None:
+    """The folder holding ``nlohmann/json.hpp``: the PyPI package ``nlohmann-json`` of this Python (found without
+    importing it: its ``get_include`` needs ``importlib_resources``, which an install with ``--no-deps`` lacks), else
+    the system's (``nlohmann-json3-dev``), else None."""
+    spec = importlib.util.find_spec("nlohmann_json")
+    candidates = [Path(spec.origin).parent / "include"] if spec is not None and spec.origin else []
+    candidates += [path for _, path in _system_include_dirs()]
+    return next((c for c in candidates if (c / "nlohmann" / "json.hpp").is_file()), None)
+
+
 # ------------------------------------------------------------------------------------------ toolchain
 
 
@@ -250,7 +267,9 @@ _NATIVE_PATTERNS = (
 
 def plugin_build_dir(root: Path, include: Path, nvcc: str, archs: str) -> Path:
     """The cache entry of the plugin library for these sources, headers, compiler and architectures."""
-    key = _hash_sources(root, _NATIVE_PATTERNS, f"{include}|{archs}|{nvcc}", exclude=_EAGER_ONLY)
+    key = _hash_sources(
+        root, _NATIVE_PATTERNS, f"{include}|{archs}|{nvcc}|{nlohmann_json_include_dir()}", exclude=_EAGER_ONLY
+    )
     return cache_dir() / f"plugins-{key}"
 
 
@@ -288,10 +307,13 @@ def plugin_build_prerequisites() -> list[str]:
     """What a build of the plugin library from the sources lacks here (empty when it can build)."""
     reasons = []
     try:
-        source_dir()
+        harness = (source_dir() / "csrc" / "harness").is_dir()
     except BuildError as err:
         reasons.append(str(err))
+        harness = False
     reasons += sdk_build_prerequisites()
+    if harness and nlohmann_json_include_dir() is None:
+        reasons.append(NLOHMANN_JSON_NEEDED)
     if shutil.which("cmake") is None:
         reasons.append("cmake not found: pip install cmake")
     return reasons
@@ -356,6 +378,7 @@ def run_cmake(
         raise BuildError("cmake not found: pip install cmake")
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     env = dict(os.environ, CUDACXX=nvcc)
+    json_include = nlohmann_json_include_dir()
     configure = [
         cmake,
         "-S",
@@ -367,6 +390,7 @@ def run_cmake(
         f"-DTENSORRT_INCLUDE_DIR={include}",
         f"-DCMAKE_CUDA_ARCHITECTURES={archs}",
         f"-DCMAKE_CUDA_COMPILER={nvcc}",
+        *([f"-DNLOHMANN_JSON_INCLUDE_DIR={json_include}"] if json_include is not None else []),
         *extra,
     ]
     for command in (configure, [cmake, "--build", str(build_dir), "--parallel"]):

@@ -13,9 +13,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "conformance.h"
 #include "fuzz.h"
 #include "harness.h"
-#include "run.h"
 
 namespace ttp::harness
 {
@@ -28,37 +28,24 @@ std::mutex& runLock()
     return lock;
 }
 
-json::Value failure(std::string const& message)
+Json failure(std::string const& message)
 {
-    json::Value out = json::Value::object();
-    out.set("fatal", message);
-    return out;
-}
-
-// Request::fromJson plus the execution options read here: "enqueue_syncs_host" (bool, default false).
-Request requestFrom(json::Value const& request)
-{
-    Request out = Request::fromJson(request);
-    if (json::Value const* v = request.find("enqueue_syncs_host"))
-    {
-        out.enqueueSyncsHost = v->asBool();
-    }
-    return out;
+    return {{"fatal", message}};
 }
 
 } // namespace
 
-json::Value runConformance(json::Value const& request, AllocateFn allocate, void* user)
+Json runConformance(JsonReader const& request, AllocateFn allocate, void* user)
 {
     std::lock_guard<std::mutex> lock(runLock());
-    Run run(requestFrom(request), allocate, user);
+    Run run(Request::fromJson(request), allocate, user);
     return run.conformance();
 }
 
-json::Value runBench(json::Value const& request)
+Json runBench(JsonReader const& request)
 {
     std::lock_guard<std::mutex> lock(runLock());
-    Run run(requestFrom(request), nullptr, nullptr);
+    Run run(Request::fromJson(request), nullptr, nullptr);
     return run.bench();
 }
 
@@ -71,15 +58,16 @@ char* respond(char const* request, F&& fn)
     std::string text;
     try
     {
-        text = fn(json::Value::parse(request != nullptr ? request : "")).dump();
+        Json const parsed = JsonReader::parse(request != nullptr ? request : "");
+        text = dumpJson(fn(JsonReader(parsed)));
     }
     catch (std::exception const& e)
     {
-        text = failure(e.what()).dump();
+        text = dumpJson(failure(e.what()));
     }
     catch (...)
     {
-        text = failure("unknown error").dump();
+        text = dumpJson(failure("unknown error"));
     }
     char* out = static_cast<char*>(std::malloc(text.size() + 1));
     if (out != nullptr)
@@ -99,19 +87,19 @@ extern "C"
         char const* request, ttp::harness::AllocateFn allocate, void* user) noexcept
     {
         return ttp::harness::respond(request,
-            [&](ttp::harness::json::Value const& r) { return ttp::harness::runConformance(r, allocate, user); });
+            [&](ttp::harness::JsonReader const& r) { return ttp::harness::runConformance(r, allocate, user); });
     }
 
     __attribute__((visibility("default"))) char* ttp_harness_bench(char const* request) noexcept
     {
         return ttp::harness::respond(
-            request, [](ttp::harness::json::Value const& r) { return ttp::harness::runBench(r); });
+            request, [](ttp::harness::JsonReader const& r) { return ttp::harness::runBench(r); });
     }
 
     __attribute__((visibility("default"))) char* ttp_harness_fuzz_fields(char const* request) noexcept
     {
         return ttp::harness::respond(request,
-            [](ttp::harness::json::Value const& r)
+            [](ttp::harness::JsonReader const& r)
             {
                 std::lock_guard<std::mutex> lock(ttp::harness::runLock());
                 return ttp::harness::runFieldFuzz(r);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 namespace ttp::harness
@@ -145,7 +146,7 @@ std::vector<uint8_t> unhex(std::string const& text)
     return out;
 }
 
-void encodeNumber(std::vector<uint8_t>& out, FT type, json::Value const& v)
+void encodeNumber(std::vector<uint8_t>& out, FT type, JsonReader const& v)
 {
     switch (type)
     {
@@ -172,7 +173,7 @@ void encodeNumber(std::vector<uint8_t>& out, FT type, json::Value const& v)
     }
 }
 
-json::Value decodeNumber(FT type, uint8_t const* p)
+Json decodeNumber(FT type, uint8_t const* p)
 {
     auto load = [p](auto value)
     {
@@ -181,22 +182,27 @@ json::Value decodeNumber(FT type, uint8_t const* p)
     };
     switch (type)
     {
-    case FT::kFLOAT16: return json::Value(static_cast<double>(halfToFloat(load(uint16_t{}))));
+    case FT::kFLOAT16: return jsonNumber(static_cast<double>(halfToFloat(load(uint16_t{}))));
     case FT::kBF16:
     {
         uint32_t const bits = static_cast<uint32_t>(load(uint16_t{})) << 16;
         float f;
         std::memcpy(&f, &bits, sizeof(f));
-        return json::Value(static_cast<double>(f));
+        return jsonNumber(static_cast<double>(f));
     }
-    case FT::kFLOAT32: return json::Value(static_cast<double>(load(float{})));
-    case FT::kFLOAT64: return json::Value(load(double{}));
-    case FT::kINT8: return json::Value(static_cast<int64_t>(load(int8_t{})));
-    case FT::kINT16: return json::Value(static_cast<int64_t>(load(int16_t{})));
-    case FT::kINT32: return json::Value(static_cast<int64_t>(load(int32_t{})));
-    case FT::kINT64: return json::Value(load(int64_t{}));
-    default: return json::Value();
+    case FT::kFLOAT32: return jsonNumber(static_cast<double>(load(float{})));
+    case FT::kFLOAT64: return jsonNumber(load(double{}));
+    case FT::kINT8: return static_cast<int64_t>(load(int8_t{}));
+    case FT::kINT16: return static_cast<int64_t>(load(int16_t{}));
+    case FT::kINT32: return static_cast<int64_t>(load(int32_t{}));
+    case FT::kINT64: return load(int64_t{});
+    default: return nullptr;
     }
+}
+
+bool isFloat(FT type)
+{
+    return type == FT::kFLOAT16 || type == FT::kBF16 || type == FT::kFLOAT32 || type == FT::kFLOAT64;
 }
 
 bool isNumeric(FT type)
@@ -260,26 +266,26 @@ size_t fieldBytes(nvinfer1::PluginFieldType type, int32_t length)
     }
 }
 
-FieldSet FieldSet::fromJson(json::Value const& fields)
+FieldSet FieldSet::fromJson(JsonReader const& fields)
 {
     FieldSet out;
-    for (json::Value const& f : fields.items())
+    for (JsonReader const& f : fields.items())
     {
         Field field;
         field.name = f.at("name").asString();
         field.type = fieldTypeFromName(f.at("type").asString());
-        json::Value const* data = f.find("data");
-        json::Value const* hexData = f.find("hex");
-        if (hexData != nullptr)
+        std::optional<JsonReader> const data = f.find("data");
+        std::optional<JsonReader> const hexData = f.find("hex");
+        if (hexData)
         {
             field.bytes = unhex(hexData->asString());
             field.length = static_cast<int32_t>(field.bytes.size());
         }
-        else if (data == nullptr || data->isNull())
+        else if (!data || data->isNull())
         {
             field.hasData = false;
         }
-        else if (data->isString())
+        else if (data->isString() && !(isFloat(field.type) && data->isNumber()))
         {
             std::string const& s = data->asString();
             field.bytes.assign(s.begin(), s.end());
@@ -288,7 +294,7 @@ FieldSet FieldSet::fromJson(json::Value const& fields)
         }
         else if (data->isArray())
         {
-            for (json::Value const& v : data->items())
+            for (JsonReader const& v : data->items())
             {
                 encodeNumber(field.bytes, field.type, v);
             }
@@ -299,7 +305,7 @@ FieldSet FieldSet::fromJson(json::Value const& fields)
             encodeNumber(field.bytes, field.type, *data);
             field.length = 1;
         }
-        if (json::Value const* length = f.find("length"))
+        if (std::optional<JsonReader> const length = f.find("length"))
         {
             // Deliberately inconsistent lengths are allowed: invalid field sets test exactly that.
             field.length = static_cast<int32_t>(length->asInt());
@@ -386,40 +392,40 @@ FieldSet FieldSet::deserialize(std::vector<uint8_t> const& bytes)
     return out;
 }
 
-json::Value FieldSet::toJson() const
+Json FieldSet::toJson() const
 {
-    json::Value out = json::Value::array();
+    Json out = Json::array();
     for (Field const& f : mFields)
     {
-        json::Value item = json::Value::object();
-        item.set("name", f.name);
-        item.set("type", fieldTypeName(f.type));
-        item.set("length", f.length);
+        Json item = Json::object();
+        item["name"] = f.name;
+        item["type"] = fieldTypeName(f.type);
+        item["length"] = f.length;
         if (!f.hasData)
         {
-            item.set("data", json::Value());
+            item["data"] = nullptr;
         }
         else if (isNumeric(f.type) && f.bytes.size() >= fieldBytes(f.type, f.length))
         {
-            json::Value values = json::Value::array();
+            Json values = Json::array();
             size_t const width = fieldBytes(f.type, 1);
             for (int32_t i = 0; i < f.length; ++i)
             {
-                values.push(decodeNumber(f.type, f.bytes.data() + i * width));
+                values.push_back(decodeNumber(f.type, f.bytes.data() + i * width));
             }
-            item.set("data", std::move(values));
+            item["data"] = std::move(values);
         }
         else if (f.type == FT::kCHAR)
         {
             std::string text(f.bytes.begin(), f.bytes.end());
             text = text.substr(0, text.find('\0'));
-            item.set("data", text);
+            item["data"] = text;
         }
         else
         {
-            item.set("hex", hex(f.bytes));
+            item["hex"] = hex(f.bytes);
         }
-        out.push(std::move(item));
+        out.push_back(std::move(item));
     }
     return out;
 }
@@ -427,13 +433,12 @@ json::Value FieldSet::toJson() const
 std::string FieldSet::describe() const
 {
     std::string out = "{";
-    json::Value const values = toJson();
+    Json const values = toJson();
     for (size_t i = 0; i < mFields.size(); ++i)
     {
-        json::Value const& item = values.items()[i];
-        json::Value const* data = item.find("data");
+        Json const& item = values[i];
         out += std::string(i ? ", " : "") + mFields[i].name + ": " + fieldTypeName(mFields[i].type) + " "
-               + (data != nullptr ? data->dump() : item.at("hex").dump());
+               + dumpJson(item.contains("data") ? item["data"] : item["hex"]);
     }
     return out + "}";
 }

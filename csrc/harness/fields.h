@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "json.h"
+#include "json_io.h"
 
 namespace ttp::harness
 {
@@ -42,13 +42,13 @@ public:
     }
 
     // [{"name", "type", "data": number | [numbers] | string | null, "hex": "..", "length": n}]
-    static FieldSet fromJson(json::Value const& fields);
+    static FieldSet fromJson(JsonReader const& fields);
     // Deep copy; throws std::runtime_error describing a malformed collection.
     static FieldSet fromCollection(nvinfer1::PluginFieldCollection const* fc);
     static FieldSet deserialize(std::vector<uint8_t> const& bytes);
 
     std::vector<uint8_t> serialize() const;
-    json::Value toJson() const;
+    Json toJson() const;
     std::string describe() const;
     // The collection points into this object; valid until it changes.
     nvinfer1::PluginFieldCollection const* collection();

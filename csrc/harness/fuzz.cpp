@@ -532,6 +532,12 @@ private:
     nvinfer1::PluginFieldCollection mCollection{};
 };
 
+int64_t optionalInt(JsonReader const& request, char const* key, int64_t otherwise)
+{
+    std::optional<JsonReader> const v = request.find(key);
+    return v ? v->asInt() : otherwise;
+}
+
 struct CreatorStats
 {
     std::string plugin;
@@ -542,17 +548,17 @@ struct CreatorStats
 class Fuzz
 {
 public:
-    explicit Fuzz(json::Value const& request)
-        : mSeed(static_cast<uint64_t>(request.find("seed") ? request.at("seed").asInt() : 0))
-        , mFirst(request.find("first") ? request.at("first").asInt() : 0)
-        , mCount(request.find("count") ? request.at("count").asInt() : 100)
-        , mMaxLength(static_cast<int32_t>(request.find("max_length") ? request.at("max_length").asInt() : 4096))
+    explicit Fuzz(JsonReader const& request)
+        : mSeed(static_cast<uint64_t>(optionalInt(request, "seed", 0)))
+        , mFirst(optionalInt(request, "first", 0))
+        , mCount(optionalInt(request, "count", 100))
+        , mMaxLength(static_cast<int32_t>(optionalInt(request, "max_length", 4096)))
     {
-        if (json::Value const* seeds = request.find("seeds"))
+        if (std::optional<JsonReader> const seeds = request.find("seeds"))
         {
-            for (json::Value const& s : seeds->items())
+            for (JsonReader const& s : seeds->items())
             {
-                json::Value const& p = s.at("plugin");
+                JsonReader const p = s.at("plugin");
                 mSeeds[id(p.at("namespace").asString().c_str(), p.at("name").asString().c_str(),
                            p.at("version").asString().c_str())]
                     .push_back(FieldSet::fromJson(s.at("fields")));
@@ -560,36 +566,25 @@ public:
         }
     }
 
-    void run(json::Value const& libraries)
+    void run(JsonReader const& libraries)
     {
         FaultScope faults;
-        for (json::Value const& library : libraries.items())
+        for (JsonReader const& library : libraries.items())
         {
             fuzzLibrary(library.asString());
         }
     }
 
-    json::Value report() const
+    Json report() const
     {
-        json::Value out = json::Value::object();
-        json::Value creators = json::Value::array();
+        Json creators = Json::array();
         for (CreatorStats const& s : mStats)
         {
-            json::Value entry = json::Value::object();
-            entry.set("plugin", s.plugin);
-            entry.set("library", s.library);
-            entry.set("attempts", s.attempts);
-            entry.set("created", s.created);
-            entry.set("rejected", s.rejected);
-            entry.set("must_reject", s.mustRefuse);
-            entry.set("round_trips", s.roundTrips);
-            entry.set("violations", s.violations);
-            creators.push(std::move(entry));
+            creators.push_back({{"plugin", s.plugin}, {"library", s.library}, {"attempts", s.attempts},
+                {"created", s.created}, {"rejected", s.rejected}, {"must_reject", s.mustRefuse},
+                {"round_trips", s.roundTrips}, {"violations", s.violations}});
         }
-        out.set("creators", std::move(creators));
-        out.set("violations", mViolations);
-        out.set("violation_count", mViolationCount);
-        return out;
+        return {{"creators", std::move(creators)}, {"violations", mViolations}, {"violation_count", mViolationCount}};
     }
 
     int64_t violationCount() const noexcept
@@ -627,13 +622,8 @@ private:
         ++mViolationCount;
         if (++mCreatorViolations <= kREPORTED_PER_CREATOR)
         {
-            json::Value v = json::Value::object();
-            v.set("plugin", mPlugin);
-            v.set("iteration", mIteration);
-            v.set("rule", rule);
-            v.set("detail", detail);
-            v.set("fields", mFields);
-            mViolations.push(std::move(v));
+            mViolations.push_back({{"plugin", mPlugin}, {"iteration", mIteration}, {"rule", rule}, {"detail", detail},
+                {"fields", mFields}});
         }
     }
 
@@ -822,7 +812,7 @@ private:
     int32_t mMaxLength;
     std::map<std::string, std::vector<FieldSet>> mSeeds;
     std::vector<CreatorStats> mStats;
-    json::Value mViolations = json::Value::array();
+    Json mViolations = Json::array();
     int64_t mViolationCount{0};
     // The case under way, for violations and traces.
     std::string mPlugin;
@@ -833,7 +823,7 @@ private:
 
 } // namespace
 
-json::Value runFieldFuzz(json::Value const& request)
+Json runFieldFuzz(JsonReader const& request)
 {
     Fuzz fuzz(request);
     fuzz.run(request.at("libraries"));

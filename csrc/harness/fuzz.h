@@ -21,11 +21,11 @@
 // Iteration i of a creator depends only on (seed, plugin, i): {"first": i, "count": 1} replays it.
 #pragma once
 
-#include "json.h"
+#include "json_io.h"
 
 namespace ttp::harness
 {
 
-json::Value runFieldFuzz(json::Value const& request);
+Json runFieldFuzz(JsonReader const& request);
 
 } // namespace ttp::harness

@@ -6,7 +6,8 @@
 // Request (JSON object):
 //   library                      path of the plugin library (exports getCreators, setLoggerFinder)
 //   plugin {name, version, namespace}
-//   fields                       [{name, type ("FLOAT32", ...), data (number | [numbers] | string | null),
+//   fields                       [{name, type ("FLOAT32", ...), data (number | [numbers] | string | null; a float
+//                                  that is not finite: "NaN", "Infinity" or "-Infinity"),
 //                                  hex (raw bytes), length (overrides the element count)}]
 //   inputs                       [{dtype ("FLOAT", ...), dims, min, opt, max (profile; default dims),
 //                                  ptr (device address of contiguous data; omitted: shapes only)}]
@@ -16,6 +17,7 @@
 //   enqueue                      bool (default true; without a device the execution phase is skipped)
 //   compare_runtime_outputs      bool (default true): the re-created plugin must reproduce the build outputs
 //   gate_timeout_s               seconds the stream gate waits before giving up (default 2)
+//   enqueue_syncs_host           bool (default false): the op declares that enqueue reads back to the host
 //   bench {tactic, iters, warmup} (bench mode only)
 // See torchtrt_plugins/testing/harness.py for the result's fields.
 #pragma once
@@ -23,7 +25,7 @@
 #include <cstdint>
 #include <string>
 
-#include "json.h"
+#include "json_io.h"
 
 namespace ttp::harness
 {
@@ -31,7 +33,7 @@ namespace ttp::harness
 // Allocates `bytes` of device memory owned by the caller; returns nullptr on failure.
 using AllocateFn = void* (*)(void* user, uint64_t bytes);
 
-json::Value runConformance(json::Value const& request, AllocateFn allocate, void* user);
-json::Value runBench(json::Value const& request);
+Json runConformance(JsonReader const& request, AllocateFn allocate, void* user);
+Json runBench(JsonReader const& request);
 
 } // namespace ttp::harness

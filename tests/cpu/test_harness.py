@@ -2,6 +2,7 @@
 shapes, format table, serialization, invalid fields, clone independence), the expression builder, the graph
 runner's fallback, and every deliberately broken test plugin whose fault shows without a device."""
 
+import json
 import math
 
 import pytest
@@ -328,6 +329,51 @@ def test_bad_requests(build):
     assert "dlopen" in result.stopped
     with pytest.raises(H.HarnessError, match="input must be"):
         H.run_plugin(build.library, "RMSNorm", inputs=[object()], enqueue=False)
+
+
+_RMS_REQUEST = '"library": "lib.so", "plugin": {"name": "RMSNorm", "version": "1", "namespace": "torchtrt"}'
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        pytest.param('{"library": ', "the request is not valid JSON: ", id="not-json"),
+        pytest.param("[1]", "request: the request must be an object, got an array", id="not-an-object"),
+        pytest.param(
+            '{"library": "lib.so", "plugin": {"name": "RMSNorm", "version": "1"}}',
+            "request: 'plugin.namespace' is missing",
+            id="missing",
+        ),
+        pytest.param(
+            "{" + _RMS_REQUEST + ', "inputs": [{"dtype": "FLOAT", "dims": "2x3"}]}',
+            "request: 'inputs[0].dims' must be an array, got a string",
+            id="wrong-type",
+        ),
+        pytest.param(
+            "{" + _RMS_REQUEST + ', "fields": [{"name": "eps", "type": "FLOAT32", "data": [1e-5, "small"]}]}',
+            "request: 'fields[0].data[1]' must be a number",
+            id="field-element",
+        ),
+        pytest.param(
+            "{" + _RMS_REQUEST + ', "enqueue_syncs_host": 1}',
+            "request: 'enqueue_syncs_host' must be a boolean, got an integer",
+            id="option",
+        ),
+    ],
+)
+def test_a_malformed_request_gets_an_error_naming_the_member(build, text, expected):
+    """The C API answers a request it cannot read with {"fatal": ...} naming the member and what it must be."""
+    lib = H._harness(build.harness)
+    reply = H._decode(lib, lib.ttp_harness_run(text.encode(), H._ALLOCATE(lambda *_: None), None))
+    assert reply.keys() == {"fatal"} and expected in reply["fatal"], reply
+
+
+def test_non_finite_field_values_travel_as_strict_json():
+    """JSON has no NaN or infinity: fields carry them as the strings the harness reads (and reports) in their place."""
+    entry = H.field_json(("value", "FLOAT64", [math.nan, -math.inf, 1.5]))
+    back = json.loads(json.dumps(entry, allow_nan=False), object_hook=H._from_finite_json)
+    assert math.isnan(back["data"][0]) and back["data"][1:] == [-math.inf, 1.5]
+    assert H.field_json(("value", "FLOAT32", math.inf))["data"] == "Infinity"
 
 
 # ------------------------------------------------------------------------------ NVIDIA's builder's call order

@@ -2,6 +2,7 @@
 two symbols, depends on the CUDA runtime only, and loads idempotently."""
 
 import collections
+import importlib.util
 import re
 import shutil
 import struct
@@ -107,6 +108,20 @@ def test_without_prebuilt_library_or_headers_the_reason_says_what_is_needed(monk
     assert "TensorRT 10.x or 11.x (the v_1_0 IPluginV3 interfaces)" in reason and "nvcc not found" in reason
     with pytest.raises(_build.BuildError, match="TensorRT headers not found"):
         torchtrt_plugins.plugin_library_path()
+
+
+def test_without_nlohmann_json_a_build_says_to_install_it(monkeypatch, tmp_path):
+    """The harness's JSON headers come from the nlohmann-json package (found without importing it, as a --no-deps
+    install lacks its importlib_resources): without them, a build from the sources says what to install."""
+    assert (_build.nlohmann_json_include_dir() / "nlohmann" / "json.hpp").is_file()
+    monkeypatch.setattr(_build, "PREBUILT_DIR", tmp_path / "no-lib")
+    monkeypatch.setattr(_build, "_system_include_dirs", lambda: [("/usr/include", tmp_path / "empty")])
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "nlohmann_json" else find_spec(name, *a)
+    )
+    assert _build.nlohmann_json_include_dir() is None
+    assert "pip install nlohmann-json" in _build.plugin_library_unavailable()
 
 
 def test_cmake_build_takes_the_sdk_parts_from_the_recipe():

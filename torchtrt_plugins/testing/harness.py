@@ -279,10 +279,39 @@ def _harness(path: str | Path | None = None) -> ctypes.CDLL:
 # ---------------------------------------------------------------------------------------------- requests
 
 
+#: JSON has no NaN or infinity: the harness reads and writes a field's non-finite floats as these strings (the names
+#: Python's json module gives them).
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_FLOAT_FIELD_TYPES = frozenset({"FLOAT16", "BF16", "FLOAT32", "FLOAT64"})
+
+
+def _finite_json(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_finite_json(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def _from_finite_json(entry: dict) -> dict:
+    """A field the harness reported, its non-finite floats read back (a ``json.loads`` object hook)."""
+    data = entry.get("data")
+    if entry.get("type") in _FLOAT_FIELD_TYPES and isinstance(data, (list, str)):
+        values = [
+            _NON_FINITE.get(v, v) if isinstance(v, str) else v for v in ([data] if isinstance(data, str) else data)
+        ]
+        entry["data"] = values[0] if isinstance(data, str) else values
+    return entry
+
+
 def field_json(f: Any) -> dict:
-    """One field for the harness: a ``FieldValue``, ``(name, type, value)`` or a dict (passed through)."""
+    """One field for the harness: a ``FieldValue``, ``(name, type, value)`` or a dict (passed through); non-finite
+    floats become ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` (strict JSON)."""
     if isinstance(f, Mapping):
-        return dict(f)
+        entry = dict(f)
+        if "data" in entry:
+            entry["data"] = _finite_json(entry["data"])
+        return entry
     if isinstance(f, tuple) and len(f) == 3:
         name, ftype, value = f
     else:
@@ -293,7 +322,7 @@ def field_json(f: Any) -> dict:
         value = value.tolist()
     if isinstance(value, (list, tuple)):
         value = list(value)
-    return {"name": name, "type": ftype, "data": value}
+    return {"name": name, "type": ftype, "data": _finite_json(value)}
 
 
 def _fields_json(fields: Iterable[Any] | Mapping[str, tuple[str, Any]] | None) -> list[dict]:
@@ -536,7 +565,7 @@ def _decode(lib: ctypes.CDLL, raw: int | None) -> dict:
     if not raw:
         raise HarnessError("the harness returned no result")
     try:
-        return json.loads(ctypes.string_at(raw).decode("utf-8", "replace"))
+        return json.loads(ctypes.string_at(raw).decode("utf-8", "replace"), object_hook=_from_finite_json)
     finally:
         lib.ttp_harness_free(raw)
 

@@ -4,8 +4,9 @@
 //   ttp_fuzz_fields REQUEST.json    (or - for stdin)
 //
 // Prints the JSON report; exits 0 without violations, 1 with, 2 where the fuzz could not run (the report says why).
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -44,11 +45,10 @@ int main(int argc, char** argv)
     std::string const report(result);
     ttp_harness_free(result);
     std::puts(report.c_str());
-    std::string const key = "\"violation_count\": ";
-    size_t const at = report.find(key);
-    if (at == std::string::npos)
+    nlohmann::json const parsed = nlohmann::json::parse(report, nullptr, false);
+    if (parsed.is_discarded() || !parsed.contains("violation_count"))
     {
         return 2; // {"fatal": ...}
     }
-    return std::strtoll(report.c_str() + at + key.size(), nullptr, 10) == 0 ? 0 : 1;
+    return parsed["violation_count"] == 0 ? 0 : 1;
 }
