@@ -1,15 +1,15 @@
 """Benchmark machinery shared by every ``bench_*.py`` script and by ``torchtrt-plugins bench``.
 
 An op script only declares a :class:`Benchmark`: how to build the inputs of one case, which sizes and
-dtypes to run, and its providers (name -> factory returning a zero-argument callable). Everything
-else lives here, once: timing (``triton.testing.do_bench`` when triton imports, else CUDA events; a
-wall clock on CPU; or, with ``timer="graph"``, the time per call of ``GRAPH_CALLS`` calls captured in one
-CUDA graph and replayed: GPU time without host overhead, what an engine pays), repeated runs (every
-provider of a case timed once per repeat, interleaved in an order rotated each repeat, the spread taken across
-repeats), the device-to-device copy of the same byte count that memory-bound ops are judged against, output checks
-against the reference, CSV rows with the environment, the printed table and the list of what could
-not run and why. ``torch.compile`` providers are compiled per shape and must stay compiled: a
-recompile or the recompile limit during a run is an error, never a silent fall back to eager.
+dtypes to run, and its providers (name -> factory returning a zero-argument callable). This module runs them:
+repeated runs (every provider of a case timed once per repeat, interleaved in an order rotated each repeat, the
+spread taken across repeats), output checks against the reference, the helpers providers share (``torch.compile``
+per shape, TensorRT engines, plugin enqueue through the harness) and the command line. Beside it, one concern each:
+``timing`` (the ``do_bench``, ``graph`` and ``host`` timers, the copy of the same bytes memory-bound ops are judged
+against, statistics), ``environment`` (what a result records of the machine, and what each provider needs to run
+here) and ``results`` (the CSV, the list of what did not run and the printed tables). Their names are re-exported
+here, so an op script imports this module alone. ``torch.compile`` providers are compiled per shape and must stay
+compiled: a recompile or the recompile limit during a run is an error, never a silent fall back to eager.
 
 A provider that cannot run here (no GPU, no triton, no TensorRT, no harness...) becomes a ``skipped``
 result with its reason; one that raises becomes an ``error`` result; neither is dropped.
@@ -18,68 +18,80 @@ result with its reason; one that raises becomes an ``error`` result; neither is 
 from __future__ import annotations
 
 import contextlib
-import csv
-import datetime
 import fnmatch
 import importlib
 import importlib.util
 import inspect
-import math
 import os
-import platform
-import shutil
 import sys
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from torchtrt_plugins import _compat
+from torchtrt_plugins.benchmarks.environment import (  # noqa: F401  (re-exported: the op scripts' one import)
+    HARNESS_HOOK,
+    Environment,
+    Requirement,
+    RunContext,
+    environment,
+    harness_hook,
+    needs_cuda,
+    needs_eager_kernel,
+    needs_harness,
+    needs_inductor,
+    needs_sdk_build,
+    needs_tensorrt,
+    needs_torchvision,
+    tensorrt_version,
+    unmet,
+    vision,
+)
+from torchtrt_plugins.benchmarks.results import (  # noqa: F401
+    COLUMNS,
+    DEFAULT_CSV,
+    LEGACY_COLUMNS,
+    NOT_RUN_COLUMNS,
+    NOT_RUN_FILE,
+    Result,
+    format_bytes,
+    format_not_run,
+    format_shape,
+    format_table,
+    read_results,
+    write_results,
+)
+from torchtrt_plugins.benchmarks.timing import (  # noqa: F401
+    DEFAULT_TIMERS,
+    GRAPH_CALLS,
+    HOST_CALLS,
+    L2_FLUSH_BYTES,
+    QUANTILES,
+    TIMERS,
+    NotCapturable,
+    Timing,
+    _first_line,
+    combine_repeats,
+    copy_fn,
+    copy_timing,
+    gbps,
+    pct_of_copy,
+    percentile,
+    summarize,
+    time_cpu,
+    time_cuda,
+    time_cuda_events,
+    time_cuda_graph,
+    time_fn,
+    time_host,
+    timer_name,
+    triton_reason,
+)
 from torchtrt_plugins.sdk import PreparedLaunch, plugin_inputs
 
-#: Columns of the results CSV, in order.
-COLUMNS = (
-    "op",
-    "provider",
-    "shape",
-    "dtype",
-    "median_ms",
-    "p20_ms",
-    "p80_ms",
-    "gbps",
-    "pct_of_copy",
-    "gpu",
-    "torch",
-    "cuda",
-    "tensorrt",
-    "timestamp",
-    "timer",
-    "repeats",
-)
-#: Results CSVs written before the timer and repeats columns: read as do_bench, one repeat.
-LEGACY_COLUMNS = COLUMNS[:-2]
-#: Columns of the file listing what did not run (next to the results CSV).
-NOT_RUN_COLUMNS = ("op", "provider", "shape", "dtype", "device", "status", "reason", "timestamp")
-NOT_RUN_FILE = "skipped.csv"
-DEFAULT_CSV = Path("bench_results") / "results.csv"
-QUANTILES = (0.5, 0.2, 0.8)
 COPY_PROVIDER = "copy"
-#: triton's do_bench flushes a 256 MB buffer before each rep so L2 never holds the inputs; so do we.
-L2_FLUSH_BYTES = 256 * 1024 * 1024
-#: Timers: "do_bench" (GPU time per call, L2 flushed before each call: the flush kernel hides the host's launch
-#: time, so this is not host-inclusive), "graph" (GPU time per call of calls replayed from one CUDA graph) and "host"
-#: (host wall time per call, no synchronization inside the loop: what an eager caller pays on the CPU).
-TIMERS = ("do_bench", "graph", "host")
-#: The timers of a run that names none: GPU time and host time, side by side.
-DEFAULT_TIMERS = ("do_bench", "host")
-#: Calls per host-timer sample: few enough that the GPU's launch queue never fills (the host would then wait for
-#: the GPU and time the GPU's work instead).
-HOST_CALLS = 200
-#: Calls captured in one CUDA graph by the graph timer; the time reported is the replay's over this.
-GRAPH_CALLS = 20
 
 DTYPE_NAMES = {
     "bf16": torch.bfloat16,
@@ -98,217 +110,6 @@ DTYPE_NAMES = {
 
 class Skip(Exception):
     """Raised by a provider factory when this case cannot run here; the message says why."""
-
-
-# ------------------------------------------------------------------------------------------ statistics
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-quantile (0 <= q <= 1) with linear interpolation between order statistics (numpy's default)."""
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"quantile must be in [0, 1], got {q}")
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-@dataclass(frozen=True)
-class Timing:
-    median_ms: float
-    p20_ms: float
-    p80_ms: float
-
-
-def summarize(samples_ms: Sequence[float]) -> Timing:
-    median, p20, p80 = (percentile(samples_ms, q) for q in QUANTILES)
-    return Timing(median, p20, p80)
-
-
-def gbps(nbytes: int | None, ms: float | None) -> float | None:
-    """Bytes moved per second, in GB/s (1e9 bytes)."""
-    if nbytes is None or ms is None or ms <= 0:
-        return None
-    return nbytes / (ms * 1e-3) / 1e9
-
-
-def pct_of_copy(op_ms: float | None, copy_ms: float | None) -> float | None:
-    """Achieved bandwidth as % of a device-to-device copy moving the same number of bytes."""
-    if op_ms is None or copy_ms is None or op_ms <= 0:
-        return None
-    return 100.0 * copy_ms / op_ms
-
-
-# ------------------------------------------------------------------------------------------ timing
-
-
-def triton_reason() -> str | None:
-    """None when ``triton`` imports, else why not (inductor needs it for GPU kernels; do_bench lives there)."""
-    if importlib.util.find_spec("triton") is None:
-        return "triton is not installed (pip install triton)"
-    return None
-
-
-def timer_name(device: torch.device) -> str:
-    if device.type == "cpu":
-        return "wall clock (time.perf_counter)"
-    return "triton.testing.do_bench" if triton_reason() is None else "CUDA events"
-
-
-def _rep_counts(estimate_ms: float, warmup_ms: float, rep_ms: float) -> tuple[int, int]:
-    estimate_ms = max(estimate_ms, 1e-6)
-    return max(1, int(warmup_ms / estimate_ms)), min(1000, max(5, int(rep_ms / estimate_ms)))
-
-
-def time_cuda_events(fn: Callable[[], Any], warmup_ms: float = 25, rep_ms: float = 100) -> Timing:
-    """Per-call CUDA event timing after warm-up, with L2 flushed before each call (as do_bench does)."""
-    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        flush.zero_()
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    warmup, reps = _rep_counts(start.elapsed_time(end) / 5, warmup_ms, rep_ms)
-    for _ in range(warmup):
-        fn()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for begin, finish in zip(starts, ends, strict=True):
-        flush.zero_()
-        begin.record()
-        fn()
-        finish.record()
-    torch.cuda.synchronize()
-    return summarize([begin.elapsed_time(finish) for begin, finish in zip(starts, ends, strict=True)])
-
-
-def time_cuda(fn: Callable[[], Any], warmup_ms: float = 25, rep_ms: float = 100) -> Timing:
-    if triton_reason() is None:
-        from triton.testing import do_bench
-
-        median, p20, p80 = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=list(QUANTILES))
-        return Timing(float(median), float(p20), float(p80))
-    return time_cuda_events(fn, warmup_ms, rep_ms)
-
-
-class NotCapturable(Exception):
-    """The provider cannot be captured in a CUDA graph (it synchronizes with the host, say)."""
-
-
-def time_cuda_graph(
-    fn: Callable[[], Any], calls: int = GRAPH_CALLS, warmup_ms: float = 25, rep_ms: float = 100
-) -> Timing:
-    """Time per call of ``calls`` calls captured in one CUDA graph, over replays (L2 flushed before each)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # torch.cuda.graph wants the warm-up on a side stream
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                fn()
-    except Exception as err:  # noqa: BLE001 - e.g. a host synchronization inside fn
-        torch.cuda.synchronize()
-        raise NotCapturable(f"not capturable in a CUDA graph: {_first_line(err)}") from err
-    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    graph.replay()
-    start.record()
-    graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    warmup, reps = _rep_counts(start.elapsed_time(end), warmup_ms, rep_ms)
-    for _ in range(min(warmup, 10)):
-        graph.replay()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for begin, finish in zip(starts, ends, strict=True):
-        flush.zero_()
-        begin.record()
-        graph.replay()
-        finish.record()
-    torch.cuda.synchronize()
-    samples = [begin.elapsed_time(finish) / calls for begin, finish in zip(starts, ends, strict=True)]
-    del graph
-    return summarize(samples)
-
-
-def time_cpu(fn: Callable[[], Any], warmup_ms: float = 10, rep_ms: float = 50) -> Timing:
-    fn()
-    begin = time.perf_counter()
-    fn()
-    warmup, reps = _rep_counts((time.perf_counter() - begin) * 1e3, warmup_ms, rep_ms)
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(reps):
-        begin = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - begin) * 1e3)
-    return summarize(samples)
-
-
-def time_host(fn: Callable[[], Any], device: torch.device, samples: int = 15, calls: int = HOST_CALLS) -> Timing:
-    """Host wall time per call: ``calls`` calls back to back with no synchronization inside, the device drained
-    before each sample and after it (outside the timed span); median and p20/p80 over ``samples``."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(20):
-        fn()
-    sync()
-    out = []
-    for _ in range(samples):
-        sync()
-        begin = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out.append((time.perf_counter() - begin) * 1e3 / calls)
-        sync()
-    return summarize(out)
-
-
-def time_fn(fn: Callable[[], Any], device: torch.device, quick: bool = False, timer: str = "do_bench") -> Timing:
-    if timer == "host":
-        return time_host(fn, device, samples=7 if quick else 15)
-    if device.type == "cuda":
-        rep_ms = 50 if quick else 100
-        return time_cuda_graph(fn, rep_ms=rep_ms) if timer == "graph" else time_cuda(fn, rep_ms=rep_ms)
-    if timer == "graph":
-        raise NotCapturable("the graph timer needs a CUDA GPU (this run is on CPU)")
-    return time_cpu(fn, rep_ms=25 if quick else 50)
-
-
-def copy_fn(nbytes: int, device: torch.device) -> Callable[[], Any]:
-    """A device-to-device copy that moves ``nbytes`` in all (reads nbytes/2, writes nbytes/2)."""
-    half = max(1, nbytes // 2)
-    src = torch.empty(half, dtype=torch.uint8, device=device).random_(0, 255)
-    dst = torch.empty_like(src)
-    return lambda: dst.copy_(src)
-
-
-def copy_timing(nbytes: int, device: torch.device, quick: bool = False, timer: str = "do_bench") -> Timing:
-    """Time of a device-to-device copy that moves ``nbytes`` in all (reads nbytes/2, writes nbytes/2)."""
-    return time_fn(copy_fn(nbytes, device), device, quick, timer)
-
-
-def combine_repeats(timings: Sequence[Timing]) -> Timing:
-    """One run: its own median and p20/p80. Several: the median of the runs' medians, and p20/p80 across them
-    (the spread between repeated runs, which is what a difference between providers must exceed)."""
-    if not timings:
-        raise ValueError("combine_repeats of no timings")
-    if len(timings) == 1:
-        return timings[0]
-    return summarize([t.median_ms for t in timings])
 
 
 # ------------------------------------------------------------------------------------------ torch.compile
@@ -346,187 +147,6 @@ def no_recompile():
     limit, running eager (``fail_on_recompile_limit_hit``)."""
     with torch._dynamo.config.patch(**_dynamo_patch("error_on_recompile", "fail_on_recompile_limit_hit")):
         yield
-
-
-# ------------------------------------------------------------------------------------------ environment
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def tensorrt_version() -> str:
-    trt = _compat.tensorrt()
-    if trt is None:
-        return "none"
-    version = getattr(trt, "__version__", "?")
-    return version if trt.__name__ == "tensorrt" else f"{trt.__name__} {version}"
-
-
-@dataclass(frozen=True)
-class Environment:
-    device: str
-    gpu: str
-    torch: str
-    cuda: str
-    tensorrt: str
-    timestamp: str
-
-    def describe(self) -> str:
-        return (
-            f"device={self.device}  gpu={self.gpu}  torch={self.torch}  cuda={self.cuda}  "
-            f"tensorrt={self.tensorrt}  timer={timer_name(torch.device(self.device))}"
-        )
-
-
-def environment(device: torch.device) -> Environment:
-    """What a row was measured on. On CPU the ``gpu`` column says ``cpu: <model>`` so rows are never mistaken."""
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu: {_cpu_name()}"
-    return Environment(
-        device=device.type,
-        gpu=gpu,
-        torch=torch.__version__,
-        cuda=torch.version.cuda or "none",
-        tensorrt=tensorrt_version(),
-        timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    )
-
-
-# ------------------------------------------------------------------------------------------ requirements
-
-
-@dataclass(frozen=True)
-class RunContext:
-    device: torch.device
-    quick: bool = False
-    #: Each provider is timed with every one of these, side by side (one result row each).
-    timers: tuple[str, ...] = ("do_bench",)
-    repeats: int = 1
-
-    def __post_init__(self) -> None:
-        unknown = [t for t in self.timers if t not in TIMERS]
-        if unknown or not self.timers:
-            raise ValueError(f"unknown timer(s) {unknown or list(self.timers)}; use any of {list(TIMERS)}")
-        if self.repeats < 1:
-            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
-
-
-Requirement = Callable[[RunContext], str | None]
-
-
-def needs_cuda(ctx: RunContext) -> str | None:
-    return None if ctx.device.type == "cuda" else "needs a CUDA GPU (this run is on CPU)"
-
-
-def needs_eager_kernel(entry: Any) -> Requirement:
-    """The op's eager CUDA kernel on this device: its launcher library (prebuilt in a wheel, else built here); on CPU
-    the reference kernel runs."""
-
-    def check(ctx: RunContext) -> str | None:
-        if ctx.device.type != "cuda":
-            return None
-        declaration = entry.spec.declaration
-        if declaration.library is None:
-            return f"{entry.spec.qualname} is declared without a launcher library: it has no eager CUDA kernel"
-        try:
-            declaration.library.launchers()
-        except Exception as err:  # noqa: BLE001 - whatever keeps the library from loading is the reason
-            return f"{entry.spec.qualname}: its launcher library is not available ({_first_line(err)})"
-        return None
-
-    return check
-
-
-def needs_inductor(ctx: RunContext) -> str | None:
-    if ctx.device.type == "cuda":
-        reason = triton_reason()
-        return f"torch.compile (inductor) on GPU: {reason}" if reason else None
-    if ctx.quick:
-        return "not run on CPU with --quick (inductor's C++ compile takes ~1 min cold); run without --quick"
-    if shutil.which(os.environ.get("CXX", "c++")) is None:
-        return "torch.compile (inductor) on CPU needs a C++ compiler (c++ not found)"
-    return None
-
-
-def needs_tensorrt(ctx: RunContext) -> str | None:
-    missing = []
-    if importlib.util.find_spec("tensorrt") is None:
-        missing.append("tensorrt")
-    if _compat.torch_tensorrt() is None:
-        missing.append("torch_tensorrt")
-    if missing:
-        return f"{' and '.join(missing)} not installed (pip install -e '.[trt]' on a machine with TensorRT)"
-    return None
-
-
-def needs_sdk_build(ctx: RunContext) -> str | None:
-    """An op declared with ``torchtrt_plugins.declare`` runs from a library the SDK builds here (nvcc, headers)."""
-    from torchtrt_plugins import _build
-
-    missing = _build.sdk_build_prerequisites()
-    return f"cannot build declared-op libraries here: {'; '.join(missing)}" if missing else None
-
-
-def vision() -> Any:
-    """``torchtrt_plugins.vision`` (our declarations of torchvision's nms and roi_align; it imports torchvision)."""
-    return importlib.import_module("torchtrt_plugins.vision")
-
-
-def needs_torchvision(ctx: RunContext) -> str | None:
-    """torchvision's own ops, the peer of our declared torchvision ops (they do not load next to a CPU-only torch).
-
-    Looks for torchvision before importing ``torchtrt_plugins.vision``: without torchvision that module defines the
-    two ops itself and declares them on a library that must be built, which a benchmark that only asks whether it
-    can run must not leave behind (``load_plugins`` would then need that library)."""
-    try:
-        importlib.import_module("torchvision")
-    except Exception as err:  # noqa: BLE001 - absent, or unable to load with this torch
-        return f"torchvision's ops are not loaded: {_first_line(err)}"
-    try:
-        if vision().TORCHVISION:
-            return None
-    except Exception as err:  # noqa: BLE001 - reported as the reason
-        return f"torchtrt_plugins.vision does not import: {_first_line(err)}"
-    return f"torchvision's ops are not loaded with torch {torch.__version__} (e.g. a CPU-only build)"
-
-
-HARNESS_HOOK = "bench_enqueue"
-
-
-def harness_hook() -> Callable[..., Any] | None:
-    """``torchtrt_plugins.testing.bench_enqueue`` when the conformance harness provides it.
-
-    Contract: ``bench_enqueue(op, inputs, tactic=..., iters=..., fields=...) -> list[float]``: ``op`` the op
-    name, ``inputs`` the CUDA tensors in the spec's input order, ``fields`` the plugin fields by name,
-    ``tactic`` a tactic value (0: the plugin's own choice). The harness runs the plugin lifecycle up to
-    ``enqueue`` and returns milliseconds per ``enqueue``, each bracketed by its own CUDA events. For an op declared
-    with ``torchtrt_plugins.declare``, ``op`` is the converter's ``PluginCall`` and ``library=`` its plugin library.
-    """
-    try:
-        testing = importlib.import_module("torchtrt_plugins.testing")
-    except Exception:  # noqa: BLE001 - absent or broken: reported as a skip reason
-        return None
-    hook = getattr(testing, HARNESS_HOOK, None)
-    return hook if callable(hook) else None
-
-
-def needs_harness(ctx: RunContext) -> str | None:
-    if harness_hook() is None:
-        return f"harness not available (torchtrt_plugins.testing.{HARNESS_HOOK} not found)"
-    return None
-
-
-def unmet(requirements: Iterable[Requirement], ctx: RunContext) -> str | None:
-    """Every unmet requirement, joined: the user learns all that is missing at once."""
-    reasons = [reason for reason in (req(ctx) for req in requirements) if reason]
-    return "; ".join(reasons) if reasons else None
 
 
 # ------------------------------------------------------------------------------------------ benchmarks
@@ -601,74 +221,6 @@ class Benchmark:
     @property
     def provider_names(self) -> list[str]:
         return [p.name for p in self.providers]
-
-
-@dataclass
-class Result:
-    op: str
-    provider: str
-    shape: str
-    dtype: str
-    device: str
-    status: str  # ok | mismatch | skipped | error
-    reason: str = ""
-    timing: Timing | None = None
-    nbytes: int | None = None
-    copy_ms: float | None = None
-    timer: str = "do_bench"
-    repeats: int = 1
-
-    @property
-    def timed(self) -> bool:
-        return self.timing is not None
-
-    @property
-    def gbps(self) -> float | None:
-        if self.timer == "host":  # host time says nothing of bandwidth
-            return None
-        return gbps(self.nbytes, self.timing.median_ms if self.timing else None)
-
-    @property
-    def pct_of_copy(self) -> float | None:
-        if self.timer == "host":
-            return None
-        return pct_of_copy(self.timing.median_ms if self.timing else None, self.copy_ms)
-
-    def row(self, env: Environment) -> dict[str, str]:
-        timing = self.timing
-        return {
-            "op": self.op,
-            "provider": self.provider,
-            "shape": self.shape,
-            "dtype": self.dtype,
-            "median_ms": _fmt(timing.median_ms if timing else None, ".6g"),
-            "p20_ms": _fmt(timing.p20_ms if timing else None, ".6g"),
-            "p80_ms": _fmt(timing.p80_ms if timing else None, ".6g"),
-            "gbps": _fmt(self.gbps, ".2f"),
-            "pct_of_copy": _fmt(self.pct_of_copy, ".1f"),
-            "gpu": env.gpu,
-            "torch": env.torch,
-            "cuda": env.cuda,
-            "tensorrt": env.tensorrt,
-            "timestamp": env.timestamp,
-            "timer": self.timer,
-            "repeats": str(self.repeats),
-        }
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "" if value is None else format(value, spec)
-
-
-def format_shape(shape: Sequence[int]) -> str:
-    return "x".join(str(int(d)) for d in shape)
-
-
-def format_bytes(nbytes: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
-    return f"{nbytes} B"
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -944,11 +496,6 @@ def count_runs(
     return len(shapes) * len(dtypes or plan.dtypes) * per_case
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
-
-
 def _compare(benchmark: Benchmark, expected: Any, out: Any, dtype: torch.dtype) -> str | None:
     if expected is None or not isinstance(out, torch.Tensor) or not isinstance(expected, torch.Tensor):
         return None
@@ -1125,107 +672,6 @@ def _time_prepared(
             copy = copy_ms * nbytes / case.nbytes if copy_ms is not None else None
         results.append(result(name, status, mismatch, timer, timing=timing, nbytes=nbytes, copy_ms=copy))
     return results
-
-
-# ------------------------------------------------------------------------------------------ CSV
-
-
-def write_results(results: Sequence[Result], env: Environment, path: os.PathLike | None = None) -> Path:
-    """Append the timed results to the CSV (header written once) and what did not run to skipped.csv beside it."""
-    path = Path(path) if path else DEFAULT_CSV
-    _append(path, COLUMNS, [r.row(env) for r in results if r.timed])
-    not_run = [
-        {
-            "op": r.op,
-            "provider": r.provider,
-            "shape": r.shape,
-            "dtype": r.dtype,
-            "device": r.device,
-            "status": r.status,
-            "reason": r.reason,
-            "timestamp": env.timestamp,
-        }
-        for r in results
-        if r.status != "ok"
-    ]
-    _append(path.with_name(NOT_RUN_FILE), NOT_RUN_COLUMNS, not_run)
-    return path
-
-
-def _append(path: Path, columns: Sequence[str], rows: Sequence[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fresh = not path.is_file() or path.stat().st_size == 0
-    if not fresh:
-        with open(path, newline="") as handle:
-            header = next(csv.reader(handle), [])
-        if tuple(header) != tuple(columns):
-            raise ValueError(
-                f"{path} has columns {header}, expected {list(columns)}; write to another file or move it away"
-            )
-    with open(path, "a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(columns))
-        if fresh:
-            writer.writeheader()
-        writer.writerows(rows)
-
-
-def read_results(path: os.PathLike) -> list[dict[str, str]]:
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = tuple(reader.fieldnames or ())
-        if columns == LEGACY_COLUMNS:
-            return [dict(row, timer="do_bench", repeats="1") for row in reader]
-        if columns != COLUMNS:
-            raise ValueError(f"{path} is not a results CSV: columns {reader.fieldnames}, expected {list(COLUMNS)}")
-        return list(reader)
-
-
-# ------------------------------------------------------------------------------------------ report
-
-
-def format_table(results: Sequence[Result]) -> str:
-    """One block per case: the copy first, then each provider's time, GB/s and % of copy."""
-    lines = []
-    cases: dict[tuple[str, str, str, str, str], list[Result]] = {}
-    for r in results:
-        cases.setdefault((r.op, r.dtype, r.shape, r.device, r.timer), []).append(r)
-    header = f"    {'provider':<30} {'median ms':>11} {'p20-p80 ms':>21} {'GB/s':>9} {'% copy':>7}  status"
-    # With repeats, p20-p80 is the spread of the repeats' medians.
-    for (op, dtype, shape, device, _timer), rows in cases.items():
-        timed = [r for r in rows if r.timed]
-        if not timed:
-            continue
-        nbytes = next((r.nbytes for r in timed if r.nbytes), None)
-        moved = f"  {format_bytes(nbytes)} moved" if nbytes else ""
-        how = f"  timer={timed[0].timer}" + (f" x{timed[0].repeats} repeats" if timed[0].repeats > 1 else "")
-        lines.append(f"{op}  {dtype}  {shape}  device={device}{moved}{how}")
-        lines.append(header)
-        for r in timed:
-            t = r.timing
-            spread = f"{t.p20_ms:.4g}-{t.p80_ms:.4g}"
-            status = "" if r.status == "ok" else f"{r.status.upper()}: {r.reason}"
-            lines.append(
-                f"    {r.provider:<30} {t.median_ms:>11.4g} {spread:>21} {_fmt(r.gbps, '.1f'):>9} "
-                f"{_fmt(r.pct_of_copy, '.0f'):>7}  {status}".rstrip()
-            )
-        lines.append("")
-    return "\n".join(lines)
-
-
-def format_not_run(results: Sequence[Result]) -> str:
-    """What did not run, one line per (op, provider, status, reason), with how many cases it covers."""
-    groups: dict[tuple[str, str, str, str], int] = {}
-    for r in results:
-        if r.status in ("skipped", "error"):
-            key = (r.op, r.provider, r.status, r.reason)
-            groups[key] = groups.get(key, 0) + 1
-    if not groups:
-        return ""
-    lines = ["Not run:"]
-    for (op, provider, status, reason), count in groups.items():
-        cases = f"{count} case{'s' if count > 1 else ''}"
-        lines.append(f"  {op:<14} {provider:<30} {status:<8} ({cases}): {reason}")
-    return "\n".join(lines)
 
 
 @dataclass
