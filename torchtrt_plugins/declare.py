@@ -98,7 +98,8 @@ class Resource:
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
-_CXX_SYMBOL = re.compile(r"^(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*$")
+#: A C++ function name, namespace-qualified or not (a launcher, workspace or resource function of the library).
+CXX_SYMBOL = re.compile(r"^(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*$")
 
 
 def _qualname(op: Any) -> str:
@@ -380,9 +381,7 @@ class Declaration:
                 )
 
     def _check_function_name(self, symbol: Any, what: str, returns: str) -> None:
-        from .sdk import _SYMBOL
-
-        if not isinstance(symbol, str) or not _SYMBOL.match(symbol):
+        if not isinstance(symbol, str) or not CXX_SYMBOL.match(symbol):
             raise DeclarationError(
                 f"{self.qualname}: {what} must be the name of a C++ function of the library's sources, "
                 f"'{returns} name(ttp::sdk::LaunchArgs const&)', namespace-qualified or not (e.g. 'myops::scaledAdd'), "
@@ -450,7 +449,7 @@ class Declaration:
                 raise DeclarationError(f"{where}: key_fields {list(keys)} names an argument twice")
             for what in ("size", "init"):
                 symbol = getattr(resource, what)
-                if not isinstance(symbol, str) or not _CXX_SYMBOL.match(symbol):
+                if not isinstance(symbol, str) or not CXX_SYMBOL.match(symbol):
                     raise DeclarationError(
                         f"{where}: {what} must be a C++ function name (e.g. 'myops::cacheBytes'), got {symbol!r}"
                     )

@@ -819,12 +819,6 @@ def _uses_outputs(kernel: Kernel) -> bool:
     return any(callable(f) and names & set(_signature(f).parameters) for f in functions)
 
 
-def _uses_size(expr: Sequence[int]) -> bool:
-    from .sdk import _uses_size as uses  # sdk imports this module
-
-    return uses(expr)
-
-
 def _derive_expressions(kernel: Kernel, ranks: tuple[int, ...], variant: Variant) -> list[tuple[int, ...]]:
     """The select, grid and expr parameters as token expressions for inputs of ``ranks``, via the shape
     derivation: integer arguments stay symbols (ARG leaves)."""
@@ -865,7 +859,7 @@ def _derive_expressions(kernel: Kernel, ranks: tuple[int, ...], variant: Variant
     program = _derive.Program.parse(derived.program)
     exprs = list(program.outputs[0][1])
     for (what, _), expr in zip(functions, exprs):
-        if _uses_size(expr):
+        if _derive.uses_size(expr):
             raise kernel.fail(f"{what} depends on a size known only after the launch, so it cannot be evaluated")
     return exprs
 

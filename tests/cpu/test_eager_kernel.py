@@ -166,7 +166,7 @@ def test_tactic_variant_gets_the_cpp_kernel_on_first_call(eager_library, monkeyp
     assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm_tactic")
     try:
         # Called as the dispatcher would for CUDA; it redispatches, here to the CPU reference.
-        sdk._TACTIC_KERNELS[declaration.qualname](torch.ones(2, 8), torch.ones(8), 1e-6, tactic=1)
+        sdk.runtime._TACTIC_KERNELS[declaration.qualname](torch.ones(2, 8), torch.ones(8), 1e-6, tactic=1)
         after = [line for line in torch._C._dispatch_dump("torchtrt::rms_norm_tactic").splitlines() if "CUDA" in line]
         assert len(after) == 1 and "eager.cpp" in after[0], after
     finally:
