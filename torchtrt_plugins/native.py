@@ -17,7 +17,8 @@ _lock = threading.RLock()
 
 def plugin_library_path(build: bool = True) -> Path:
     """Path of the TensorRT plugin library: ``TORCHTRT_PLUGINS_LIBRARY`` overrides; else the prebuilt one a wheel
-    carries; else built from the sources (or found in the cache), unless ``build`` is False."""
+    carries; else the one built from the sources (built now, or found in the cache). With ``build`` False it is only
+    looked for: ``_build.BuildError`` says why there is none."""
     override = os.environ.get("TORCHTRT_PLUGINS_LIBRARY")
     if override:
         path = Path(override)
@@ -25,12 +26,7 @@ def plugin_library_path(build: bool = True) -> Path:
             raise FileNotFoundError(f"TORCHTRT_PLUGINS_LIBRARY={override} does not exist")
         return path
     with _lock:
-        if not build:
-            prebuilt = _build.prebuilt_libraries()
-            if prebuilt is None:
-                raise FileNotFoundError("plugin library not built; run `torchtrt-plugins build`")
-            return prebuilt.library
-        return _build.build_plugin_library().library
+        return (_build.build_plugin_library() if build else _build.built_plugin_library()).library
 
 
 def _registered_keys(registry: Any) -> set[tuple[str, str, str]] | None:
