@@ -534,7 +534,7 @@ def declared_library(module: str, name: str) -> Any:
         importlib.import_module(module)
     libraries = {}
     for entry in spec_mod.registered_ops():
-        library = getattr(entry.spec.declaration, "library", None)
+        library = getattr(entry.declaration, "library", None)
         if library is not None:
             libraries.setdefault(library.name, {})[id(library)] = library
     found = list(libraries.get(name, {}).values())

@@ -37,13 +37,16 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from . import _derive, kernels_aot
 from . import spec as spec_mod
 from .spec import WEIGHT_FIELD_TYPES, FieldSpec, OpEntry, OpSpec, SpecError, Tactic, TensorSpec, Tolerance
+
+if TYPE_CHECKING:
+    from .sdk import PluginLibrary
 
 #: What a tensor input accepts when the declaration does not say (bool: cast to int32 for the plugin).
 DEFAULT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64)
@@ -166,7 +169,7 @@ class Declaration:
         launcher: str | kernels_aot.Kernel | None = None,
         tactics: Mapping[int, str | kernels_aot.Kernel] | None = None,
         workspace: str | None = None,
-        library: Any = None,
+        library: PluginLibrary | None = None,
         reference: Callable[..., Any] | None = None,
         tolerances: Mapping[torch.dtype, Tolerance] | None = None,
         outputs: Callable[..., Any] | None = None,
@@ -288,7 +291,6 @@ class Declaration:
             weight_fields=weight_fields,
             doc=doc,
             op_namespace=namespace,
-            declaration=self,
         )
         kernels_aot.bind_kernels(self)
         self._probing = example_inputs is not None
@@ -301,13 +303,27 @@ class Declaration:
             if data_dependent is None:
                 self.spec = _replace(self.spec, requires_output_allocator=derived.num_size_tensors > 0)
             self.spec = _replace(self.spec, hidden_outputs=derived.num_size_tensors)
-        self.entry = OpEntry(
+        self.reference = reference or self.overload
+
+    @property
+    def entry(self) -> OpEntry:
+        """The op's entry in the registry (``declare`` registers it); KeyError for a declaration not registered."""
+        entry = spec_mod.get(self.qualname)
+        if entry.declaration is not self:
+            raise KeyError(f"{self.label}: this declaration is not the registered one (torchtrt_plugins.declare)")
+        return entry
+
+    def make_entry(self) -> OpEntry:
+        """The registry entry of this declaration: its spec, reference, fake kernel and checks, and its library."""
+        library = self.library
+        return OpEntry(
             self.spec,
-            reference=reference or self.overload,
+            reference=self.reference,
             fake=self.overload,
             check_args=self.check_args,
             # Our own library's ops are our catalogue (spec.all_ops), loaded with it (native.plugin_library_path).
             library=library.plugin_path if library is not None and not getattr(library, "ours", False) else None,
+            declaration=self,
         )
 
     # ------------------------------------------------------------------------------------------ schema
@@ -922,7 +938,7 @@ def declare(op: Any, **options: Any) -> Declaration:
     """
     eager_cuda = options.pop("eager_cuda", True)
     declaration = Declaration(op, **options)
-    spec_mod.register(declaration.entry)
+    entry = spec_mod.register(declaration.make_entry())
     if declaration.library is not None:
         try:
             declaration.library.add(declaration)
@@ -931,7 +947,7 @@ def declare(op: Any, **options: Any) -> Declaration:
 
                 declaration.python_kernel = sdk.register_eager_kernel(declaration)
         except Exception:  # a declaration that fails here must not stay registered to break the others
-            spec_mod.unregister(declaration.entry)
+            spec_mod.unregister(entry)
             if declaration in getattr(declaration.library, "declarations", ()):
                 declaration.library.declarations.remove(declaration)
             raise
@@ -939,6 +955,6 @@ def declare(op: Any, **options: Any) -> Declaration:
         return declaration  # our catalogue: `import torchtrt_plugins` registers its converters and loads the library
     from . import converters, native
 
-    if converters.register_entry(declaration.entry) and declaration.library is not None:
+    if converters.register_entry(entry) and declaration.library is not None:
         native.load_plugins_into_tensorrt()  # as at `import torchtrt_plugins`, for engines saved with this op
     return declaration

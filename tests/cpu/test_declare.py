@@ -205,7 +205,7 @@ _KEPT = ttp.declare(_KEPT_QUALNAME, data_dependent=True)
 def test_derivation_errors_name_op_and_reason(op, options, args, message):
     declaration = ttp.Declaration(op, **options)
     with pytest.raises(_derive.DerivationError, match=message):
-        converters.plan(declaration.spec, args)
+        converters.plan(declaration.spec, args, declaration=declaration)
 
 
 def test_outputs_override_replaces_the_fake_kernel():
@@ -324,7 +324,9 @@ def test_the_fake_kernels_bare_check_names_op_and_arguments():
         r"RuntimeError: Expected cond to be True, but got False\.$"
     )
     with pytest.raises(ttp.SpecError, match=message):
-        converters.plan(declaration.spec, (torch.zeros(3), torch.zeros(4, dtype=torch.float16), 2))
+        converters.plan(
+            declaration.spec, (torch.zeros(3), torch.zeros(4, dtype=torch.float16), 2), declaration=declaration
+        )
 
 
 def test_generated_tables_carry_the_declaration():
