@@ -527,11 +527,9 @@ def _plots(csv_path: Path, out: Path) -> str:
 
 
 def declared_library(module: str, name: str) -> Any:
-    """The ``sdk.PluginLibrary`` named ``name`` that ops declared by importing ``module`` are built into."""
-    # Only the declarations are wanted: where TensorRT imports, `declare` would also build the library with nvcc to
-    # load it into TensorRT's registry, which is the very build this generator is a step of.
-    with native.declarations_only():
-        importlib.import_module(module)
+    """The ``sdk.PluginLibrary`` named ``name`` that ops declared by importing ``module`` are built into (``declare``
+    builds and loads nothing, so importing it does not start the very build this generator is a step of)."""
+    importlib.import_module(module)
     libraries = {}
     for entry in spec_mod.registered_ops():
         library = getattr(entry.declaration, "library", None)

@@ -21,8 +21,9 @@ passed as a shape input instead (``torch.library.custom_op`` makes an ``int`` an
 ``torch.SymInt`` one). ``tolerances`` ({dtype: Tolerance}) say how close ``testing.check_op`` requires outputs of a
 dtype to be; others take ``spec.DEFAULT_TOLERANCES``. Output dtypes and shapes come from the op's registered fake
 kernel, run symbolically for each call (``_derive``). The converter is registered with Torch-TensorRT when it
-imports, the library is loaded into TensorRT by ``load_plugins``, and with ``library`` the eager CUDA kernel of the op
-is the same launcher the plugin calls.
+imports, the library is built and loaded into TensorRT on first need (``load_plugins``, the converter's first plugin),
+and with ``library`` the eager CUDA kernel of the op is the same launcher the plugin calls; ``declare`` itself builds
+and loads nothing.
 
 A data-dependent op's eager kernel allocates its outputs at their upper bounds and reads the sizes back after the
 launch; with ``sizes_first=True`` its launcher instead takes two phases (``LaunchArgs::phase`` in ``ttp_sdk.h``:
@@ -932,9 +933,11 @@ def tensor_meta(value: Any, what: str) -> _derive.TensorMeta:
 def declare(op: Any, **options: Any) -> Declaration:
     """Declare a TensorRT plugin for the torch op ``op`` ("ns::name" or the op); see :class:`Declaration`.
 
-    Registers the op: its converter with Torch-TensorRT when that imports (and then its library with TensorRT's
-    registry, as ``import torchtrt_plugins`` does for ours); its library for ``load_plugins``; with a ``library``,
-    the eager CUDA kernel through the op's launcher. Returns the declaration.
+    Checks the declaration (:class:`DeclarationError` names what is wrong) and registers the op: its entry, its
+    converter with Torch-TensorRT when that imports, its library for ``load_plugins``, and with a ``library`` the
+    eager CUDA kernel through the op's launcher. It builds and loads nothing: the op's libraries are built and loaded
+    on first need (the first eager CUDA call; the converter's first plugin; ``load_plugins()`` or ``load_program()``,
+    which a process deserializing saved engines calls) or explicitly (``library.build()``). Returns the declaration.
     """
     eager_cuda = options.pop("eager_cuda", True)
     declaration = Declaration(op, **options)
@@ -951,10 +954,8 @@ def declare(op: Any, **options: Any) -> Declaration:
             if declaration in getattr(declaration.library, "declarations", ()):
                 declaration.library.declarations.remove(declaration)
             raise
-    if getattr(declaration.library, "ours", False):
-        return declaration  # our catalogue: `import torchtrt_plugins` registers its converters and loads the library
-    from . import converters, native
+    if not getattr(declaration.library, "ours", False):  # ours: `import torchtrt_plugins` registers its converters
+        from . import converters
 
-    if converters.register_entry(entry) and declaration.library is not None:
-        native.load_plugins_into_tensorrt()  # as at `import torchtrt_plugins`, for engines saved with this op
+        converters.register_entry(entry)
     return declaration
