@@ -90,7 +90,7 @@ def plugin_ids() -> set[str]:
     libraries = [*declared_export_cases.libraries(), sdk_ops.LIBRARY]
     ids = set()
     for entry in spec_mod.registered_ops():
-        library = getattr(entry.spec.declaration, "library", None)
+        library = getattr(entry.declaration, "library", None)
         if spec_mod.is_ours(entry) or any(library is x for x in libraries):
             ids.add(f"{entry.spec.plugin_namespace}::{entry.spec.plugin_name} v{entry.spec.plugin_version}")
     return ids

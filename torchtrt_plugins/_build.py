@@ -331,6 +331,41 @@ def plugin_library_unavailable() -> str | None:
     return _CANNOT_BUILD + "; ".join(missing) if missing else None
 
 
+def _source_build(root: Path, include: Path, nvcc: str, archs: str, *, built_now: bool) -> PluginBuild:
+    """Where the build of the sources at ``root`` puts its products (the cache entry), present or not."""
+    build_dir = plugin_build_dir(root, include, nvcc, archs)
+    harness = build_dir / HARNESS_LIBRARY_NAME if (root / "csrc" / "harness").is_dir() else None
+    return PluginBuild(
+        build_dir,
+        build_dir / PLUGIN_LIBRARY_NAME,
+        harness,
+        built_now=built_now,
+        broken_plugins=build_dir / BROKEN_PLUGINS_LIBRARY_NAME if harness is not None else None,
+        launchers=build_dir / LAUNCHER_LIBRARY_NAME,
+    )
+
+
+def _products(build: PluginBuild) -> list[Path]:
+    return [p for p in (build.library, build.launchers, build.harness, build.broken_plugins) if p is not None]
+
+
+def built_plugin_library() -> PluginBuild:
+    """What ``build_plugin_library()`` gives, where it exists already (prebuilt, or built for the current sources
+    in the cache); never builds. Raises BuildError saying why there is none."""
+    prebuilt = prebuilt_libraries()
+    if prebuilt is not None:
+        return prebuilt
+    root, include, nvcc = source_dir(), tensorrt_include_dir(), nvcc_path()
+    if include is None or nvcc is None:
+        raise BuildError(
+            "plugin library not built, and it cannot be built here: " + "; ".join(sdk_build_prerequisites())
+        )
+    build = _source_build(root, include, nvcc, cuda_archs(), built_now=False)
+    if not build.library.is_file():
+        raise BuildError(f"plugin library not built for the current sources ({build.library}): torchtrt-plugins build")
+    return build
+
+
 def build_plugin_library(force: bool = False, quiet: bool = False) -> PluginBuild:
     """The plugin library and the harness: the prebuilt ones a wheel carries, else built from the sources (or
     found in the cache). ``force`` builds from the sources even when cached or prebuilt. Raises BuildError with
@@ -344,21 +379,20 @@ def build_plugin_library(force: bool = False, quiet: bool = False) -> PluginBuil
         raise BuildError(_CANNOT_BUILD + "; ".join(missing))
     root, include, nvcc, archs = source_dir(), tensorrt_include_dir(), nvcc_path(), cuda_archs()
     assert include is not None and nvcc is not None
-    build_dir = plugin_build_dir(root, include, nvcc, archs)
-    library, launchers = build_dir / PLUGIN_LIBRARY_NAME, build_dir / LAUNCHER_LIBRARY_NAME
-    harness = build_dir / HARNESS_LIBRARY_NAME if (root / "csrc" / "harness").is_dir() else None
-    broken = build_dir / BROKEN_PLUGINS_LIBRARY_NAME if harness is not None else None
-    products = [p for p in (library, launchers, harness, broken) if p is not None]
-    with _locked(build_dir):
-        if all(p.is_file() for p in products) and not force:
-            return PluginBuild(build_dir, library, harness, built_now=False, broken_plugins=broken, launchers=launchers)
+    build = _source_build(root, include, nvcc, archs, built_now=False)
+    with _locked(build.directory):
+        if all(p.is_file() for p in _products(build)) and not force:
+            return build
         if not quiet:
-            _message(f"building the TensorRT plugin library for sm_{archs} into {build_dir} (once per source change)")
-        run_cmake(root, build_dir, include=include, nvcc=nvcc, archs=archs)
-    missing_products = [str(p) for p in products if not p.is_file()]
+            _message(
+                f"building the TensorRT plugin library for sm_{archs} into {build.directory} (once per source change)"
+            )
+        run_cmake(root, build.directory, include=include, nvcc=nvcc, archs=archs)
+    missing_products = [str(p) for p in _products(build) if not p.is_file()]
     if missing_products:
         raise BuildError(f"build finished but {', '.join(missing_products)} missing")
-    return PluginBuild(build_dir, library, harness, built_now=True, broken_plugins=broken, launchers=launchers)
+    build.built_now = True
+    return build
 
 
 def launcher_library_path() -> Path:

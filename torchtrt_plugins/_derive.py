@@ -494,6 +494,16 @@ def evaluate_expr(
     return stack[0]
 
 
+def uses_size(expr: Sequence[int]) -> bool:
+    """Whether an expression reads a data-dependent size (a ``SIZE`` leaf)."""
+    i = 0
+    while i < len(expr):
+        if expr[i] == SIZE:
+            return True
+        i += 1 if expr[i] in _BINARY else 1 + _OPERAND_COUNTS[expr[i]]
+    return False
+
+
 def evaluate(
     tokens: Sequence[int],
     shapes: Sequence[Sequence[int]],

@@ -89,34 +89,15 @@ def nvcc_version(nvcc: str) -> str:
 
 def cached_plugin_library() -> tuple[Path | None, str]:
     """The plugin library for the current sources if it is built (never builds), and a status line."""
-    override = os.environ.get("TORCHTRT_PLUGINS_LIBRARY")
-    if override:
-        path = Path(override)
-        return (
-            (path, f"TORCHTRT_PLUGINS_LIBRARY={override}")
-            if path.is_file()
-            else (
-                None,
-                f"TORCHTRT_PLUGINS_LIBRARY={override} does not exist",
-            )
-        )
-    prebuilt = _build.prebuilt_libraries()
-    if prebuilt is not None:
-        return prebuilt.library, f"{prebuilt.library} (prebuilt, from the wheel)"
     try:
-        root = _build.source_dir()
-    except _build.BuildError as err:
+        library = native.plugin_library_path(build=False)
+    except (FileNotFoundError, _build.BuildError, OSError) as err:
         return None, str(err)
-    include, nvcc = _build.tensorrt_include_dir(), _build.nvcc_path()
-    if include is None or nvcc is None:
-        return None, "cannot be built here (see the toolchain and TensorRT headers above)"
-    try:  # where _build.build_plugin_library would put it, found without building
-        library = _build.plugin_build_dir(root, include, nvcc, _build.cuda_archs()) / _build.PLUGIN_LIBRARY_NAME
-    except OSError as err:
-        return None, f"cannot tell ({type(err).__name__}: {err})"
-    if library.is_file():
-        return library, str(library)
-    return None, "not built for the current sources"
+    if os.environ.get("TORCHTRT_PLUGINS_LIBRARY"):
+        return library, f"TORCHTRT_PLUGINS_LIBRARY={library}"
+    if library.parent == _build.PREBUILT_DIR:
+        return library, f"{library} (prebuilt, from the wheel)"
+    return library, str(library)
 
 
 def _launcher_check(section: str, library: Path | None) -> Check:
@@ -546,14 +527,12 @@ def _plots(csv_path: Path, out: Path) -> str:
 
 
 def declared_library(module: str, name: str) -> Any:
-    """The ``sdk.PluginLibrary`` named ``name`` that ops declared by importing ``module`` are built into."""
-    # Only the declarations are wanted: where TensorRT imports, `declare` would also build the library with nvcc to
-    # load it into TensorRT's registry, which is the very build this generator is a step of.
-    with native.declarations_only():
-        importlib.import_module(module)
+    """The ``sdk.PluginLibrary`` named ``name`` that ops declared by importing ``module`` are built into (``declare``
+    builds and loads nothing, so importing it does not start the very build this generator is a step of)."""
+    importlib.import_module(module)
     libraries = {}
     for entry in spec_mod.registered_ops():
-        library = getattr(entry.spec.declaration, "library", None)
+        library = getattr(entry.declaration, "library", None)
         if library is not None:
             libraries.setdefault(library.name, {})[id(library)] = library
     found = list(libraries.get(name, {}).values())

@@ -21,8 +21,9 @@ passed as a shape input instead (``torch.library.custom_op`` makes an ``int`` an
 ``torch.SymInt`` one). ``tolerances`` ({dtype: Tolerance}) say how close ``testing.check_op`` requires outputs of a
 dtype to be; others take ``spec.DEFAULT_TOLERANCES``. Output dtypes and shapes come from the op's registered fake
 kernel, run symbolically for each call (``_derive``). The converter is registered with Torch-TensorRT when it
-imports, the library is loaded into TensorRT by ``load_plugins``, and with ``library`` the eager CUDA kernel of the op
-is the same launcher the plugin calls.
+imports, the library is built and loaded into TensorRT on first need (``load_plugins``, the converter's first plugin),
+and with ``library`` the eager CUDA kernel of the op is the same launcher the plugin calls; ``declare`` itself builds
+and loads nothing.
 
 A data-dependent op's eager kernel allocates its outputs at their upper bounds and reads the sizes back after the
 launch; with ``sizes_first=True`` its launcher instead takes two phases (``LaunchArgs::phase`` in ``ttp_sdk.h``:
@@ -37,13 +38,16 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from . import _derive, kernels_aot
 from . import spec as spec_mod
 from .spec import WEIGHT_FIELD_TYPES, FieldSpec, OpEntry, OpSpec, SpecError, Tactic, TensorSpec, Tolerance
+
+if TYPE_CHECKING:
+    from .sdk import PluginLibrary
 
 #: What a tensor input accepts when the declaration does not say (bool: cast to int32 for the plugin).
 DEFAULT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64)
@@ -98,7 +102,8 @@ class Resource:
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
-_CXX_SYMBOL = re.compile(r"^(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*$")
+#: A C++ function name, namespace-qualified or not (a launcher, workspace or resource function of the library).
+CXX_SYMBOL = re.compile(r"^(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*$")
 
 
 def _qualname(op: Any) -> str:
@@ -165,7 +170,7 @@ class Declaration:
         launcher: str | kernels_aot.Kernel | None = None,
         tactics: Mapping[int, str | kernels_aot.Kernel] | None = None,
         workspace: str | None = None,
-        library: Any = None,
+        library: PluginLibrary | None = None,
         reference: Callable[..., Any] | None = None,
         tolerances: Mapping[torch.dtype, Tolerance] | None = None,
         outputs: Callable[..., Any] | None = None,
@@ -287,7 +292,6 @@ class Declaration:
             weight_fields=weight_fields,
             doc=doc,
             op_namespace=namespace,
-            declaration=self,
         )
         kernels_aot.bind_kernels(self)
         self._probing = example_inputs is not None
@@ -300,13 +304,27 @@ class Declaration:
             if data_dependent is None:
                 self.spec = _replace(self.spec, requires_output_allocator=derived.num_size_tensors > 0)
             self.spec = _replace(self.spec, hidden_outputs=derived.num_size_tensors)
-        self.entry = OpEntry(
+        self.reference = reference or self.overload
+
+    @property
+    def entry(self) -> OpEntry:
+        """The op's entry in the registry (``declare`` registers it); KeyError for a declaration not registered."""
+        entry = spec_mod.get(self.qualname)
+        if entry.declaration is not self:
+            raise KeyError(f"{self.label}: this declaration is not the registered one (torchtrt_plugins.declare)")
+        return entry
+
+    def make_entry(self) -> OpEntry:
+        """The registry entry of this declaration: its spec, reference, fake kernel and checks, and its library."""
+        library = self.library
+        return OpEntry(
             self.spec,
-            reference=reference or self.overload,
+            reference=self.reference,
             fake=self.overload,
             check_args=self.check_args,
             # Our own library's ops are our catalogue (spec.all_ops), loaded with it (native.plugin_library_path).
             library=library.plugin_path if library is not None and not getattr(library, "ours", False) else None,
+            declaration=self,
         )
 
     # ------------------------------------------------------------------------------------------ schema
@@ -380,9 +398,7 @@ class Declaration:
                 )
 
     def _check_function_name(self, symbol: Any, what: str, returns: str) -> None:
-        from .sdk import _SYMBOL
-
-        if not isinstance(symbol, str) or not _SYMBOL.match(symbol):
+        if not isinstance(symbol, str) or not CXX_SYMBOL.match(symbol):
             raise DeclarationError(
                 f"{self.qualname}: {what} must be the name of a C++ function of the library's sources, "
                 f"'{returns} name(ttp::sdk::LaunchArgs const&)', namespace-qualified or not (e.g. 'myops::scaledAdd'), "
@@ -450,7 +466,7 @@ class Declaration:
                 raise DeclarationError(f"{where}: key_fields {list(keys)} names an argument twice")
             for what in ("size", "init"):
                 symbol = getattr(resource, what)
-                if not isinstance(symbol, str) or not _CXX_SYMBOL.match(symbol):
+                if not isinstance(symbol, str) or not CXX_SYMBOL.match(symbol):
                     raise DeclarationError(
                         f"{where}: {what} must be a C++ function name (e.g. 'myops::cacheBytes'), got {symbol!r}"
                     )
@@ -917,13 +933,15 @@ def tensor_meta(value: Any, what: str) -> _derive.TensorMeta:
 def declare(op: Any, **options: Any) -> Declaration:
     """Declare a TensorRT plugin for the torch op ``op`` ("ns::name" or the op); see :class:`Declaration`.
 
-    Registers the op: its converter with Torch-TensorRT when that imports (and then its library with TensorRT's
-    registry, as ``import torchtrt_plugins`` does for ours); its library for ``load_plugins``; with a ``library``,
-    the eager CUDA kernel through the op's launcher. Returns the declaration.
+    Checks the declaration (:class:`DeclarationError` names what is wrong) and registers the op: its entry, its
+    converter with Torch-TensorRT when that imports, its library for ``load_plugins``, and with a ``library`` the
+    eager CUDA kernel through the op's launcher. It builds and loads nothing: the op's libraries are built and loaded
+    on first need (the first eager CUDA call; the converter's first plugin; ``load_plugins()`` or ``load_program()``,
+    which a process deserializing saved engines calls) or explicitly (``library.build()``). Returns the declaration.
     """
     eager_cuda = options.pop("eager_cuda", True)
     declaration = Declaration(op, **options)
-    spec_mod.register(declaration.entry)
+    entry = spec_mod.register(declaration.make_entry())
     if declaration.library is not None:
         try:
             declaration.library.add(declaration)
@@ -932,14 +950,12 @@ def declare(op: Any, **options: Any) -> Declaration:
 
                 declaration.python_kernel = sdk.register_eager_kernel(declaration)
         except Exception:  # a declaration that fails here must not stay registered to break the others
-            spec_mod.unregister(declaration.entry)
+            spec_mod.unregister(entry)
             if declaration in getattr(declaration.library, "declarations", ()):
                 declaration.library.declarations.remove(declaration)
             raise
-    if getattr(declaration.library, "ours", False):
-        return declaration  # our catalogue: `import torchtrt_plugins` registers its converters and loads the library
-    from . import converters, native
+    if not getattr(declaration.library, "ours", False):  # ours: `import torchtrt_plugins` registers its converters
+        from . import converters
 
-    if converters.register_entry(declaration.entry) and declaration.library is not None:
-        native.load_plugins_into_tensorrt()  # as at `import torchtrt_plugins`, for engines saved with this op
+        converters.register_entry(entry)
     return declaration

@@ -26,11 +26,14 @@ import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from . import _build, _derive, sdk
+
+if TYPE_CHECKING:
+    from .declare import Declaration
 
 #: The library's file name, prebuilt in a wheel's ``torchtrt_plugins/lib``.
 LIBRARY_NAME = "libtorchtrt_plugins_eager.so"
@@ -59,7 +62,7 @@ _library: ctypes.CDLL | None = None
 _unavailable: str | None = None
 _warned = False
 #: Hook token -> declaration (the hook's argument), and each installed op's handle.
-_declarations: list[Any] = []
+_declarations: list[Declaration] = []
 _handles: dict[str, ctypes.c_void_p] = {}
 #: The Python kernels replaced while they ran, kept alive past their own call (see :func:`install`).
 _replaced: list[Any] = []
@@ -263,7 +266,7 @@ def _check(token, nb_inputs, dtypes, ranks, dims, nb_scalars, scalars, message, 
 _CHECK = _HOOK(_check)
 
 
-def _eager_op(declaration: Any) -> int:
+def _eager_op(declaration: Declaration) -> int:
     launchers = declaration.library.launchers()
     try:
         function = launchers.ttp_sdk_eager_op
@@ -280,7 +283,7 @@ def _eager_op(declaration: Any) -> int:
 
 
 def register(
-    declaration: Any, *, name: str | None = None, dispatch_key: str = "CUDA", tactic_argument: bool = False
+    declaration: Declaration, *, name: str | None = None, dispatch_key: str = "CUDA", tactic_argument: bool = False
 ) -> ctypes.c_void_p:
     """Register the C++ kernel of ``declaration`` with torch's dispatcher (under op ``name``, default its own);
     returns its handle for :func:`unregister`. With ``tactic_argument``, the op takes one more argument, last: the
@@ -318,7 +321,7 @@ def disabled() -> bool:
 
 
 def install(
-    declaration: Any,
+    declaration: Declaration,
     python_kernel: torch.library.Library,
     *,
     qualname: str | None = None,
@@ -355,7 +358,7 @@ def install(
     return True
 
 
-def uninstall(declaration: Any, *, qualname: str | None = None) -> bool:
+def uninstall(declaration: Declaration, *, qualname: str | None = None) -> bool:
     """Remove the C++ kernel of op ``qualname`` (default the declared op; tests); the caller registers the Python
     kernel again. False if none."""
     with _lock:

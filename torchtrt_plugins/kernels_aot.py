@@ -47,12 +47,15 @@ import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from . import _derive, dtypes
 from .spec import SpecError
+
+if TYPE_CHECKING:
+    from .declare import Declaration
 
 __all__ = [
     "CudaKernel",
@@ -113,7 +116,7 @@ class Kernel:
         self.grid = grid
         self.params = params
         self.select = select
-        self.declaration: Any = None
+        self.declaration: Declaration = None
 
     # -- what a declaration needs
     def tactic_count(self) -> int:
@@ -126,7 +129,7 @@ class Kernel:
     def fail(self, message: str) -> KernelError:
         return KernelError(f"{self.label()}: {message}")
 
-    def bind(self, declaration: Any) -> None:
+    def bind(self, declaration: Declaration) -> None:
         raise NotImplementedError
 
     def variants(self, tactic: int) -> list[Variant]:
@@ -269,7 +272,7 @@ class TritonKernel(Kernel):
             options.update({k: getattr(config, k) for k in _OPTIONS if getattr(config, k, None) is not None})
         return _variants(self, base, options, self.variant_spec)
 
-    def bind(self, declaration: Any) -> None:
+    def bind(self, declaration: Declaration) -> None:
         self.declaration = declaration
         tensors, scalars, outputs = self._names()
         names = list(self.jit.arg_names)
@@ -468,7 +471,7 @@ class CudaKernel(Kernel):
         text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
         return [p.strip() for p in text.split(",") if p.strip() and p.strip() != "void"]
 
-    def bind(self, declaration: Any) -> None:
+    def bind(self, declaration: Declaration) -> None:
         self.declaration = declaration
         tensors, scalars, outputs = self._names()
         if self.dtype_of is None:
@@ -580,7 +583,7 @@ def expand_launchers(
     return launcher, out_tactics, kernels
 
 
-def bind_kernels(declaration: Any) -> None:
+def bind_kernels(declaration: Declaration) -> None:
     """Check each Python kernel of a declaration against the op (names op, kernel and parameter)."""
     for kernel in {id(k): k for k, _ in declaration.aot_kernels.values()}.values():
         kernel.bind(declaration)
@@ -595,7 +598,7 @@ def bind_kernels(declaration: Any) -> None:
                 )
 
 
-def fingerprint(declarations: Sequence[Any], archs: str | None = None) -> str:
+def fingerprint(declarations: Sequence[Declaration], archs: str | None = None) -> str:
     """What the generated kernel source depends on, without compiling (a build's cache key)."""
     digest = hashlib.sha256(repr(archs).encode())
     for d in declarations:
@@ -644,7 +647,7 @@ class _Case:
     compiled: _Compiled | None = None
 
 
-def _dtype_combinations(declaration: Any) -> list[tuple[torch.dtype, ...]]:
+def _dtype_combinations(declaration: Declaration) -> list[tuple[torch.dtype, ...]]:
     specs = list(declaration.spec.inputs)
     names = [s.name for s in specs]
     free = [s for s in specs if s.same_dtype_as is None]
@@ -658,7 +661,7 @@ def _dtype_combinations(declaration: Any) -> list[tuple[torch.dtype, ...]]:
     return combos
 
 
-def _output_dtypes(declaration: Any, inputs: tuple[torch.dtype, ...]) -> list[torch.dtype]:
+def _output_dtypes(declaration: Declaration, inputs: tuple[torch.dtype, ...]) -> list[torch.dtype]:
     return _derive.output_dtypes(declaration.compiled_programs[0], inputs)
 
 
@@ -800,7 +803,7 @@ def _functions(kernel: Kernel, variant: Variant) -> list[tuple[str, Callable[[Ma
     return out
 
 
-def _named_values(declaration: Any, call_args: Sequence[Any], needs_outputs: bool) -> dict[str, Any]:
+def _named_values(declaration: Declaration, call_args: Sequence[Any], needs_outputs: bool) -> dict[str, Any]:
     named = {a.name: v for a, v in zip(declaration.schema.arguments, call_args)}
     if needs_outputs:
         if declaration.fake_override is not None:
@@ -817,12 +820,6 @@ def _uses_outputs(kernel: Kernel) -> bool:
     names = {o.name for o in kernel.declaration.spec.outputs}
     functions = [kernel.grid, kernel.select, *(p.value for p in kernel.bound_params if p.kind == "expr")]
     return any(callable(f) and names & set(_signature(f).parameters) for f in functions)
-
-
-def _uses_size(expr: Sequence[int]) -> bool:
-    from .sdk import _uses_size as uses  # sdk imports this module
-
-    return uses(expr)
 
 
 def _derive_expressions(kernel: Kernel, ranks: tuple[int, ...], variant: Variant) -> list[tuple[int, ...]]:
@@ -865,7 +862,7 @@ def _derive_expressions(kernel: Kernel, ranks: tuple[int, ...], variant: Variant
     program = _derive.Program.parse(derived.program)
     exprs = list(program.outputs[0][1])
     for (what, _), expr in zip(functions, exprs):
-        if _uses_size(expr):
+        if _derive.uses_size(expr):
             raise kernel.fail(f"{what} depends on a size known only after the launch, so it cannot be evaluated")
     return exprs
 
@@ -1091,7 +1088,7 @@ def _generate_tactic(kernel: Kernel, tactic: int, symbol: str, tag: str, archs: 
     return out + body
 
 
-def generate_source(declarations: Sequence[Any], archs: str) -> str:
+def generate_source(declarations: Sequence[Declaration], archs: str) -> str:
     """C++: the embedded cubins and the generated launchers of the declarations' Python kernels ("" if none).
     Compiles every kernel (see the module doc); errors name the op, the kernel and why."""
     pending = [(d, v, k, i) for d in declarations for v, (k, i) in sorted(getattr(d, "aot_kernels", {}).items())]
@@ -1124,7 +1121,7 @@ def kernel_sizes(source: str) -> int:
 
 
 def launch_from_python(
-    declaration: Any,
+    declaration: Declaration,
     args: Sequence[Any],
     outputs: Sequence[torch.Tensor],
     tactic: int = 0,
@@ -1180,7 +1177,7 @@ def launch_from_python(
     _cupy_launch(kernel, grid, values, tensors, declaration)
 
 
-def _cupy_launch(kernel: CudaKernel, grid: tuple, values: list, tensors: dict, declaration: Any) -> None:
+def _cupy_launch(kernel: CudaKernel, grid: tuple, values: list, tensors: dict, declaration: Declaration) -> None:
     import cupy
     import numpy
 

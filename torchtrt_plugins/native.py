@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,8 @@ _lock = threading.RLock()
 
 def plugin_library_path(build: bool = True) -> Path:
     """Path of the TensorRT plugin library: ``TORCHTRT_PLUGINS_LIBRARY`` overrides; else the prebuilt one a wheel
-    carries; else built from the sources (or found in the cache), unless ``build`` is False."""
+    carries; else the one built from the sources (built now, or found in the cache). With ``build`` False it is only
+    looked for: ``_build.BuildError`` says why there is none."""
     override = os.environ.get("TORCHTRT_PLUGINS_LIBRARY")
     if override:
         path = Path(override)
@@ -25,12 +24,7 @@ def plugin_library_path(build: bool = True) -> Path:
             raise FileNotFoundError(f"TORCHTRT_PLUGINS_LIBRARY={override} does not exist")
         return path
     with _lock:
-        if not build:
-            prebuilt = _build.prebuilt_libraries()
-            if prebuilt is None:
-                raise FileNotFoundError("plugin library not built; run `torchtrt-plugins build`")
-            return prebuilt.library
-        return _build.build_plugin_library().library
+        return (_build.build_plugin_library() if build else _build.built_plugin_library()).library
 
 
 def _registered_keys(registry: Any) -> set[tuple[str, str, str]] | None:
@@ -145,33 +139,11 @@ def load_program(path: str | os.PathLike, **kwargs: Any) -> Any:
     return torch_tensorrt.load(os.fspath(path), **kwargs)
 
 
-#: How many ``declarations_only()`` blocks are open.
-_declarations_only = 0
-
-
-@contextlib.contextmanager
-def declarations_only() -> Iterator[None]:
-    """Within: ``load_plugins_into_tensorrt`` does nothing, so declaring ops builds and loads no library. For tools
-    that only read declarations: ``sdk generate`` imports a user's module to generate the sources of the very
-    library that loading would build."""
-    global _declarations_only
-    with _lock:
-        _declarations_only += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _declarations_only -= 1
-
-
 def load_plugins_into_tensorrt() -> None:
     """``load_plugins()`` into TensorRT's own registry where TensorRT imports (so saved engines deserialize in a
-    fresh process), unless within ``declarations_only()``; a failure is a warning: the eager ops still work and
-    conversion reports it again."""
+    fresh process); a failure is a warning: the eager ops still work and conversion reports it again."""
     import warnings
 
-    if _declarations_only:
-        return
     trt = _compat.tensorrt()
     if trt is None or trt.__name__ != "tensorrt":
         return

@@ -185,7 +185,7 @@ def _plan(spec: spec_mod.OpSpec, args: Sequence[Any], kwargs: dict, value_type: 
     op derives its shape program from its tensor inputs' sizes and dtypes, so it plans on meta-tensor stand-ins
     (``meta``) for them and the node takes the exporter's own values."""
     is_symbolic = lambda value: isinstance(value, value_type)  # noqa: E731
-    if spec.declaration is None:
+    if spec_mod.declaration_of(spec) is None:
         return _factory.plan(spec, args, kwargs, is_symbolic=is_symbolic)
     bound = _factory.bind(spec, args, kwargs)
     tensors = {t.name: bound[t.name] for t in spec.inputs}

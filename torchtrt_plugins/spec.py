@@ -13,11 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from . import dtypes
+
+if TYPE_CHECKING:
+    from .declare import Declaration
 
 #: Namespace of our torch ops (``torch.ops.torchtrt.*``) and of our TensorRT plugins.
 NAMESPACE = "torchtrt"
@@ -208,9 +211,6 @@ class OpSpec:
     doc: str = ""
     #: The torch namespace of the op (``torch.ops.<op_namespace>.<name>``); ours by default.
     op_namespace: str = NAMESPACE
-    #: The declaration (``torchtrt_plugins.declare``), which derives per call what the generic plugin needs (the
-    #: shape program). None only for a spec made by hand (tests of the converter and exporter machinery).
-    declaration: Any = field(default=None, compare=False, repr=False)
 
     @property
     def label(self) -> str:
@@ -273,7 +273,8 @@ class OpSpec:
 
 @dataclass
 class OpEntry:
-    """A registered op: its spec plus the Python pieces (reference implementation, fake kernel)."""
+    """A registered op: its spec plus the Python pieces (reference implementation, fake kernel) and the declaration
+    the spec was made from."""
 
     spec: OpSpec
     reference: Callable[..., Any]
@@ -282,6 +283,9 @@ class OpEntry:
     check_args: Callable[..., None] | None = None
     #: The plugin library holding the op's creator: a callable returning its path; None is ours.
     library: Callable[[], Any] | None = None
+    #: The declaration (``torchtrt_plugins.declare``), which derives per call what the generic plugin needs (the
+    #: shape program). None only for an entry made by hand (tests of the converter and exporter machinery).
+    declaration: Declaration | None = None
 
 
 _REGISTRY: dict[str, OpEntry] = {}
@@ -303,8 +307,16 @@ def unregister(entry: OpEntry) -> None:
 
 def is_ours(entry: OpEntry) -> bool:
     """Whether the op's plugin lives in our own plugin library (declared on our library)."""
-    declaration = entry.spec.declaration
+    declaration = entry.declaration
     return declaration is not None and getattr(declaration.library, "ours", False)
+
+
+def declaration_of(spec: OpSpec) -> Declaration | None:
+    """The declaration a registered spec was made from; None for a spec made by hand (not registered as it is)."""
+    entry = _REGISTRY.get(spec.qualname)
+    if entry is None or entry.declaration is None or not (entry.spec is spec or entry.spec == spec):
+        return None
+    return entry.declaration
 
 
 def all_ops() -> list[OpEntry]:

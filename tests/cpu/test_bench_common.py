@@ -646,8 +646,8 @@ def test_our_ops_run_eagerly_from_their_launcher_library(monkeypatch):
         bench = importlib.import_module(f"torchtrt_plugins.benchmarks.{module}")
         return list(next(p for p in bench.PROVIDERS if p.name == provider).requires)
 
-    library = torchtrt_plugins.get("rms_norm").spec.declaration.library
-    assert torchtrt_plugins.get("pad_to").spec.declaration.library is library
+    library = torchtrt_plugins.get("rms_norm").declaration.library
+    assert torchtrt_plugins.get("pad_to").declaration.library is library
     monkeypatch.setattr(library, "launchers", lambda: object())
     eager = (
         ("bench_rms_norm", "torchtrt"),

@@ -270,23 +270,6 @@ def test_doctor_reports_the_launcher_library_beside_the_plugin_library(tmp_path,
     assert cli._launcher_check("Native pieces", None).state == cli.MISSING
 
 
-def test_declarations_only_keeps_declaring_from_loading_plugins_into_tensorrt(monkeypatch):
-    """``sdk generate`` imports the user's module within ``native.declarations_only()`` (not a mock): a declaration
-    there must not build and load the library the generator is a build step of."""
-    import types
-
-    from torchtrt_plugins import native
-
-    loads = []
-    monkeypatch.setattr(native._compat, "tensorrt", lambda: types.SimpleNamespace(__name__="tensorrt"))
-    monkeypatch.setattr(native, "load_plugins", lambda: loads.append("loaded"))
-    with native.declarations_only():
-        native.load_plugins_into_tensorrt()
-    assert loads == []
-    native.load_plugins_into_tensorrt()
-    assert loads == ["loaded"]
-
-
 def test_the_package_does_not_use_unittest():
     package = Path(cli.__file__).resolve().parent
     assert [str(p.relative_to(package)) for p in sorted(package.rglob("*.py")) if "unittest" in p.read_text()] == []

@@ -29,7 +29,7 @@ def test_every_op_of_ours_is_declared():
         "rms_norm_int8",
         "rotary_embedding",
     ]
-    assert all(e.spec.declaration is not None and e.spec.declaration.library.ours for e in OURS)
+    assert all(e.declaration is not None and e.declaration.library.ours for e in OURS)
 
 
 def test_no_second_way_to_make_an_op_is_left_in_the_sources():
@@ -47,7 +47,7 @@ def test_no_second_way_to_make_an_op_is_left_in_the_sources():
 
 @pytest.mark.parametrize("entry", OURS, ids=lambda e: e.spec.name)
 def test_tables_carry_each_declared_op(entry):
-    s, declaration = entry.spec, entry.spec.declaration
+    s, declaration = entry.spec, entry.declaration
     tables = contracts.generate_tables()
     assert (
         f'"{declaration.qualname}", "{s.plugin_name}", "{s.plugin_version}", "{s.plugin_namespace}"'
@@ -67,7 +67,7 @@ def test_pad_to_sizes_carry_the_shape_input_marker():
 
 
 def test_a_changed_range_changes_the_tables(monkeypatch):
-    declaration = spec.get("rms_norm").spec.declaration
+    declaration = spec.get("rms_norm").declaration
     eps = declaration.spec.field_by_name("eps")
     changed = dataclasses.replace(declaration.spec, fields=(dataclasses.replace(eps, min=1e-12, min_inclusive=True),))
     before = contracts.generate_tables()["declared_ops.cpp"]

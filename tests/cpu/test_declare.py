@@ -205,7 +205,7 @@ _KEPT = ttp.declare(_KEPT_QUALNAME, data_dependent=True)
 def test_derivation_errors_name_op_and_reason(op, options, args, message):
     declaration = ttp.Declaration(op, **options)
     with pytest.raises(_derive.DerivationError, match=message):
-        converters.plan(declaration.spec, args)
+        converters.plan(declaration.spec, args, declaration=declaration)
 
 
 def test_outputs_override_replaces_the_fake_kernel():
@@ -324,7 +324,9 @@ def test_the_fake_kernels_bare_check_names_op_and_arguments():
         r"RuntimeError: Expected cond to be True, but got False\.$"
     )
     with pytest.raises(ttp.SpecError, match=message):
-        converters.plan(declaration.spec, (torch.zeros(3), torch.zeros(4, dtype=torch.float16), 2))
+        converters.plan(
+            declaration.spec, (torch.zeros(3), torch.zeros(4, dtype=torch.float16), 2), declaration=declaration
+        )
 
 
 def test_generated_tables_carry_the_declaration():
@@ -458,31 +460,63 @@ def test_check_op_also_takes_our_hand_written_plugins():
         check_op(torch.ops.aten.relu.default, [(torch.zeros(2),)])
 
 
-def test_declare_registers_converter_and_loads_the_library_into_tensorrt(monkeypatch):
-    """With Torch-TensorRT and TensorRT importable, declare() registers the converter and loads the libraries into
-    TensorRT's registry, as `import torchtrt_plugins` does for ours."""
+def test_declare_registers_only_and_the_first_need_builds_and_loads(monkeypatch, tmp_path):
+    """Before: with Torch-TensorRT and TensorRT importable, declare() built the op's library (nvcc) and loaded it into
+    TensorRT's registry, so `sdk generate`, a step of that very build, had to switch it off around its import. Now
+    declare() registers (the entry, the converter, the library, the eager kernel) and the first need builds."""
     import types
 
-    from torchtrt_plugins import _compat
+    from torchtrt_plugins import _build, _compat, sdk
 
-    class Library:
-        added = []
+    source = tmp_path / "lazy.cu"
+    source.write_text("// never compiled\n")
+    library = sdk.PluginLibrary("decl_test_lazy", sources=[source])
+    builds = []
 
-        def add(self, declaration):
-            self.added.append(declaration)
+    def build(force=False):
+        builds.append(force)
+        raise _build.BuildError("nvcc failed")
 
-        def plugin_path(self):
-            return "/theirs/lib.so"
+    class Registry:
+        def __init__(self):
+            self.loaded, self.all_creators = [], []
 
-    registered, loaded = [], []
-    monkeypatch.setattr(spec_mod, "_REGISTRY", dict(spec_mod._REGISTRY))  # the op's library does not exist
+        def load_library(self, path):
+            self.loaded.append(str(path))
+
+    registry, registered = Registry(), []
+    monkeypatch.setattr(library, "build", build)
+    ours = {q: e for q, e in spec_mod._REGISTRY.items() if spec_mod.is_ours(e)}
+    monkeypatch.setattr(spec_mod, "_REGISTRY", ours)  # our library and this op's only
     monkeypatch.setattr(converters, "register_entry", lambda entry: registered.append(entry) or True)
-    monkeypatch.setattr(_compat, "tensorrt", lambda: types.SimpleNamespace(__name__="tensorrt"))
-    monkeypatch.setattr(native, "load_plugins", lambda registry=None: loaded.append(registry))
-    qualname = _define("loaded", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x))
-    declaration = ttp.declare(qualname, library=Library(), launcher="a::b", eager_cuda=False)
-    assert registered == [declaration.entry] and loaded == [None] and Library.added == [declaration]
-    assert declaration.entry.library() == "/theirs/lib.so"
+    trt = types.SimpleNamespace(__name__="tensorrt", get_plugin_registry=lambda: registry)
+    monkeypatch.setattr(_compat, "tensorrt", lambda: trt)  # as where TensorRT imports
+    monkeypatch.setattr(_compat, "require_tensorrt", lambda: trt)
+    monkeypatch.setattr(native, "plugin_library_path", lambda build=True: "/ours/libtorchtrt_plugins_v3.so")
+    monkeypatch.setattr(native, "_load_library", lambda registry, path, entries: registry.loaded.append(str(path)))
+    qualname = _define("lazy", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x))
+    declaration = ttp.declare(qualname, library=library, launcher="decl_test::lazy")
+    assert builds == [] and registry.loaded == []  # before: built (and the failure a warning) at declare
+    assert registered == [declaration.entry] and library.declarations == [declaration]
+    # The first need (the converter's first plugin, load_program) builds it; a failure names the op.
+    with pytest.raises(native.PluginLoadError, match=r"the plugins of decl_test\.lazy: BuildError: nvcc failed"):
+        native.load_plugins(registry)
+    assert builds == [False] and registry.loaded == ["/ours/libtorchtrt_plugins_v3.so"]
+
+
+def test_a_bad_declaration_still_fails_at_declare_and_leaves_nothing_registered(monkeypatch, tmp_path):
+    from torchtrt_plugins import sdk
+
+    source = tmp_path / "bad.cu"
+    source.write_text("// never compiled\n")
+    library = sdk.PluginLibrary("decl_test_bad", sources=[source])
+    monkeypatch.setattr(library, "build", lambda force=False: pytest.fail("declare must not build"))
+    qualname = _define("bad_launcher", "(Tensor x, float a) -> Tensor", lambda x, a: torch.empty_like(x))
+    with pytest.raises(ttp.DeclarationError, match=r"decl_test::bad_launcher: launcher must be the name of a C\+\+"):
+        ttp.declare(qualname, library=library, launcher="not a symbol")
+    with pytest.raises(ttp.DeclarationError, match=r"ranges\['a'\] must be a torchtrt_plugins.Range"):
+        ttp.declare(qualname, library=library, launcher="ns::f", ranges={"a": (0, 1)})
+    assert qualname not in {e.spec.qualname for e in spec_mod.registered_ops()} and library.declarations == []
 
 
 # ---------------------------------------------------------------------------------------------- compiled rules

@@ -141,7 +141,7 @@ def test_mutating_op_checks_give_the_python_paths_messages(mutating_on_cpu, args
 
 @pytest.fixture(scope="module")
 def tactic_on_cpu(eager_library):
-    declaration = spec.get("rms_norm").spec.declaration
+    declaration = spec.get("rms_norm").declaration
     handle = eager_kernel.register(
         declaration, name="ttp_eager_test::rms_norm_tactic", dispatch_key="CPU", tactic_argument=True
     )
@@ -150,7 +150,7 @@ def tactic_on_cpu(eager_library):
 
 
 def test_tactic_argument_picks_a_declared_launcher(tactic_on_cpu):
-    declaration = spec.get("rms_norm").spec.declaration
+    declaration = spec.get("rms_norm").declaration
     x, w = torch.ones(2, 8), torch.ones(8)
     with pytest.raises(Exception) as info:
         sdk.launch(declaration, x, w, 1e-6, tactic=7)
@@ -161,12 +161,12 @@ def test_tactic_argument_picks_a_declared_launcher(tactic_on_cpu):
 
 def test_tactic_variant_gets_the_cpp_kernel_on_first_call(eager_library, monkeypatch):
     monkeypatch.delenv(eager_kernel.ENV, raising=False)
-    declaration = spec.get("rms_norm").spec.declaration
+    declaration = spec.get("rms_norm").declaration
     sdk.reset_eager_kernel(declaration, tactic=True)
     assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm_tactic")
     try:
         # Called as the dispatcher would for CUDA; it redispatches, here to the CPU reference.
-        sdk._TACTIC_KERNELS[declaration.qualname](torch.ones(2, 8), torch.ones(8), 1e-6, tactic=1)
+        sdk.runtime._TACTIC_KERNELS[declaration.qualname](torch.ones(2, 8), torch.ones(8), 1e-6, tactic=1)
         after = [line for line in torch._C._dispatch_dump("torchtrt::rms_norm_tactic").splitlines() if "CUDA" in line]
         assert len(after) == 1 and "eager.cpp" in after[0], after
     finally:
@@ -190,7 +190,7 @@ def test_mutating_op_table_names_the_aliased_input():
 )
 def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(eager_library, name, args, monkeypatch):
     monkeypatch.delenv(eager_kernel.ENV, raising=False)
-    declaration = spec.get(name).spec.declaration
+    declaration = spec.get(name).declaration
     qualname = f"torchtrt::{name}"
     before = torch._C._dispatch_dump(qualname)
     assert "eager.cpp" not in before
@@ -211,7 +211,7 @@ def unavailable(monkeypatch):
     monkeypatch.setattr(eager_kernel, "_library", None)
     monkeypatch.setattr(eager_kernel, "_unavailable", "BuildError: no C++ compiler found (set CXX)")
     monkeypatch.setattr(eager_kernel, "_warned", False)
-    declaration = spec.get("rms_norm").spec.declaration
+    declaration = spec.get("rms_norm").declaration
     yield declaration
     sdk.reset_eager_kernel(declaration)
 
@@ -223,7 +223,7 @@ def test_python_kernel_stays_with_one_warning_saying_why(unavailable, monkeypatc
     with pytest.warns(RuntimeWarning, match=r"C\+\+ eager kernel .* unavailable \(BuildError: no C\+\+ compiler"):
         with pytest.raises(Exception, match="must be a CUDA tensor"):  # the Python path ran
             declaration.python_kernel(x, torch.ones(8), 1e-6)
-    other = spec.get("pad_to").spec.declaration
+    other = spec.get("pad_to").declaration
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")

@@ -187,5 +187,5 @@ def test_compile_fullgraph_with_data_dependent_output():
 
 def test_generic_converter_and_public_api():
     entry = torchtrt_plugins.get("masked_rows")
-    assert entry is masked_rows.ENTRY and entry.spec is SPEC and entry.spec.declaration is masked_rows.MASKED_ROWS
+    assert entry is masked_rows.ENTRY and entry.spec is SPEC and entry.declaration is masked_rows.MASKED_ROWS
     assert converters.make_converter(entry).__name__ == "convert_masked_rows"

@@ -27,7 +27,7 @@ def test_spec_names_are_ours():
     ]
     assert all(f.shape_input_sentinel == SHAPE_INPUT_SENTINEL == -(2**31) for f in SPEC.fields if f.shape_input)
     assert SPEC.num_plugin_outputs == 1 and not SPEC.requires_output_allocator
-    assert SPEC.tactics == () and SPEC.declaration is pad_to.PAD_TO
+    assert SPEC.tactics == () and pad_to.ENTRY.declaration is pad_to.PAD_TO and pad_to.ENTRY.spec is SPEC
     assert SPEC.input("x").dtypes == tuple(DTYPES)
 
 

@@ -62,6 +62,22 @@ def test_build_is_cached(library):
     assert again.library == library and not again.built_now
 
 
+def test_a_built_library_is_found_without_building_by_every_lookup(library, monkeypatch, tmp_path):
+    """Before: ``plugin_library_path(build=False)`` looked for a prebuilt library only (FileNotFoundError in a checkout
+    whose library is built), and ``doctor`` had a lookup of its own."""
+    from torchtrt_plugins import cli
+
+    monkeypatch.delenv("TORCHTRT_PLUGINS_LIBRARY", raising=False)
+    monkeypatch.setattr(_build, "run_cmake", lambda *a, **k: pytest.fail("a lookup must not build"))
+    assert native.plugin_library_path(build=False) == library
+    assert cli.cached_plugin_library() == (library, str(library))
+    monkeypatch.setattr(_build, "plugin_build_dir", lambda *a: tmp_path / "not-built")
+    with pytest.raises(_build.BuildError, match="not built for the current sources"):
+        native.plugin_library_path(build=False)
+    found, status = cli.cached_plugin_library()
+    assert found is None and "not built for the current sources" in status and "torchtrt-plugins build" in status
+
+
 # ------------------------------------------------------------------------------------ wheel: prebuilt libraries
 
 

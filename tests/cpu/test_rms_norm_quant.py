@@ -36,7 +36,7 @@ def test_declarations(name, plugin):
 def test_derived_output_type_is_the_quantized_one(name, code):
     """The shape programs give the plugin's output type as TensorRT's kFP8 (6) / kINT8 (2), for a scale of rank 0
     and of rank 1 alike (one program per accepted input ranks)."""
-    declaration = spec_mod.get(name).spec.declaration
+    declaration = spec_mod.get(name).declaration
     programs = declaration.compiled_programs
     ranks = set()
     for tokens in programs:

@@ -112,7 +112,7 @@ def test_generated_tables_carry_the_resource():
     assert "kResources0, 1, &::ttp::sdk::eagerResourceTables};" in eager
     # An op without resources has an empty table.
     assert "nullptr, 0, &::ttp::sdk::eagerResourceTables};" in sdk.generate_launcher_table(
-        [ttp.get("rms_norm").spec.declaration]
+        [ttp.get("rms_norm").declaration]
     )
 
 

@@ -158,12 +158,12 @@ def test_eager_path_fills_dropped_defaults_and_keys_calls_by_signature():
 
     declaration = rms_norm.RMS_NORM
     x, w = torch.randn(4, 8), torch.randn(8)
-    assert sdk._arguments(declaration, (x, w), {})[2] == 1e-6
-    assert sdk._arguments(declaration, (x,), {"weight": w, "eps": 1e-5})[1:] == (w, 1e-5, 0.0)
-    key = sdk._signature(declaration, (x, w, 1e-6, 0.0), 2)
+    assert sdk.runtime._arguments(declaration, (x, w), {})[2] == 1e-6
+    assert sdk.runtime._arguments(declaration, (x,), {"weight": w, "eps": 1e-5})[1:] == (w, 1e-5, 0.0)
+    key = sdk.runtime._signature(declaration, (x, w, 1e-6, 0.0), 2)
     assert key[1:] == (2, x.shape, x.dtype, -1, w.shape, w.dtype, -1, 1e-6, 0.0)
-    assert sdk._signature(declaration, (x, w, 1e-5, 0.0), 2) != key
-    assert sdk._signature(declaration, (x, w, 1e-6, 1.0), 2) != key
+    assert sdk.runtime._signature(declaration, (x, w, 1e-5, 0.0), 2) != key
+    assert sdk.runtime._signature(declaration, (x, w, 1e-6, 1.0), 2) != key
 
 
 def test_data_dependent_eager_output_keeps_no_large_upper_bound_buffer():
@@ -171,17 +171,17 @@ def test_data_dependent_eager_output_keeps_no_large_upper_bound_buffer():
 
     derived = masked_rows.MASKED_ROWS.derive_for_values(torch.randn(8, 3), torch.ones(8, dtype=torch.bool))
     outputs = _derive.Program.parse(derived.program).outputs
-    (sized,) = [[(d, e) for d, e in enumerate(dims) if sdk._uses_size(e)] for _, dims in outputs]
-    small = sdk._trim(torch.zeros(100, 3), [(100, 3), (100,)], [7], sized)
+    (sized,) = [[(d, e) for d, e in enumerate(dims) if _derive.uses_size(e)] for _, dims in outputs]
+    small = sdk.runtime._trim(torch.zeros(100, 3), [(100, 3), (100,)], [7], sized)
     assert small.shape == (7, 3) and small._base is not None  # a view: the waste is small
-    big = sdk._trim(torch.zeros(1 << 20, 4), [((1 << 20), 4), ((1 << 20),)], [5], sized)
+    big = sdk.runtime._trim(torch.zeros(1 << 20, 4), [((1 << 20), 4), ((1 << 20),)], [5], sized)
     assert big.shape == (5, 4) and big._base is None  # a copy: the 16 MiB upper bound is released
 
 
 @pytest.fixture
 def structs_on_cpu(monkeypatch):
     """The launch structs from CPU tensors: everything a prepared launch does but the launch itself needs no GPU."""
-    monkeypatch.setattr(sdk, "_cuda_device", lambda declaration, tensors: tensors[0].device)
+    monkeypatch.setattr(sdk.runtime, "_cuda_device", lambda declaration, tensors: tensors[0].device)
 
 
 def _struct(struct):

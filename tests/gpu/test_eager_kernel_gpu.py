@@ -40,7 +40,7 @@ def test_cpp_and_python_paths_agree(dtype):
     x = torch.randn(7, 33, 96, device="cuda").to(dtype)
     w = torch.randn(96, device="cuda").to(dtype)
     ours = torch.ops.torchtrt.rms_norm(x, w, 1e-5, 0.5)
-    python = sdk.launch(spec.get("rms_norm").spec.declaration, x, w, 1e-5, 0.5)
+    python = sdk.launch(spec.get("rms_norm").declaration, x, w, 1e-5, 0.5)
     torch.testing.assert_close(ours, python, rtol=0, atol=0)
     y = torch.randn(2, 3, 9, 31, device="cuda").to(dtype)
     torch.testing.assert_close(torch.ops.torchtrt.pad_to(y, 16, 8, 1.5), pad_to.reference(y, 16, 8, 1.5))

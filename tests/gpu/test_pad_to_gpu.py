@@ -119,7 +119,7 @@ def test_eager_kernel_is_the_declared_launcher():
         cuda = [line for line in torch._C._dispatch_dump("torchtrt::pad_to").splitlines() if line.startswith("CUDA")]
         assert len(cuda) == 1 and "eager.cpp" in cuda[0], cuda
         return
-    plans = [p.outputs for p in sdk._PLANS.__dict__.values() if p.launcher_name == "ttp::launchers::padTo"]
+    plans = [p.outputs for p in sdk.runtime._PLANS.__dict__.values() if p.launcher_name == "ttp::launchers::padTo"]
     assert [((2, 3, 6, 9), torch.float16)] in plans
 
 

@@ -86,7 +86,7 @@ def test_nms_one_host_sync_and_no_upper_bound_output(nms, capfd):
     assert syncs == 1
     assert kept.numel() < 1000 and torch.equal(kept.cpu(), _expected("nms", dets, scores, 0.3).cpu())
     kept, peak = peak_bytes(lambda: nms(dets, scores, 0.3))
-    scratch = sdk._Plan(vision.NMS, (dets, scores, 0.3), 0).scratch_bytes
+    scratch = sdk.runtime._Plan(vision.NMS, (dets, scores, 0.3), 0).scratch_bytes
     upper_bound = n * 8
     assert peak - scratch < kept.numel() * 8 + upper_bound // 2, (peak, scratch, kept.numel())
 

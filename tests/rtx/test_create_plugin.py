@@ -46,7 +46,7 @@ def test_create_plugin_reports_spec_identity(trt, registry, trt_log, valid_case,
     assert (core.plugin_name, core.plugin_version, core.plugin_namespace) == spec.creator_key
     build = plugin.get_capability_interface(trt.PluginCapabilityType.BUILD)
     assert build.num_outputs == spec.num_plugin_outputs == call.num_outputs
-    identity = spec.qualname if spec.declaration else spec.plugin_name
+    identity = spec.qualname if valid_case.entry.declaration else spec.plugin_name
     assert build.timing_cache_id.startswith(f"{identity}_v{spec.plugin_version}")
     runtime = plugin.get_capability_interface(trt.PluginCapabilityType.RUNTIME)
     # The v_1_0 interfaces, which TensorRT 10 and 11 both understand; a mutating op's build interface is v_2_0
@@ -68,7 +68,11 @@ def test_invalid_field_is_rejected_and_logged(trt, registry, trt_log, invalid_fi
     message = logged[0].message
     plugin = f"{spec.plugin_namespace}::{spec.plugin_name}"
     # The generic plugin of a declared op names the op first: "torchtrt::rms_norm (plugin torchtrt::RMSNorm) ...".
-    prefix = f"{spec.qualname} (plugin {plugin}) createPlugin:" if spec.declaration else f"{plugin} createPlugin:"
+    prefix = (
+        f"{spec.qualname} (plugin {plugin}) createPlugin:"
+        if invalid_field.entry.declaration
+        else f"{plugin} createPlugin:"
+    )
     assert message.startswith(prefix), message
     assert f"'{invalid_field.field}'" in message, message
     # The message went through TensorRT's logger, not our stderr fallback.

@@ -102,7 +102,7 @@ def needs_eager_kernel(entry: Any) -> Requirement:
     def check(ctx: RunContext) -> str | None:
         if ctx.device.type != "cuda":
             return None
-        declaration = entry.spec.declaration
+        declaration = entry.declaration
         if declaration.library is None:
             return f"{entry.spec.qualname} is declared without a launcher library: it has no eager CUDA kernel"
         try:

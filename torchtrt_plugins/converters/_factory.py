@@ -16,13 +16,16 @@ import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .. import _compat
 from .. import spec as spec_mod
 from .._compat import require_tensorrt
+
+if TYPE_CHECKING:
+    from ..declare import Declaration
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -138,10 +141,12 @@ def plan(
     kwargs: dict | None = None,
     is_symbolic: Callable[[Any], bool] = _default_is_symbolic,
     weights_as_fields: bool | None = None,
+    declaration: Declaration | None = None,
 ) -> PluginCall:
     """Plan the plugin call for one op invocation. Raises SpecError for values the plugin cannot take.
     ``weights_as_fields`` (None: the ``weights_as_fields()`` context's choice) gives constant weight arguments as
-    fields."""
+    fields. ``declaration``: the one ``spec`` was made from, where it is not the registered one (default:
+    ``spec.declaration_of(spec)``; None for a spec made by hand)."""
     bound = bind(spec, args, kwargs or {})
     as_fields = _WEIGHTS_AS_FIELDS.get() if weights_as_fields is None else weights_as_fields
     weights = _weight_fields(spec, bound, is_symbolic) if as_fields else []
@@ -158,10 +163,11 @@ def plan(
         else:
             fields.append(FieldValue(fspec.name, fspec.type, fspec.check(spec.qualname, value)))
     num_outputs = spec.num_plugin_outputs
-    if spec.declaration is not None:
+    declaration = declaration or spec_mod.declaration_of(spec)
+    if declaration is not None:
         # The plugin holds the op's shape rules; deriving them here checks the call against the fake kernel and
         # counts the size tensors the plugin adds.
-        derived = spec.declaration.derive_for_values(is_symbolic=is_symbolic, **bound)
+        derived = declaration.derive_for_values(is_symbolic=is_symbolic, **bound)
         num_outputs = len(spec.outputs) + derived.num_size_tensors + len(spec.mutated)
     return PluginCall(
         op=spec.name,

@@ -38,13 +38,16 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .. import _derive
 from .. import spec as spec_mod
 from ..converters import _factory
+
+if TYPE_CHECKING:
+    from ..declare import Declaration
 
 CHECKS = ("eager", "opcheck", "compile", "plan", "harness", "rtx", "trt")
 
@@ -131,7 +134,7 @@ def _check_plan(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eag
     _factory.plan_node(node)  # symbolic sizes: what a dynamic-shape engine gets
     call = _factory.plan(spec, args, kwargs)
     assert len(call.tensor_inputs) == len(spec.inputs)
-    declaration = spec.declaration
+    declaration = entry.declaration
     if declaration is not None:
         program = declaration.derive_for_values(*args, **kwargs).program
         shapes = [tuple(t.shape) for t in call.tensor_inputs]
@@ -231,7 +234,7 @@ def _check_trt(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eage
     _assert_close(entry.spec, compiled(*cuda_args), eager, "torch_tensorrt.compile")
 
 
-def _check_python_kernels(declaration: Any, args: tuple, kwargs: dict) -> str | None:
+def _check_python_kernels(declaration: Declaration, args: tuple, kwargs: dict) -> str | None:
     """Each tactic's compiled kernel (the eager CUDA op) against the same kernel launched from Python (Triton's
     launcher, CuPy): the reason it cannot run, or None."""
     from .. import kernels_aot, sdk
@@ -285,7 +288,7 @@ def check_op(
                 )
             else:
                 report.skipped["eager CUDA"] = "no CUDA GPU visible to torch"
-        declaration = getattr(entry.spec, "declaration", None)
+        declaration = entry.declaration
         if "eager" in checks and getattr(declaration, "aot_kernels", None):
             why = _check_python_kernels(declaration, cuda_args, kwargs) if gpu else "no CUDA GPU visible to torch"
             if why:

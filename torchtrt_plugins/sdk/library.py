@@ -1,0 +1,262 @@
+"""A user package's plugin library: the build of its two libraries with nvcc (cached) and their loading.
+
+A :class:`PluginLibrary` is a user package's set of torch-free kernel launchers (``.cu`` files; the launcher ABI is
+``csrc/sdk/ttp_sdk.h``: ``cudaError_t launcher(ttp::sdk::LaunchArgs const&)``) plus the ops declared on it with
+:func:`torchtrt_plugins.declare`. :meth:`PluginLibrary.build` generates the data tables of the declared ops
+(:mod:`.codegen`) and compiles, with nvcc, two products into the cache:
+
+- ``lib<name>_plugins.so``: the TensorRT plugin library. One generic IPluginV3 (``csrc/sdk/declared_plugin.cpp``)
+  per declared op, over our shared plugin machinery (``csrc/plugins/plugin_common``). Links the CUDA runtime only
+  and exports only ``getCreators`` and ``setLoggerFinder``;
+- ``lib<name>_launchers.so``: the same launchers behind C entry points, which the op's eager CUDA kernel
+  (registered by ``declare``) calls, so eager and engine run the same kernel.
+
+:meth:`PluginLibrary.prebuilt` takes both libraries ready-made instead (our own ops: CMake builds them from tables
+generated ahead of time, and the wheel carries them), so nothing is compiled at run time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import _build, kernels_aot
+from ..spec import SpecError
+from .abi import LaunchArgs
+from .codegen import generate_launcher_table, generate_op_tables, generated_sources
+from .recipe import build_recipe, include_dir, recipe_files
+
+if TYPE_CHECKING:
+    from ..declare import Declaration
+
+
+@dataclass
+class LibraryBuild:
+    directory: Path
+    plugins: Path
+    launchers: Path
+    built_now: bool
+
+
+class PluginLibrary:
+    """A user package's plugin library: its launcher sources and the ops declared on it.
+
+    :meth:`prebuilt` makes one whose two libraries already exist (built by CMake or shipped in a wheel, with tables
+    generated ahead of time by :func:`generate_op_tables` / :func:`generate_launcher_table`): it never runs nvcc.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        sources: Sequence[str | Path],
+        include_dirs: Sequence[str | Path] = (),
+        cuda_flags: Sequence[str] = (),
+    ):
+        if not re.match(r"^[A-Za-z_]\w*$", name):
+            raise SpecError(f"PluginLibrary: name must be an identifier, got {name!r}")
+        self.name = name
+        self.sources = [Path(s).resolve() for s in sources]
+        missing = [str(s) for s in self.sources if not s.is_file()]
+        if missing:
+            raise SpecError(f"PluginLibrary {name}: sources not found: {missing}")
+        self.include_dirs = [Path(d).resolve() for d in include_dirs]
+        self.cuda_flags = list(cuda_flags)
+        self.declarations: list[Declaration] = []
+        self._lock = threading.Lock()
+        self._build: LibraryBuild | None = None
+        self._launchers: ctypes.CDLL | None = None
+        self._prebuilt: tuple[Callable[[], Path], Callable[[], Path]] | None = None
+        #: True for torchtrt_plugins' own library (libtorchtrt_plugins_v3.so), whose ops are our catalogue.
+        self.ours = False
+
+    @classmethod
+    def prebuilt(
+        cls, name: str, plugins: Callable[[], Path], launchers: Callable[[], Path], *, ours: bool = False
+    ) -> PluginLibrary:
+        """A library whose plugin and launcher libraries exist already: ``plugins()`` and ``launchers()`` give their
+        paths (called on first use). Its tables must have been generated from the same declarations."""
+        library = cls(name, sources=())
+        library._prebuilt = (plugins, launchers)
+        library.ours = ours
+        return library
+
+    def add(self, declaration: Declaration) -> None:
+        self.declarations.append(declaration)
+        if self._prebuilt is None:
+            self._build = None
+
+    def plugin_path(self) -> Path:
+        """The TensorRT plugin library (built on first use)."""
+        return self.build().plugins
+
+    def launcher_path(self) -> Path:
+        return self.build().launchers
+
+    def launchers(self) -> ctypes.CDLL:
+        with self._lock:
+            if self._launchers is None:
+                lib = ctypes.CDLL(str(self.launcher_path()))
+                lib.ttp_sdk_launch.restype = ctypes.c_int32
+                lib.ttp_sdk_launch.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(LaunchArgs)]
+                lib.ttp_sdk_workspace.restype = ctypes.c_uint64
+                lib.ttp_sdk_workspace.argtypes = [ctypes.c_char_p, ctypes.POINTER(LaunchArgs)]
+                lib.ttp_sdk_launcher.restype = ctypes.c_void_p
+                lib.ttp_sdk_launcher.argtypes = [ctypes.c_char_p, ctypes.c_int32]
+                lib.ttp_sdk_workspace_function.restype = ctypes.c_void_p
+                lib.ttp_sdk_workspace_function.argtypes = [ctypes.c_char_p]
+                lib.ttp_sdk_last_error.restype = ctypes.c_char_p
+                lib.ttp_sdk_last_error.argtypes = []
+                if hasattr(lib, "ttp_sdk_resource_tables"):  # libraries built before declare(resources=...) lack it
+                    lib.ttp_sdk_resource_tables.restype = ctypes.c_int32
+                    lib.ttp_sdk_resource_tables.argtypes = [
+                        ctypes.c_char_p,
+                        ctypes.POINTER(ctypes.c_double),
+                        ctypes.POINTER(ctypes.c_void_p),
+                    ]
+                self._launchers = lib
+            return self._launchers
+
+    def _inputs_hash(self, include: Path, nvcc: str, archs: str, generated: Sequence[str]) -> str:
+        # NVCC_CCBIN picks nvcc's host compiler (the manylinux_2_28 toolchain for a distributable build).
+        host = os.environ.get("NVCC_CCBIN", "")
+        digest = hashlib.sha256(f"{include}|{nvcc}|{archs}|{self.cuda_flags}|{host}".encode())
+        for text in generated:
+            digest.update(text.encode())
+        headers = {p for d in [s.parent for s in self.sources] + self.include_dirs for p in d.glob("*.h*")}
+        for path in [*recipe_files(build_recipe()), *self.sources, *sorted(headers)]:
+            digest.update(str(path).encode())
+            digest.update(path.read_bytes())
+        return digest.hexdigest()[:16]
+
+    def build(self, force: bool = False) -> LibraryBuild:
+        """Generate the tables and compile both libraries (cached). Raises ``_build.BuildError`` with the reason."""
+        if self._build is not None and not force:
+            return self._build
+        if self._prebuilt is not None:
+            plugins, launchers = (Path(path()) for path in self._prebuilt)
+            self._build = LibraryBuild(plugins.parent, plugins, launchers, built_now=False)
+            return self._build
+        if not self.declarations:
+            raise SpecError(f"PluginLibrary {self.name}: no op is declared on it (torchtrt_plugins.declare)")
+        missing = _build.sdk_build_prerequisites()
+        if missing:
+            raise _build.BuildError(f"cannot build plugin library {self.name}: " + "; ".join(missing))
+        include, nvcc = _build.tensorrt_include_dir(), _build.nvcc_path()
+        archs = _build.cuda_archs()
+        # Keyed on the rules' fingerprints: deriving the shape programs takes seconds, and only a build needs them.
+        key = [
+            generate_op_tables(self.declarations, programs=lambda d: [int(d.rules_fingerprint(), 16)]),
+            generate_launcher_table(self.declarations, programs=lambda d: [int(d.rules_fingerprint(), 16)]),
+            kernels_aot.fingerprint(self.declarations, archs),
+        ]
+        directory = _build.cache_dir() / f"sdk-{self.name}-{self._inputs_hash(include, nvcc, archs, key)}"
+        plugins = directory / f"lib{self.name}_plugins.so"
+        launchers = directory / f"lib{self.name}_launchers.so"
+        with _build._locked(directory):
+            built_now = not (plugins.is_file() and launchers.is_file()) or force
+            if built_now:
+                _build._message(f"building plugin library {self.name} for sm_{archs} into {directory}")
+                directory.mkdir(parents=True, exist_ok=True)
+                for file_name, text in generated_sources(self.declarations, archs).items():
+                    (directory / file_name).write_text(text)
+                self._compile(directory, include, nvcc, archs, plugins, launchers)
+        self._build = LibraryBuild(directory, plugins, launchers, built_now)
+        return self._build
+
+    def _compile(self, directory: Path, include: Path, nvcc: str, archs: str, plugins: Path, launchers: Path) -> None:
+        csrc, recipe = include_dir(), build_recipe()
+        gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs.replace(",", ";").split(";") if a]
+        flags = [
+            f"-std=c++{recipe['cxx_standard']}",
+            recipe["optimization"],
+            "-Xcompiler=" + ",".join(recipe["host_compiler_flags"]),
+            *recipe["cuda_flags"],
+            *gencode,
+            f"-I{csrc}",
+            *[f"-I{d}" for d in self.include_dirs],
+            *self.cuda_flags,
+        ]
+        user = list(self.sources)
+
+        def side(kind: str) -> list[Path]:
+            return [*(csrc / s for s in recipe[f"{kind}_sources"]), directory / recipe[f"generated_{kind}_source"]]
+
+        plugin_side, launcher_side = side("plugin"), side("launcher")
+
+        def compile_one(index_source: tuple[int, Path]) -> Path:
+            index, source = index_source
+            obj = directory / f"{index:02d}_{source.stem}.o"
+            extra = [f"-I{include}"] if source in plugin_side else []
+            _run([nvcc, *flags, *extra, "-c", str(source), "-o", str(obj)])
+            return obj
+
+        sources = user + plugin_side + launcher_side
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            objects = dict(zip(sources, pool.map(compile_one, enumerate(sources)), strict=True))
+        link = [nvcc, "-shared", f"-cudart={recipe['cuda_runtime']}", *gencode]
+
+        def linker_flags(script: str) -> str:
+            return "-Xlinker=" + ",".join([f"--version-script={csrc / recipe[script]}", *recipe["linker_flags"]])
+
+        try:
+            _run(
+                [
+                    *link,
+                    "-o",
+                    str(plugins),
+                    *[str(objects[s]) for s in user + plugin_side],
+                    linker_flags("version_script"),
+                    *(f"-l{name}" for name in recipe["plugin_link_libraries"]),
+                ]
+            )
+            _run(
+                [
+                    *link,
+                    "-o",
+                    str(launchers),
+                    *[str(objects[s]) for s in user + launcher_side],
+                    linker_flags("launcher_version_script"),
+                ]
+            )
+        except _build.BuildError as err:
+            raise _build.BuildError(_undefined_functions(self, str(err)) + str(err)) from None
+
+
+_UNDEFINED = re.compile(r"undefined reference to `([\w:]+)\(ttp::sdk::LaunchArgs const&\)'")
+
+
+def _undefined_functions(library: PluginLibrary, log: str) -> str:
+    """What a failed link says in the declarations' terms: a line per declared launcher or workspace function that the
+    library's sources do not define, naming its op (empty when the linker names none)."""
+    missing = set(_UNDEFINED.findall(log))
+    sources = [str(path) for path in library.sources]
+    lines = []
+    for d in library.declarations:
+        functions = {symbol: ("cudaError_t", "launcher") for symbol in d.launchers.values()}
+        if d.workspace:
+            functions[d.workspace] = ("size_t", "workspace")
+        for symbol, (returns, what) in functions.items():
+            if symbol in missing:
+                namespace, _, name = symbol.rpartition("::")
+                lines.append(
+                    f"plugin library {library.name}: {d.label}: {what} '{symbol}' is not defined in its sources "
+                    f"{sources}; define `{returns} {name}(ttp::sdk::LaunchArgs const&)`"
+                    + (f" in namespace {namespace}" if namespace else "")
+                    + " there, or correct the name in the declaration\n"
+                )
+    return "".join(lines)
+
+
+def _run(command: list[str]) -> None:
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise _build.BuildError(f"{' '.join(command)}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
