@@ -54,3 +54,18 @@ def test_torch_compile_matches_eager():
     fn = torch.compile(lambda x, r, w: torch.ops.torchtrt.add_rms_norm(x, r, w, 1e-6), fullgraph=True)
     torch.testing.assert_close(fn(x, r_compiled, weight), torch.ops.torchtrt.add_rms_norm(x, r_eager, weight, 1e-6))
     assert torch.equal(r_compiled, r_eager)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_writes_larger_than_the_l2_match_too(dtype):
+    # Past the L2 (twice the row bytes written exceed it) the kernel stores with evict-first hints: the same results.
+    l2 = torch.cuda.get_device_properties().L2_cache_size
+    hidden = 4096
+    rows = l2 // (hidden * dtype.itemsize) + 7
+    x, residual, weight = inputs((rows, hidden), dtype)
+    h = residual + x
+    expected = rms_norm.reference(h, weight, 1e-6)
+    y = torch.ops.torchtrt.add_rms_norm(x, residual, weight, 1e-6)
+    assert torch.equal(residual, h)
+    tol = SPEC.tolerance(dtype)
+    torch.testing.assert_close(y, expected, atol=tol.atol, rtol=tol.rtol)
