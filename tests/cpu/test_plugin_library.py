@@ -62,7 +62,7 @@ def test_build_is_cached(library):
     assert again.library == library and not again.built_now
 
 
-def test_a_built_library_is_found_without_building_by_every_lookup(library, monkeypatch, tmp_path):
+def test_a_built_library_is_found_without_building_by_every_lookup(library, monkeypatch):
     """Before: ``plugin_library_path(build=False)`` looked for a prebuilt library only (FileNotFoundError in a checkout
     whose library is built), and ``doctor`` had a lookup of its own."""
     from torchtrt_plugins import cli
@@ -70,7 +70,18 @@ def test_a_built_library_is_found_without_building_by_every_lookup(library, monk
     monkeypatch.delenv("TORCHTRT_PLUGINS_LIBRARY", raising=False)
     monkeypatch.setattr(_build, "run_cmake", lambda *a, **k: pytest.fail("a lookup must not build"))
     assert native.plugin_library_path(build=False) == library
-    assert cli.cached_plugin_library() == (library, str(library))
+    found, status = cli.cached_plugin_library()
+    assert found == library and status.startswith(str(library))  # a wheel's adds "(prebuilt, from the wheel)"
+
+
+def test_a_library_not_built_for_the_sources_is_reported_by_every_lookup(monkeypatch, tmp_path):
+    from torchtrt_plugins import cli
+
+    if _build.tensorrt_include_dir() is None or _build.nvcc_path() is None:
+        pytest.skip("needs a build from the sources: " + "; ".join(_build.sdk_build_prerequisites()))
+    monkeypatch.delenv("TORCHTRT_PLUGINS_LIBRARY", raising=False)
+    monkeypatch.setattr(_build, "run_cmake", lambda *a, **k: pytest.fail("a lookup must not build"))
+    monkeypatch.setattr(_build, "prebuilt_libraries", lambda: None)
     monkeypatch.setattr(_build, "plugin_build_dir", lambda *a: tmp_path / "not-built")
     with pytest.raises(_build.BuildError, match="not built for the current sources"):
         native.plugin_library_path(build=False)
