@@ -11,6 +11,7 @@ import time
 import torch
 
 import torchtrt_plugins
+from torchtrt_plugins.benchmarks import handwritten
 
 LABEL = sys.argv[1] if len(sys.argv) > 1 else "this"
 
@@ -47,8 +48,12 @@ def add_then_rms_norm():
     return torch.nn.functional.rms_norm(residual, (64,), w, 1e-6)
 
 
+handwritten.load()  # the hand-written C++ op over rms_norm's launcher (built here, about a minute)
 cases = {
     "rms_norm": lambda: torch.ops.torchtrt.rms_norm(x, w, 1e-6),
+    "rms_norm.default": lambda: torch.ops.torchtrt.rms_norm.default(x, w, 1e-6),
+    "hand-written C++ op (rms_norm's launcher)": lambda: torch.ops.ttp_handwritten.rms_norm(x, w, 1e-6),
+    "hand-written C++ op without its launch": lambda: torch.ops.ttp_handwritten.rms_norm_no_launch(x, w, 1e-6),
     "rms_norm_tactic[2]": lambda: torch.ops.torchtrt.rms_norm_tactic(x, w, 1e-6, tactic=2),
     "masked_rows": lambda: torch.ops.torchtrt.masked_rows(xm, mask),
     "torch x[mask] (peer)": lambda: xm[mask],
@@ -64,6 +69,28 @@ cases = {
 for name, fn in cases.items():
     median, low, high = per_call_us(fn)
     print(f"[{LABEL}] host us/call {name}: median {median:.2f} (min {low:.2f}, max {high:.2f}), 2000 calls x 5")
+
+# The same calls from C++ (no Python): the launcher alone, and each op through the C++ dispatcher.
+y = torch.empty_like(x)
+loops = {
+    "launcher alone": lambda: torch.ops.ttp_handwritten.launcher_us(x, w, y, 20000),
+    "rms_norm": lambda: torch.ops.ttp_handwritten.dispatch_us("torchtrt::rms_norm", x, w, 20000),
+    "hand-written C++ op": lambda: torch.ops.ttp_handwritten.dispatch_us("ttp_handwritten::rms_norm", x, w, 20000),
+    "hand-written C++ op without its launch": lambda: torch.ops.ttp_handwritten.dispatch_us(
+        "ttp_handwritten::rms_norm_no_launch", x, w, 20000
+    ),
+}
+for name, fn in loops.items():
+    fn()
+    samples = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        samples.append(fn())
+    torch.cuda.synchronize()
+    print(
+        f"[{LABEL}] C++ loop us/call {name}: median {statistics.median(samples):.2f} "
+        f"(min {min(samples):.2f}, max {max(samples):.2f}), 20000 calls x 5"
+    )
 
 big = torch.randn(1 << 20, 16, device="cuda")  # 64 MiB
 keep = torch.rand(1 << 20, device="cuda") < 0.1

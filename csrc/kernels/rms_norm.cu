@@ -38,6 +38,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     rmsNormWarpKernel(T const* __restrict__ x, T const* __restrict__ w, typename Q::Elem* __restrict__ y, int64_t rows,
         int64_t hidden, float eps, float weightOffset, Q quant)
 {
+    // A programmatic dependent launch (few rows) waits here for the previous kernel's writes; otherwise no-ops.
+    allowDependents();
+    waitForPrerequisites();
     Q const q = quant.ready();
     using V = Vec<T, VEC>;
     using OV = Vec<typename Q::Elem, VEC>;
@@ -299,10 +302,10 @@ cudaError_t launchWarpConfig(T const* x, T const* w, typename Q::Elem* y, int64_
         }
         blocks = std::min<int64_t>(blocks, resident);
     }
-    rmsNormWarpKernel<T, Q, VEC, LANES, C, U, LOAD, STORE>
-        <<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarpSize, 0, stream>>>(
-            x, w, y, rows, hidden, eps, weightOffset, q);
-    return cudaGetLastError();
+    // Few rows (QK-norm at decode: heads x head_dim): a programmatic dependent launch, as the row kernel's below.
+    bool const pdl = rows <= kFewRows && pdlSupported();
+    return launchKernel(rmsNormWarpKernel<T, Q, VEC, LANES, C, U, LOAD, STORE>, dim3(static_cast<unsigned>(blocks)),
+        dim3(kWarpsPerBlock * kWarpSize), stream, pdl, x, w, y, rows, hidden, eps, weightOffset, q);
 }
 
 template <typename T, typename Q, int VEC>

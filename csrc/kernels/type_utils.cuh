@@ -4,12 +4,14 @@
 #include "common.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <iterator>
 #include <utility>
 
 namespace ttp
@@ -198,6 +200,42 @@ __device__ __forceinline__ void allowDependents()
 #endif
 }
 
+// `attribute` of the current device: asked of the runtime once per device and attribute, then read from a cache.
+// Launchers ask on every call, and an eager call pays each query in host time (scripts/kernel_lab/launch_lab.cu).
+inline cudaError_t currentDeviceAttribute(cudaDeviceAttr attribute, int* value)
+{
+    constexpr int kDEVICES = 64;
+    constexpr cudaDeviceAttr kCACHED[]
+        = {cudaDevAttrComputeCapabilityMajor, cudaDevAttrMultiProcessorCount, cudaDevAttrL2CacheSize};
+    constexpr int kSLOTS = static_cast<int>(std::size(kCACHED));
+    static std::atomic<int> cache[kSLOTS][kDEVICES]{}; // 0: not asked yet (each cached attribute is positive)
+    int device = 0;
+    if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
+    {
+        return err;
+    }
+    int slot = 0;
+    while (slot < kSLOTS && kCACHED[slot] != attribute)
+    {
+        ++slot;
+    }
+    if (slot == kSLOTS || device < 0 || device >= kDEVICES)
+    {
+        return cudaDeviceGetAttribute(value, attribute, device);
+    }
+    int cached = cache[slot][device].load(std::memory_order_relaxed);
+    if (cached <= 0)
+    {
+        if (cudaError_t err = cudaDeviceGetAttribute(&cached, attribute, device); err != cudaSuccess)
+        {
+            return err;
+        }
+        cache[slot][device].store(cached, std::memory_order_relaxed);
+    }
+    *value = cached;
+    return cudaSuccess;
+}
+
 // Whether our kernels launch as programmatic dependent launches: the current device takes them (compute capability
 // 9.0 and later) and TORCHTRT_PLUGINS_PDL is not 0 in the environment (read once per process).
 inline bool pdlSupported()
@@ -207,10 +245,8 @@ inline bool pdlSupported()
         char const* value = std::getenv("TORCHTRT_PLUGINS_PDL");
         return value == nullptr || std::strcmp(value, "0") != 0;
     }();
-    int device = 0;
     int major = 0;
-    return enabled && cudaGetDevice(&device) == cudaSuccess
-           && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
+    return enabled && currentDeviceAttribute(cudaDevAttrComputeCapabilityMajor, &major) == cudaSuccess && major >= 9;
 }
 
 // kernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent launch when `pdl` is set.
@@ -246,10 +282,8 @@ cudaError_t withFloatType(DType dtype, F&& f)
 // The current device's L2 cache in bytes; the largest int64 where it cannot be asked.
 inline int64_t l2CacheBytes()
 {
-    int device = 0;
     int bytes = 0;
-    bool const known = cudaGetDevice(&device) == cudaSuccess
-                       && cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device) == cudaSuccess && bytes > 0;
+    bool const known = currentDeviceAttribute(cudaDevAttrL2CacheSize, &bytes) == cudaSuccess && bytes > 0;
     return known ? bytes : INT64_MAX;
 }
 
@@ -261,14 +295,8 @@ inline bool isAligned(void const* p, uintptr_t bytes)
 // Enough blocks to fill the current device; grid-stride loops cover the rest.
 inline cudaError_t maxResidentBlocks(int* blocks, int blocksPerSm = 32)
 {
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess)
-    {
-        return err;
-    }
     int sms = 0;
-    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    cudaError_t const err = currentDeviceAttribute(cudaDevAttrMultiProcessorCount, &sms);
     *blocks = std::max(1, sms * blocksPerSm);
     return err;
 }

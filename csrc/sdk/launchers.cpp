@@ -1,6 +1,7 @@
 // The eager side of a declared-op library (lib<name>_launchers.so): the torch adapter in Python calls the same
 // launchers as the plugin through these C entry points (by name per call, or through the function pointers it looks
 // up once). Links the CUDA runtime only; no TensorRT.
+#include <array>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -19,14 +20,59 @@ EagerOp const* const* eagerOpTable(int32_t& count);
 
 // One table per key and device for the process, as an eager module keeps its cos/sin cache: built on the first call
 // that needs it (outside any stream capture), freed at exit by the driver.
+// A repeated call (the same op, key values and device as one of this thread's last few) finds its table here, with no
+// key string and no lock: tables live as long as the process.
+namespace
+{
+struct RecentTable
+{
+    EagerOp const* op{nullptr};
+    int32_t resource{-1};
+    int32_t device{-1};
+    std::vector<double> keys;
+    void const* table{nullptr};
+};
+
+void const* recentTable(EagerOp const& op, int32_t resource, int32_t device, double const* scalars,
+    std::array<RecentTable, 4> const& recent)
+{
+    ResourceDecl const& decl = op.resources[resource];
+    for (RecentTable const& r : recent)
+    {
+        if (r.op != &op || r.resource != resource || r.device != device)
+        {
+            continue;
+        }
+        bool same = true;
+        for (int32_t k = 0; k < decl.nbKeyFields && same; ++k)
+        {
+            // Bitwise, as the registry key spells the values exactly.
+            same = std::memcmp(&r.keys[static_cast<size_t>(k)], &scalars[decl.keyFields[k]], sizeof(double)) == 0;
+        }
+        if (same)
+        {
+            return r.table;
+        }
+    }
+    return nullptr;
+}
+} // namespace
+
 cudaError_t eagerResourceTables(EagerOp const& op, double const* scalars, void const** tables)
 {
     static std::mutex mutex;
     static std::map<std::string, void*> built;
+    thread_local std::array<RecentTable, 4> recent{};
+    thread_local size_t nextRecent = 0;
     int32_t device = 0;
     cudaError_t err = cudaGetDevice(&device);
     for (int32_t r = 0; r < op.nbResources && err == cudaSuccess; ++r)
     {
+        if (void const* table = recentTable(op, r, device, scalars, recent))
+        {
+            tables[r] = table;
+            continue;
+        }
         ResourceDecl const& decl = op.resources[r];
         std::vector<double> const keys = resourceKeyValues(decl, scalars);
         std::string const key = resourceKey(op.op, decl, keys, device);
@@ -45,6 +91,7 @@ cudaError_t eagerResourceTables(EagerOp const& op, double const* scalars, void c
             found = built.emplace(key, table).first;
         }
         tables[r] = found->second;
+        recent[nextRecent++ % recent.size()] = RecentTable{&op, r, device, keys, found->second};
     }
     return err;
 }

@@ -1,0 +1,104 @@
+"""The decoder block compiled by inductor, without (A) and with (B) our lowering pass, timed interleaved in one process:
+each is captured once in a CUDA graph of 10 calls, then the two graphs are replayed in alternating order, round after
+round, so that clocks, temperature and the L2's state fall on both alike. Prints per-call GPU time of each (median and
+p20-p80 over the rounds), the median of the per-round ratios B/A and how many rounds B was faster; then the kernels
+of each under torch.profiler, profiled alternately.
+
+    python scripts/decoder_ab.py [8x512x2048] [rounds]
+"""
+
+import copy
+import statistics
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from torchtrt_plugins import lowering
+from torchtrt_plugins.benchmarks import bench_model
+
+shape = tuple(int(v) for v in (sys.argv[1] if len(sys.argv) > 1 else "8x512x2048").split("x"))
+rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 60
+CALLS = 10  # per graph
+REPLAYS = 5  # per measurement
+
+case = bench_model.make_case(shape, torch.bfloat16, torch.device("cuda"))
+block, x = case.inputs
+variants = {"inductor": {}, "inductor+ours": lowering.inductor_options()}
+models = {}  # kept alive: each graph reads its model's parameters
+graphs = {}
+outputs = {}
+with torch.inference_mode():
+    for name, options in variants.items():
+        model = models[name] = torch.compile(copy.deepcopy(block), options=options)
+        for _ in range(5):
+            out = model(x)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(CALLS):
+                out = model(x)
+        graph.replay()
+        torch.cuda.synchronize()
+        graphs[name] = graph
+        outputs[name] = out
+    expected = block(x)
+for name, out in outputs.items():
+    err = (out.float() - expected.float()).abs().max().item()
+    print(f"{name}: max abs difference from eager {err:.3g}")
+
+start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+
+def measure(graph: torch.cuda.CUDAGraph) -> float:
+    start.record()
+    for _ in range(REPLAYS):
+        graph.replay()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / (REPLAYS * CALLS)
+
+
+names = list(graphs)
+for name in names:  # warm
+    for _ in range(3):
+        measure(graphs[name])
+times = {name: [] for name in names}
+for r in range(rounds):
+    order = names if r % 2 == 0 else names[::-1]
+    for name in order:
+        times[name].append(measure(graphs[name]))
+
+
+def spread(values: list[float]) -> str:
+    q = statistics.quantiles(values, n=5)
+    return f"median {statistics.median(values):.4f} ms (p20-p80 {q[0]:.4f}-{q[3]:.4f})"
+
+
+a, b = names
+print(f"decoder block {'x'.join(map(str, shape))} bf16, {rounds} interleaved rounds of {REPLAYS}x{CALLS} calls")
+for name in names:
+    print(f"  {name:14s} {spread(times[name])}")
+ratios = [tb / ta for ta, tb in zip(times[a], times[b], strict=True)]
+faster = sum(r < 1 for r in ratios)
+q = statistics.quantiles(ratios, n=5)
+print(
+    f"  ratio {b}/{a}: median {statistics.median(ratios):.4f} (p20-p80 {q[0]:.4f}-{q[3]:.4f}); "
+    f"{b} faster in {faster} of {rounds} rounds"
+)
+
+# Kernels, profiled alternately (A B A B).
+totals = {name: {} for name in names}
+for r in range(4):
+    name = names[r % 2]
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            graphs[name].replay()
+        torch.cuda.synchronize()
+    for e in prof.key_averages():
+        if e.device_type.name == "CUDA":
+            totals[name][e.key] = totals[name].get(e.key, 0.0) + e.device_time_total / (2 * 10 * CALLS)
+for name in names:
+    print(f"== {name}: kernel time {sum(totals[name].values()):.1f} us per call")
+    for key, us in sorted(totals[name].items(), key=lambda kv: -kv[1]):
+        print(f"  {us:8.2f} us  {key[:110]}")
