@@ -19,6 +19,7 @@
 //                 per SM).
 //   nvcc -std=c++17 -O3 -arch=sm_90 scripts/kernel_lab/rotary_lab.cu -o /tmp/rotary_lab && /tmp/rotary_lab
 #include "../../csrc/kernels/rotary_embedding.cu"
+#include "graph_timer.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -39,15 +40,6 @@ using ttp::waitForPrerequisites;
 
 constexpr int kMAX_POSITION = 32768;
 constexpr double kBASE = 500000.0;
-
-void check(cudaError_t err, char const* what)
-{
-    if (err != cudaSuccess)
-    {
-        std::fprintf(stderr, "CUDA error %s at %s\n", cudaGetErrorString(err), what);
-        std::exit(1);
-    }
-}
 
 // ---- loads and stores as ordered asm (volatile asm keeps the issue order the kernel states) ----
 
@@ -570,44 +562,6 @@ cudaError_t production(Problem<T> const& pr, cudaStream_t s, bool pdl, bool allI
         static_cast<int64_t>(kMAX_POSITION));
 }
 
-double graphMicros(std::function<cudaError_t(cudaStream_t)> const& fn, cudaStream_t stream)
-{
-    constexpr int kCalls = 20;
-    check(fn(stream), "warm-up");
-    check(cudaStreamSynchronize(stream), "sync");
-    cudaGraph_t graph = nullptr;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-    for (int i = 0; i < kCalls; ++i)
-    {
-        check(fn(stream), "captured call");
-    }
-    check(cudaStreamEndCapture(stream, &graph), "end capture");
-    cudaGraphExec_t exec = nullptr;
-    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    cudaEvent_t a = nullptr;
-    cudaEvent_t b = nullptr;
-    check(cudaEventCreate(&a), "event");
-    check(cudaEventCreate(&b), "event");
-    check(cudaGraphLaunch(exec, stream), "warm graph");
-    std::vector<double> samples;
-    for (int r = 0; r < 15; ++r)
-    {
-        cudaEventRecord(a, stream);
-        cudaGraphLaunch(exec, stream);
-        cudaEventRecord(b, stream);
-        check(cudaEventSynchronize(b), "sync");
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        samples.push_back(1e3 * ms / kCalls);
-    }
-    std::sort(samples.begin(), samples.end());
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    return samples[samples.size() / 2];
-}
-
 uint32_t hash(uint64_t i)
 {
     i ^= i >> 33;
@@ -693,7 +647,7 @@ void shape(char const* dtype, int tokens, int heads, int headDim, float const* c
     check(cudaMalloc(&copyIn, moved), "malloc");
     check(cudaMalloc(&copyOut, moved), "malloc");
     double const copyUs = graphMicros(
-        [&](cudaStream_t s) { return cudaMemcpyAsync(copyOut, copyIn, moved, cudaMemcpyDeviceToDevice, s); }, stream);
+        [&](cudaStream_t s) { return cudaMemcpyAsync(copyOut, copyIn, moved, cudaMemcpyDeviceToDevice, s); });
     cudaFree(copyIn);
     cudaFree(copyOut);
 
@@ -783,7 +737,7 @@ void shape(char const* dtype, int tokens, int heads, int headDim, float const* c
         unsigned long long ulps = 0;
         check(cudaMemcpyAsync(&ulps, worst, sizeof(ulps), cudaMemcpyDeviceToHost, stream), "ulps");
         check(cudaStreamSynchronize(stream), "check");
-        double const us = graphMicros(fn, stream);
+        double const us = graphMicros(fn);
         char status[48] = "ok";
         if (ulps > 1)
         {
