@@ -3,6 +3,7 @@
 // choose kRowConfigs. Also the production launcher ("auto").
 //   nvcc -std=c++17 -O3 -arch=sm_90 add_rms_lab.cu -o add_rms_lab && ./add_rms_lab
 #include "../../csrc/kernels/add_rms_norm.cu"
+#include "graph_timer.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -13,54 +14,6 @@
 
 namespace
 {
-void check(cudaError_t err, char const* what)
-{
-    if (err != cudaSuccess)
-    {
-        std::fprintf(stderr, "CUDA error %s at %s\n", cudaGetErrorString(err), what);
-        std::exit(1);
-    }
-}
-
-double graphMicros(std::function<cudaError_t(cudaStream_t)> const& fn)
-{
-    constexpr int kCalls = 20;
-    cudaStream_t stream = nullptr;
-    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-    check(fn(stream), "warm-up");
-    check(cudaStreamSynchronize(stream), "sync");
-    cudaGraph_t graph = nullptr;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-    for (int i = 0; i < kCalls; ++i)
-    {
-        check(fn(stream), "captured call");
-    }
-    check(cudaStreamEndCapture(stream, &graph), "end capture");
-    cudaGraphExec_t exec = nullptr;
-    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    cudaEvent_t a = nullptr;
-    cudaEvent_t b = nullptr;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    check(cudaGraphLaunch(exec, stream), "warm graph");
-    std::vector<double> samples;
-    for (int r = 0; r < 15; ++r)
-    {
-        cudaEventRecord(a, stream);
-        cudaGraphLaunch(exec, stream);
-        cudaEventRecord(b, stream);
-        check(cudaEventSynchronize(b), "sync");
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        samples.push_back(1e3 * ms / kCalls);
-    }
-    std::sort(samples.begin(), samples.end());
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
-    return samples[samples.size() / 2];
-}
-
 template <typename T>
 constexpr ttp::DType kDType = sizeof(T) == 4              ? ttp::DType::kFLOAT32
                               : std::is_same_v<T, __half> ? ttp::DType::kFLOAT16
