@@ -561,6 +561,18 @@ void bulk(Buffers const& b, Report const& report, int blocksPerSm = 0)
 }
 
 // The candidates at one split of the row (BLOCK threads x C vectors = the row).
+// More vectors per thread on one row per block (more loads in flight per thread before the reduction).
+template <typename T, int C, int BLOCK>
+void rowCandidates(Buffers const& b, Report const& report)
+{
+    if (b.hidden / kVecOf<T> != BLOCK * C)
+    {
+        return;
+    }
+    reg<T, C, BLOCK, Sched::kONE, false, Ld::kCS, Ld::kPLAIN, Ld::kPLAIN, St::kCS>(b, report);
+    reg<T, C, BLOCK, Sched::kONE, false, Ld::kCS, Ld::kCS, Ld::kEL, St::kCS>(b, report);
+}
+
 template <typename T, int C, int BLOCK>
 void candidates(Buffers const& b, Report const& report, bool full)
 {
@@ -827,6 +839,10 @@ void largeShape(char const* dtype, int rows, int hidden)
         lab::candidates<T, 1, 1024>(b, report, false);
         lab::candidates<T, 2, 256>(b, report, false);
         lab::candidates<T, 4, 128>(b, report, false);
+        lab::rowCandidates<T, 6, 256>(b, report);
+        lab::rowCandidates<T, 8, 192>(b, report);
+        lab::rowCandidates<T, 4, 256>(b, report);
+        lab::rowCandidates<T, 8, 128>(b, report);
     }
     else
     {
@@ -837,6 +853,9 @@ void largeShape(char const* dtype, int rows, int hidden)
         lab::candidates<T, 4, 512>(b, report, false);
         lab::candidates<T, 2, 512>(b, report, false);
         lab::candidates<T, 4, 256>(b, report, false);
+        lab::rowCandidates<T, 8, 384>(b, report);
+        lab::rowCandidates<T, 12, 256>(b, report);
+        lab::rowCandidates<T, 8, 256>(b, report);
     }
     line("copy, again", copyMicros(moved), 0);
     for (T* p : buf)
