@@ -4,7 +4,8 @@
 # torch that is installed for every later pip call (PIP_CONSTRAINT: the extras here and the packages a tier's
 # conftest installs), installs this checkout editable with its test and rtx extras (nothing is compiled at install
 # time), checks formatting, then runs pytest over tests/: every tier, those whose requirements are missing skip
-# with the reason. Arguments go to pytest.
+# with the reason. pytest runs in parallel workers (pytest-xdist), a test file each: one per core, at most 4
+# (TORCHTRT_PLUGINS_TEST_WORKERS sets the number; 0 runs every test in this process). Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -30,4 +31,5 @@ clang_format=$($PY -c "import os, sysconfig; print(os.path.join(sysconfig.get_pa
 [ -x "$clang_format" ] || clang_format=clang-format
 git ls-files 'csrc/*.h' 'csrc/*.cpp' 'csrc/*.cu' 'csrc/*.cuh' | xargs "$clang_format" --dry-run --Werror
 
-$PY -m pytest -q -rs "$@"
+workers=${TORCHTRT_PLUGINS_TEST_WORKERS:-$(($(nproc) < 4 ? $(nproc) : 4))}
+$PY -m pytest -q -rs -n "$workers" --dist loadfile "$@"
