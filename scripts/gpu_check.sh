@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check (docs/tiers.md), in steps so each device call stays under its time limit:
 #   bash scripts/gpu_check.sh [tests] [sanitizer] [fuzz] [bench] [bench-quick] [bench-graph] [lab] [peer-lab] [multi-gpu]
-#                             [results]
+#                             [results] [eager-host] [decoder-ab]
 #                                                                          (default: tests sanitizer bench)
 # Installs the checkout, builds the native pieces, runs the cpu+gpu(+trt when present) tiers,
 # compute-sanitizer memcheck over the harness gpu tests, and the benchmarks. Logs and results go to
@@ -25,6 +25,9 @@
 #   results     the commands of docs/results.md, each into its own folder under $OUT ($RESULTS names a subset:
 #               rms_bf16 rms_fp32 pad masked masked_widths add_rms vision decoder)
 #   eager-host  scripts/eager_overhead.py: host time per eager call of every declared op beside its torch peer
+#   decoder-ab  scripts/decoder_ab.py at 1x128 and 8x512 (hidden 2048): the block under inductor against inductor with
+#               our lowering pass, interleaved in one process; each with our programmatic dependent launches on and off
+#               (TORCHTRT_PLUGINS_PDL), $AB_ROUNDS rounds (default 80)
 set -uo pipefail
 STEPS=${*:-tests sanitizer bench}
 OUT=${OUT:-/tmp/gpu_check}
@@ -137,5 +140,16 @@ if has eager-host; then
   step "eager host time"
   $PY scripts/eager_overhead.py cpp 2>&1 | tee "$OUT/eager_host.log"
   TORCHTRT_PLUGINS_EAGER=python $PY scripts/eager_overhead.py python 2>&1 | tee -a "$OUT/eager_host.log"
+fi
+if has decoder-ab; then
+  step "decoder block under torch.compile: inductor against inductor + our pass"
+  for shape in 1x128x2048 8x512x2048; do
+    for pdl in 1 0; do
+      log="$OUT/decoder_ab_${shape}_pdl$pdl.log"
+      TORCHTRT_PLUGINS_PDL=$pdl $PY scripts/decoder_ab.py "$shape" "${AB_ROUNDS:-80}" >"$log" 2>&1
+      echo "$shape, PDL $pdl (exit $?):"
+      grep -E "median|ratio" "$log"
+    done
+  done
 fi
 step "done"
