@@ -12,6 +12,7 @@ import torch
 
 import torchtrt_plugins
 from torchtrt_plugins.benchmarks import handwritten
+from torchtrt_plugins.ops.rotary_embedding import cos_sin_cache as cos_sin_cache_of
 
 LABEL = sys.argv[1] if len(sys.argv) > 1 else "this"
 
@@ -36,6 +37,7 @@ xp = torch.randn(1, 2, 6, 6, device="cuda")
 residual = torch.randn(4, 64, device="cuda")
 xr, positions = torch.randn(4, 8, 64, device="cuda"), torch.arange(4, device="cuda")
 cos, sin = torch.randn(4, 1, 64, device="cuda"), torch.randn(4, 1, 64, device="cuda")
+cos_sin_cache = cos_sin_cache_of(4096, 64, 10000.0, device="cuda")
 
 
 def rotate_half_rope():
@@ -48,7 +50,21 @@ def add_then_rms_norm():
     return torch.nn.functional.rms_norm(residual, (64,), w, 1e-6)
 
 
-handwritten.load()  # the hand-written C++ op over rms_norm's launcher (built here, about a minute)
+handwritten.load()  # the hand-written C++ ops over our launchers (built here, about a minute)
+hw = torch.ops.ttp_handwritten
+# Each hand-written twin computes what its declared op does.
+torch.testing.assert_close(hw.pad_to(xp, 8, 8), torch.ops.torchtrt.pad_to(xp, 8, 8), rtol=0, atol=0)
+torch.testing.assert_close(
+    hw.rotary_embedding(xr, positions, cos_sin_cache, 64, 4096),
+    torch.ops.torchtrt.rotary_embedding(xr, positions, 64, 4096),
+    rtol=0,
+    atol=0,
+)
+r1, r2 = residual.clone(), residual.clone()
+torch.testing.assert_close(
+    hw.add_rms_norm(x, r1, w, 1e-6), torch.ops.torchtrt.add_rms_norm(x, r2, w, 1e-6), rtol=0, atol=0
+)
+torch.testing.assert_close(r1, r2, rtol=0, atol=0)
 cases = {
     "rms_norm": lambda: torch.ops.torchtrt.rms_norm(x, w, 1e-6),
     "rms_norm.default": lambda: torch.ops.torchtrt.rms_norm.default(x, w, 1e-6),
@@ -59,10 +75,15 @@ cases = {
     "torch x[mask] (peer)": lambda: xm[mask],
     "torch F.rms_norm (peer)": lambda: torch.nn.functional.rms_norm(x, (64,), w, 1e-6),
     "add_rms_norm": lambda: torch.ops.torchtrt.add_rms_norm(x, residual, w, 1e-6),
+    "hand-written C++ add_rms_norm": lambda: torch.ops.ttp_handwritten.add_rms_norm(x, residual, w, 1e-6),
     "torch residual.add_(x); F.rms_norm (peer)": add_then_rms_norm,
     "pad_to": lambda: torch.ops.torchtrt.pad_to(xp, 8, 8),
+    "hand-written C++ pad_to": lambda: torch.ops.ttp_handwritten.pad_to(xp, 8, 8),
     "torch F.pad (peer)": lambda: torch.nn.functional.pad(xp, (0, 2, 0, 2)),
     "rotary_embedding": lambda: torch.ops.torchtrt.rotary_embedding(xr, positions, 64, 4096),
+    "hand-written C++ rotary_embedding (cache as a tensor)": lambda: torch.ops.ttp_handwritten.rotary_embedding(
+        xr, positions, cos_sin_cache, 64, 4096
+    ),
     "torch q * cos + rotate_half(q) * sin (peer)": rotate_half_rope,
     "torch x.clone() (a C++ op's floor)": lambda: x.clone(),
 }
@@ -80,6 +101,13 @@ loops = {
         "ttp_handwritten::rms_norm_no_launch", x, w, 20000
     ),
 }
+for ns in ("torchtrt", "ttp_handwritten"):
+    who = "ours" if ns == "torchtrt" else "hand-written"
+    loops[f"add_rms_norm, {who}"] = lambda ns=ns: hw.dispatch_add_rms_us(f"{ns}::add_rms_norm", x, residual, w, 20000)
+    loops[f"pad_to, {who}"] = lambda ns=ns: hw.dispatch_pad_us(f"{ns}::pad_to", xp, 8, 8, 20000)
+    loops[f"rotary_embedding, {who}"] = lambda ns=ns: hw.dispatch_rotary_us(
+        f"{ns}::rotary_embedding", xr, positions, cos_sin_cache, 64, 4096, 20000
+    )
 for name, fn in loops.items():
     fn()
     samples = []

@@ -1,7 +1,8 @@
-"""The benchmarks' hand-written C++ torch op (``handwritten_op.cpp``): ``torch.ops.ttp_handwritten.rms_norm``, what a
-user writes by hand against the full LibTorch API, over the same launcher as ``torchtrt::rms_norm``. It is the
-yardstick of the declared ops' eager host time (the design's "host time <= a hand-written C++ torch op's"), measured
-in the same process.
+"""The benchmarks' hand-written C++ torch ops (``handwritten_op.cpp``): ``torch.ops.ttp_handwritten.rms_norm``,
+``add_rms_norm``, ``pad_to`` and ``rotary_embedding`` (which takes its cos/sin cache as a tensor, as vLLM's does),
+what a user writes by hand against the full LibTorch API, each over the same launcher as its declared twin in
+``torchtrt``. They are the yardsticks of the declared ops' eager host time (the design's "host time <= a hand-written
+C++ torch op's"), measured in the same process.
 
 Built on first use with ``torch.utils.cpp_extension`` (a C++ compiler, torch's full headers and the CUDA runtime
 headers; about a minute), for this process's torch only: it is a benchmark peer, never part of the package's runtime.
@@ -31,8 +32,8 @@ def _launcher_address(declaration) -> int:
 
 
 def load() -> None:
-    """Build (once per process) and load the op, its launcher set to ``torchtrt::rms_norm``'s tactic 0. Raises
-    RuntimeError saying why it cannot be had here."""
+    """Build (once per process) and load the ops, each launcher set to its declared twin's tactic 0. Raises
+    RuntimeError saying why they cannot be had here."""
     global _loaded, _failed
     with _lock:
         if _loaded:
@@ -42,8 +43,17 @@ def load() -> None:
         try:
             from torch.utils import cpp_extension
 
+            from ..ops.add_rms_norm import ADD_RMS_NORM
+            from ..ops.pad_to import PAD_TO
             from ..ops.rms_norm import RMS_NORM
+            from ..ops.rotary_embedding import ROTARY_EMBEDDING
 
+            twins = {
+                "rms_norm": RMS_NORM,
+                "add_rms_norm": ADD_RMS_NORM,
+                "pad_to": PAD_TO,
+                "rotary_embedding": ROTARY_EMBEDDING,
+            }
             RMS_NORM.library.build()
             directory = _build.cache_dir() / f"handwritten-{torch.__version__.replace('+', '_')}"
             directory.mkdir(parents=True, exist_ok=True)
@@ -57,7 +67,8 @@ def load() -> None:
                 with_cuda=True,
                 verbose=False,
             )
-            torch.ops.ttp_handwritten.set_launcher(_launcher_address(RMS_NORM))
+            for name, declaration in twins.items():
+                torch.ops.ttp_handwritten.set_launcher(name, _launcher_address(declaration))
         except Exception as err:  # noqa: BLE001 - whatever keeps it from building is the reason
             _failed = f"the hand-written C++ op cannot be built here ({type(err).__name__}: {str(err)[:300]})"
             raise RuntimeError(_failed) from None
