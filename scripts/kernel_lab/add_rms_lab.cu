@@ -827,6 +827,10 @@ void largeShape(char const* dtype, int rows, int hidden)
     };
     report("auto (shipped)",
         [&](cudaStream_t s) { return ttp::addRmsNorm(x, r, w, r, y, rows, hidden, 1e-6F, kDType<T>, s); });
+    // What the in-place update costs: the residual read from its start and the sum written to another buffer, as
+    // Liger's fused kernel does (it returns a new residual).
+    report("auto, the sum to another buffer (not in place)",
+        [&](cudaStream_t s) { return ttp::addRmsNorm(x, r0, w, r, y, rows, hidden, 1e-6F, kDType<T>, s); });
     lab::Buffers const b{x, r, w, y, rows, hidden, counter};
     bool const widest = static_cast<int64_t>(rows) * hidden >= 4096LL * 12288;
     if constexpr (sizeof(T) == 2)
