@@ -460,6 +460,31 @@ def test_check_op_also_takes_our_hand_written_plugins():
         check_op(torch.ops.aten.relu.default, [(torch.zeros(2),)])
 
 
+def test_check_op_skips_the_checks_needing_a_plugin_library_that_cannot_be_built_here(monkeypatch):
+    """Before: check_op raised BuildError from its harness check where the plugin library was neither prebuilt nor
+    buildable (a checkout without TensorRT headers), though it skips every other check that cannot run, saying why."""
+    from torchtrt_plugins import _build
+    from torchtrt_plugins.ops import rms_norm
+    from torchtrt_plugins.testing import check_op
+
+    def no_library(*args, **kwargs):
+        raise _build.BuildError("cannot build the plugin library from the sources: TensorRT headers not found")
+
+    monkeypatch.setattr(native, "plugin_library_path", no_library)
+    monkeypatch.setattr(_build, "plugin_build_prerequisites", lambda: ["TensorRT headers not found (say where)"])
+    samples = [(torch.randn(3, 16), torch.randn(16), 1e-5)]
+    checks = ("eager", "plan", "harness")
+    report = check_op(torch.ops.torchtrt.rms_norm, samples, reference=rms_norm.reference, checks=checks)
+    assert report.passed == ["eager", "plan"], report
+    assert report.skipped["harness"] == (
+        "the plugin library is not prebuilt and cannot be built here: TensorRT headers not found (say where)"
+    )
+    # With every prerequisite there, a build that fails is the op's failure, not a skip.
+    monkeypatch.setattr(_build, "plugin_build_prerequisites", lambda: [])
+    with pytest.raises(_build.BuildError, match="TensorRT headers not found"):
+        check_op(torch.ops.torchtrt.rms_norm, samples, reference=rms_norm.reference, checks=checks)
+
+
 def test_declare_registers_only_and_the_first_need_builds_and_loads(monkeypatch, tmp_path):
     """Before: with Torch-TensorRT and TensorRT importable, declare() built the op's library (nvcc) and loaded it into
     TensorRT's registry, so `sdk generate`, a step of that very build, had to switch it off around its import. Now

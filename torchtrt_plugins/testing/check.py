@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import _derive
+from .. import _build, _derive
 from .. import spec as spec_mod
 from ..converters import _factory
 
@@ -180,6 +180,15 @@ def _check_harness(entry: spec_mod.OpEntry, call: Any, args: tuple, kwargs: dict
         _assert_close(spec, outputs, eager, f"plugin enqueue ({record.phase}, tactic {record.tactic})")
 
 
+def _unbuildable(err: _build.BuildError) -> str:
+    """Why a check that needs the op's plugin library is skipped: the library is neither prebuilt nor buildable here
+    (no TensorRT headers, no nvcc). A build that failed with everything it needs present is the op's failure: raised."""
+    missing = _build.plugin_build_prerequisites()
+    if not missing:
+        raise err
+    return "the plugin library is not prebuilt and cannot be built here: " + "; ".join(missing)
+
+
 def _check_rtx(entry: spec_mod.OpEntry, call: Any) -> None:
     trt = importlib.import_module("tensorrt_rtx")
     registry = trt.get_plugin_registry()
@@ -312,13 +321,19 @@ def check_op(
             else _factory.plan(entry.spec, args, kwargs)
         )
         if "harness" in checks:
-            _check_harness(entry, call, args, kwargs, eager, report)
+            try:
+                _check_harness(entry, call, args, kwargs, eager, report)
+            except _build.BuildError as err:
+                report.skipped["harness"] = _unbuildable(err)
         if "rtx" in checks:
             missing = _missing("tensorrt_rtx")
             if missing:
                 report.skipped["rtx"] = missing
             else:
-                _check_rtx(entry, call)
+                try:
+                    _check_rtx(entry, call)
+                except _build.BuildError as err:
+                    report.skipped["rtx"] = _unbuildable(err)
         if "trt" in checks:
             missing = "no CUDA GPU visible to torch" if not gpu else _missing("tensorrt") or _missing("torch_tensorrt")
             if missing:
