@@ -3,6 +3,7 @@ two symbols, depends on the CUDA runtime only, and loads idempotently."""
 
 import collections
 import importlib.util
+import json
 import re
 import shutil
 import struct
@@ -200,10 +201,12 @@ def test_prebuilt_library_carries_sass_for_the_wheel_archs_and_ptx_for_the_newes
     prebuilt = _build.prebuilt_libraries()
     if prebuilt is None:
         pytest.skip("no prebuilt library (a source checkout): .ci/run checks the wheel's")
-    archs = [a.split("-")[0] for a in _build.WHEEL_CUDA_ARCHS.split(";")]
+    # The architectures the wheel was built for (TORCHTRT_PLUGINS_WHEEL_ARCHS, else _build.WHEEL_CUDA_ARCHS), in
+    # CMake syntax: "90-real" is SASS only, "120" SASS and PTX.
+    built = json.loads((_build.PREBUILT_DIR / "build_info.json").read_text())["cuda_archs"].split(";")
     images = _fatbin_images(prebuilt.library)
-    assert {sm for kind, sm in images if kind == 2} == {int(a) for a in archs}
-    assert {sm for kind, sm in images if kind == 1} == {max(int(a) for a in archs)}
+    assert {sm for kind, sm in images if kind == 2} == {int(a.split("-")[0]) for a in built}
+    assert {sm for kind, sm in images if kind == 1} == {int(a) for a in built if not a.endswith("-real")}
     out = subprocess.run(["readelf", "-d", str(prebuilt.library)], capture_output=True, text=True, check=True).stdout
     assert "$ORIGIN/../../nvidia/cu13/lib" in out  # the CUDA runtime of the nvidia-cuda-runtime wheel
 
