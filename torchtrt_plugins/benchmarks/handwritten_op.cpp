@@ -87,13 +87,19 @@ void checkFloat(at::Tensor const& t, at::Tensor const& like, char const* op, cha
     TORCH_CHECK(t.scalar_type() == like.scalar_type(), "handwritten.", op, ": '", name, "' must have x's dtype");
 }
 
+// What rms_norm and add_rms_norm check alike: x on a CUDA device, the weight's dtype and shape, eps.
+void checkNorm(at::Tensor const& x, at::Tensor const& weight, double eps, char const* op)
+{
+    TORCH_CHECK(x.is_cuda(), "handwritten.", op, ": x must be a CUDA tensor");
+    checkFloat(weight, x, op, "weight");
+    TORCH_CHECK(std::isfinite(eps) && eps > 0, "handwritten.", op, ": argument 'eps' must be a float > 0");
+    TORCH_CHECK(x.dim() >= 1 && x.dim() <= ttp::sdk::kMAX_DIMS && weight.dim() == 1 && weight.size(0) == x.size(-1),
+        "handwritten.", op, ": argument 'weight' must have shape (x.shape[-1],)");
+}
+
 at::Tensor rmsNormImpl(at::Tensor const& x, at::Tensor const& weight, double eps, double offset, bool run)
 {
-    checkFloat(weight, x, "rms_norm", "weight");
-    TORCH_CHECK(x.is_cuda(), "handwritten.rms_norm: x must be a CUDA tensor");
-    TORCH_CHECK(std::isfinite(eps) && eps > 0, "handwritten.rms_norm: argument 'eps' must be a float > 0");
-    TORCH_CHECK(x.dim() >= 1 && x.dim() <= ttp::sdk::kMAX_DIMS && weight.dim() == 1 && weight.size(0) == x.size(-1),
-        "handwritten.rms_norm: argument 'weight' must have shape (x.shape[-1],)");
+    checkNorm(x, weight, eps, "rms_norm");
     c10::cuda::CUDAGuard guard(x.device());
     at::Tensor xc = x.contiguous();
     at::Tensor wc = weight.contiguous();
@@ -117,13 +123,10 @@ at::Tensor rmsNormNoLaunch(at::Tensor const& x, at::Tensor const& weight, double
 
 at::Tensor addRmsNorm(at::Tensor const& x, at::Tensor& residual, at::Tensor const& weight, double eps)
 {
+    checkNorm(x, weight, eps, "add_rms_norm");
     checkFloat(residual, x, "add_rms_norm", "residual");
-    checkFloat(weight, x, "add_rms_norm", "weight");
-    TORCH_CHECK(std::isfinite(eps) && eps > 0, "handwritten.add_rms_norm: argument 'eps' must be a float > 0");
     TORCH_CHECK(residual.sizes() == x.sizes() && residual.is_contiguous(),
         "handwritten.add_rms_norm: 'residual' must be contiguous with x's shape (updated in place)");
-    TORCH_CHECK(x.dim() >= 1 && x.dim() <= ttp::sdk::kMAX_DIMS && weight.dim() == 1 && weight.size(0) == x.size(-1),
-        "handwritten.add_rms_norm: argument 'weight' must have shape (x.shape[-1],)");
     c10::cuda::CUDAGuard guard(x.device());
     at::Tensor xc = x.contiguous();
     at::Tensor wc = weight.contiguous();
