@@ -1,5 +1,6 @@
 """Host time per call of the eager CUDA ops on tiny tensors (the GPU work is negligible, so this is the adapter's
-overhead), and masked_rows' device memory. Prints one line per measurement; compare two checkouts in one run:
+overhead): the torch peers, then each op with a hand-written twin interleaved with it (from Python and from a C++
+loop); and masked_rows' device memory. Prints one line per measurement; compare two checkouts in one run:
 
     PYTHONPATH=<checkout> python scripts/eager_overhead.py <label>
 """
@@ -65,60 +66,94 @@ torch.testing.assert_close(
     hw.add_rms_norm(x, r1, w, 1e-6), torch.ops.torchtrt.add_rms_norm(x, r2, w, 1e-6), rtol=0, atol=0
 )
 torch.testing.assert_close(r1, r2, rtol=0, atol=0)
-cases = {
-    "rms_norm": lambda: torch.ops.torchtrt.rms_norm(x, w, 1e-6),
+singles = {
     "rms_norm.default": lambda: torch.ops.torchtrt.rms_norm.default(x, w, 1e-6),
-    "hand-written C++ op (rms_norm's launcher)": lambda: torch.ops.ttp_handwritten.rms_norm(x, w, 1e-6),
     "hand-written C++ op without its launch": lambda: torch.ops.ttp_handwritten.rms_norm_no_launch(x, w, 1e-6),
     "rms_norm_tactic[2]": lambda: torch.ops.torchtrt.rms_norm_tactic(x, w, 1e-6, tactic=2),
     "masked_rows": lambda: torch.ops.torchtrt.masked_rows(xm, mask),
     "torch x[mask] (peer)": lambda: xm[mask],
     "torch F.rms_norm (peer)": lambda: torch.nn.functional.rms_norm(x, (64,), w, 1e-6),
-    "add_rms_norm": lambda: torch.ops.torchtrt.add_rms_norm(x, residual, w, 1e-6),
-    "hand-written C++ add_rms_norm": lambda: torch.ops.ttp_handwritten.add_rms_norm(x, residual, w, 1e-6),
     "torch residual.add_(x); F.rms_norm (peer)": add_then_rms_norm,
-    "pad_to": lambda: torch.ops.torchtrt.pad_to(xp, 8, 8),
-    "hand-written C++ pad_to": lambda: torch.ops.ttp_handwritten.pad_to(xp, 8, 8),
     "torch F.pad (peer)": lambda: torch.nn.functional.pad(xp, (0, 2, 0, 2)),
-    "rotary_embedding": lambda: torch.ops.torchtrt.rotary_embedding(xr, positions, 64, 4096),
-    "hand-written C++ rotary_embedding (cache as a tensor)": lambda: torch.ops.ttp_handwritten.rotary_embedding(
-        xr, positions, cos_sin_cache, 64, 4096
-    ),
     "torch q * cos + rotate_half(q) * sin (peer)": rotate_half_rope,
     "torch x.clone() (a C++ op's floor)": lambda: x.clone(),
 }
-for name, fn in cases.items():
+for name, fn in singles.items():
     median, low, high = per_call_us(fn)
     print(f"[{LABEL}] host us/call {name}: median {median:.2f} (min {low:.2f}, max {high:.2f}), 2000 calls x 5")
 
-# The same calls from C++ (no Python): the launcher alone, and each op through the C++ dispatcher.
-y = torch.empty_like(x)
-loops = {
-    "launcher alone": lambda: torch.ops.ttp_handwritten.launcher_us(x, w, y, 20000),
-    "rms_norm": lambda: torch.ops.ttp_handwritten.dispatch_us("torchtrt::rms_norm", x, w, 20000),
-    "hand-written C++ op": lambda: torch.ops.ttp_handwritten.dispatch_us("ttp_handwritten::rms_norm", x, w, 20000),
-    "hand-written C++ op without its launch": lambda: torch.ops.ttp_handwritten.dispatch_us(
-        "ttp_handwritten::rms_norm_no_launch", x, w, 20000
+# Each declared op beside its hand-written twin, interleaved: ROUNDS rounds, each timing both (which goes first
+# alternates), so that the machine's drift over the run falls on both alike. From Python, then from a C++ loop
+# through the dispatcher (no Python).
+ROUNDS = 15
+twins = {
+    "rms_norm": (
+        lambda: torch.ops.torchtrt.rms_norm(x, w, 1e-6),
+        lambda: torch.ops.ttp_handwritten.rms_norm(x, w, 1e-6),
+    ),
+    "add_rms_norm": (
+        lambda: torch.ops.torchtrt.add_rms_norm(x, residual, w, 1e-6),
+        lambda: torch.ops.ttp_handwritten.add_rms_norm(x, residual, w, 1e-6),
+    ),
+    "pad_to": (lambda: torch.ops.torchtrt.pad_to(xp, 8, 8), lambda: torch.ops.ttp_handwritten.pad_to(xp, 8, 8)),
+    "rotary_embedding": (
+        lambda: torch.ops.torchtrt.rotary_embedding(xr, positions, 64, 4096),
+        lambda: torch.ops.ttp_handwritten.rotary_embedding(xr, positions, cos_sin_cache, 64, 4096),
     ),
 }
-for ns in ("torchtrt", "ttp_handwritten"):
-    who = "ours" if ns == "torchtrt" else "hand-written"
-    loops[f"add_rms_norm, {who}"] = lambda ns=ns: hw.dispatch_add_rms_us(f"{ns}::add_rms_norm", x, residual, w, 20000)
-    loops[f"pad_to, {who}"] = lambda ns=ns: hw.dispatch_pad_us(f"{ns}::pad_to", xp, 8, 8, 20000)
-    loops[f"rotary_embedding, {who}"] = lambda ns=ns: hw.dispatch_rotary_us(
-        f"{ns}::rotary_embedding", xr, positions, cos_sin_cache, 64, 4096, 20000
-    )
-for name, fn in loops.items():
-    fn()
-    samples = []
-    for _ in range(5):
+
+
+def loop(name, ns, calls=20000):
+    """The op `name` of namespace `ns` called `calls` times from a C++ loop: us per call."""
+    if name == "rms_norm":
+        return lambda: hw.dispatch_us(f"{ns}::rms_norm", x, w, calls)
+    if name == "add_rms_norm":
+        return lambda: hw.dispatch_add_rms_us(f"{ns}::add_rms_norm", x, residual, w, calls)
+    if name == "pad_to":
+        return lambda: hw.dispatch_pad_us(f"{ns}::pad_to", xp, 8, 8, calls)
+    return lambda: hw.dispatch_rotary_us(f"{ns}::rotary_embedding", xr, positions, cos_sin_cache, 64, 4096, calls)
+
+
+def python_loop(fn, calls=2000):
+    def timed():
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
         torch.cuda.synchronize()
-        samples.append(fn())
-    torch.cuda.synchronize()
+        return (time.perf_counter() - start) / calls * 1e6
+
+    return timed
+
+
+def interleaved(ours, twin):
+    """Per-call us of each over ROUNDS rounds: (ours, twin, ratio ours/twin per round)."""
+    for fn in (ours, twin):
+        fn()
+    a, b = [], []
+    for r in range(ROUNDS):
+        for first in ((ours, a), (twin, b)) if r % 2 == 0 else ((twin, b), (ours, a)):
+            torch.cuda.synchronize()
+            first[1].append(first[0]())
+    return a, b, [p / q for p, q in zip(a, b)]
+
+
+def report(where, name, ours, twin, calls):
+    a, b, ratios = interleaved(ours, twin)
     print(
-        f"[{LABEL}] C++ loop us/call {name}: median {statistics.median(samples):.2f} "
-        f"(min {min(samples):.2f}, max {max(samples):.2f}), 20000 calls x 5"
+        f"[{LABEL}] {where} us/call {name}: ours median {statistics.median(a):.2f} (min {min(a):.2f}), "
+        f"hand-written twin {statistics.median(b):.2f} (min {min(b):.2f}); ratio ours/twin median "
+        f"{statistics.median(ratios):.3f}, ours <= twin in {sum(p <= q for p, q in zip(a, b))} of {ROUNDS} rounds, "
+        f"{calls} calls a round"
     )
+
+
+for name, (ours, twin) in twins.items():
+    report("host", name, python_loop(ours), python_loop(twin), 2000)
+y = torch.empty_like(x)
+samples = [torch.ops.ttp_handwritten.launcher_us(x, w, y, 20000) for _ in range(5)]
+print(f"[{LABEL}] C++ loop us/call launcher alone: median {statistics.median(samples):.2f}, 20000 calls x 5")
+for name in twins:
+    report("C++ loop", name, loop(name, "torchtrt"), loop(name, "ttp_handwritten"), 20000)
 
 big = torch.randn(1 << 20, 16, device="cuda")  # 64 MiB
 keep = torch.rand(1 << 20, device="cuda") < 0.1

@@ -244,6 +244,28 @@ std::string deviceName(int32_t type, int32_t index)
 }
 
 using CurrentStream = AOTITorchError (*)(int32_t, void**);
+using ContextDevice = int (*)(int*); // the driver's cuCtxGetDevice: CUresult (CUdevice*), CUDA_SUCCESS being 0
+
+// The device of the calling thread's current CUDA context, which is where a launch goes: the driver's
+// cuCtxGetDevice, a thread-local read in the libcuda the process has loaded. torch's own query
+// (aoti_torch_get_current_device_index) goes through the generic accelerator lookup, about 0.2 us a call; a thread
+// with no current context (or no libcuda) takes that path.
+int32_t currentDevice()
+{
+    static ContextDevice const contextDevice = []() -> ContextDevice
+    {
+        void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        return reinterpret_cast<ContextDevice>(library != nullptr ? dlsym(library, "cuCtxGetDevice") : nullptr);
+    }();
+    int device = -1;
+    if (contextDevice != nullptr && contextDevice(&device) == 0)
+    {
+        return device;
+    }
+    int32_t current = -1;
+    shim(aoti_torch_get_current_device_index(&current), "get_current_device_index");
+    return current;
+}
 
 // aoti_torch_get_current_cuda_stream, from the libtorch_cuda the process has loaded (null with a CPU-only torch).
 CurrentStream currentStreamFunction()
@@ -458,22 +480,27 @@ public:
                     "), got torch.", table.name(in.dtype)));
             }
         }
-        for (int32_t s = 0; s < mOp.nbScalars; ++s)
+        // A signature this thread saw pass last passes again: only the devices are left to check.
+        if (!recall())
         {
-            checkScalar(s);
-        }
-        if (mReg.hook != nullptr)
-        {
-            checkWithFakeKernel();
-        }
-        mProgram = &mReg.rules.programFor([&](int32_t i) { return static_cast<int32_t>(mInputs[i].rank); });
-        try
-        {
-            mReg.rules.checkSizes(*mProgram, dimOf(), mFields, "the");
-        }
-        catch (rules::RuleError const& e)
-        {
-            throw EagerError(concat(mOp.label, ": ", e.what()));
+            for (int32_t s = 0; s < mOp.nbScalars; ++s)
+            {
+                checkScalar(s);
+            }
+            if (mReg.hook != nullptr)
+            {
+                checkWithFakeKernel();
+            }
+            mProgram = &mReg.rules.programFor([&](int32_t i) { return static_cast<int32_t>(mInputs[i].rank); });
+            try
+            {
+                mReg.rules.checkSizes(*mProgram, dimOf(), mFields, "the");
+            }
+            catch (rules::RuleError const& e)
+            {
+                throw EagerError(concat(mOp.label, ": ", e.what()));
+            }
+            remember();
         }
         Input const& first = mInputs[0];
         for (int32_t i = 0; i < mOp.nbInputs; ++i)
@@ -493,10 +520,8 @@ public:
     void run(StableIValue* stack)
     {
         int32_t const device = mInputs[0].deviceIndex;
-        int32_t current = -1;
-        shim(aoti_torch_get_current_device_index(&current), "get_current_device_index");
         DeviceGuardHandle guard = nullptr;
-        if (current != device)
+        if (currentDevice() != device)
         {
             shim(aoti_torch_create_device_guard(device, &guard), "create_device_guard");
         }
@@ -661,31 +686,47 @@ private:
     }
 
     // The key of a call signature: per input its rank and dtype, then every dim, then the scalars, in one stack
-    // buffer (the lookup of a signature seen before allocates nothing).
+    // buffer (the lookup of a signature seen before allocates nothing). Everything the checks before the devices' and
+    // the shape program read; none with a rank above kMAX_DIMS (which no program takes).
     static constexpr size_t kMAX_KEY
         = kMAX_TENSORS * (2 * sizeof(int32_t) + kMAX_DIMS * sizeof(int64_t)) + kMAX_SCALARS * sizeof(double);
 
-    void checkWithFakeKernel()
+    // The signatures this thread saw pass last, with their shape program: a repeated call takes no lock and repeats
+    // no check but the devices'.
+    struct Recent
     {
+        Registration const* registration{nullptr};
+        rules::ShapeProgram const* program{nullptr};
+        size_t length{0};
+        char key[kMAX_KEY];
+    };
+    static constexpr size_t kRECENT = 4;
+    struct RecentSignatures
+    {
+        std::array<Recent, kRECENT> entries{};
+        size_t next{0};
+    };
+    static RecentSignatures& recentSignatures()
+    {
+        thread_local RecentSignatures recent;
+        return recent;
+    }
+
+    // Builds this call's key; true (with mProgram set) where this thread saw the signature pass last.
+    bool recall()
+    {
+        mKeyLength = 0;
         for (int32_t i = 0; i < mOp.nbInputs; ++i)
         {
-            if (mInputs[i].rank > kMAX_DIMS) // no program takes it: the fake kernel (or the rank check) says why
+            if (mInputs[i].rank > kMAX_DIMS)
             {
-                std::vector<int64_t> dims;
-                for (int32_t j = 0; j < mOp.nbInputs; ++j)
-                {
-                    dims.insert(dims.end(), mInputs[j].sizes, mInputs[j].sizes + mInputs[j].rank);
-                }
-                runHook(dims.data());
-                return;
+                return false;
             }
         }
-        char key[kMAX_KEY];
-        size_t length = 0;
         auto const append = [&](void const* data, size_t bytes)
         {
-            std::memcpy(key + length, data, bytes);
-            length += bytes;
+            std::memcpy(mKey + mKeyLength, data, bytes);
+            mKeyLength += bytes;
         };
         for (int32_t i = 0; i < mOp.nbInputs; ++i)
         {
@@ -693,31 +734,52 @@ private:
             append(&rank, sizeof(rank));
             append(&mInputs[i].dtype, sizeof(int32_t));
         }
-        size_t const dimsAt = length;
+        mDimsAt = mKeyLength;
         for (int32_t i = 0; i < mOp.nbInputs; ++i)
         {
             append(mInputs[i].sizes, static_cast<size_t>(mInputs[i].rank) * sizeof(int64_t));
         }
-        size_t const dimsBytes = length - dimsAt;
+        mDimsBytes = mKeyLength - mDimsAt;
         append(mScalars, static_cast<size_t>(mOp.nbScalars) * sizeof(double));
-        std::string_view const signature(key, length);
-        // The signatures this thread passed last (a passed signature stays passed): a repeated call takes no lock.
-        struct Recent
+        for (Recent const& r : recentSignatures().entries)
         {
-            Registration const* registration{nullptr};
-            size_t length{0};
-            char key[kMAX_KEY];
-        };
-        constexpr size_t kRECENT = 4;
-        thread_local std::array<Recent, kRECENT> recent{};
-        thread_local size_t nextRecent = 0;
-        for (Recent const& r : recent)
-        {
-            if (r.registration == &mReg && r.length == length && std::memcmp(r.key, key, length) == 0)
+            if (r.registration == &mReg && r.length == mKeyLength && std::memcmp(r.key, mKey, mKeyLength) == 0)
             {
-                return;
+                mProgram = r.program;
+                return true;
             }
         }
+        return false;
+    }
+
+    void remember() const
+    {
+        if (mKeyLength == 0)
+        {
+            return;
+        }
+        RecentSignatures& recent = recentSignatures();
+        Recent& slot = recent.entries[recent.next++ % kRECENT];
+        slot.registration = &mReg;
+        slot.program = mProgram;
+        slot.length = mKeyLength;
+        std::memcpy(slot.key, mKey, mKeyLength);
+    }
+
+    // The fake kernel runs once per signature in the process (a signature passed stays passed).
+    void checkWithFakeKernel()
+    {
+        if (mKeyLength == 0) // a rank no program takes: the fake kernel (or the rank check) says why
+        {
+            std::vector<int64_t> dims;
+            for (int32_t j = 0; j < mOp.nbInputs; ++j)
+            {
+                dims.insert(dims.end(), mInputs[j].sizes, mInputs[j].sizes + mInputs[j].rank);
+            }
+            runHook(dims.data());
+            return;
+        }
+        std::string_view const signature(mKey, mKeyLength);
         bool passed = false;
         {
             std::lock_guard<std::mutex> lock(mReg.mutex);
@@ -726,7 +788,7 @@ private:
         if (!passed)
         {
             int64_t dims[kMAX_TENSORS * kMAX_DIMS];
-            std::memcpy(dims, key + dimsAt, dimsBytes);
+            std::memcpy(dims, mKey + mDimsAt, mDimsBytes);
             runHook(dims);
             std::lock_guard<std::mutex> lock(mReg.mutex);
             if (mReg.checked.size() >= 4096) // many distinct shapes (e.g. a varying batch): start over
@@ -735,10 +797,6 @@ private:
             }
             mReg.checked.emplace(signature);
         }
-        Recent& slot = recent[nextRecent++ % kRECENT];
-        slot.registration = &mReg;
-        slot.length = length;
-        std::memcpy(slot.key, key, length);
     }
 
     // The op's fake kernel on this call (`dims`: every input's dims, in order); throws its message.
@@ -853,6 +911,10 @@ private:
     int64_t mInts[kMAX_SCALARS]{};
     rules::ShapeProgram const* mProgram{nullptr};
     rules::FieldView const mFields{mScalars}; // an eager call has no shape inputs
+    char mKey[kMAX_KEY];                      // the call's signature (recall), mKeyLength bytes; none when 0
+    size_t mKeyLength{0};
+    size_t mDimsAt{0};
+    size_t mDimsBytes{0};
 };
 
 std::array<std::atomic<Registration*>, kSLOTS> gSlots{};

@@ -2,7 +2,7 @@
 // same bytes, as CUDA graphs of 20 calls on the same buffers (the benchmarks' graph timer), per dtype and shape: to
 // choose kRowConfigs. Also the production launcher ("auto"). With "large": issue 24's candidates (namespace lab,
 // below) at the widest shapes, each checked once against the shipped kernel's outputs before it is timed.
-//   nvcc -std=c++17 -O3 -arch=sm_90 add_rms_lab.cu -o add_rms_lab && ./add_rms_lab [all|large]
+//   nvcc -std=c++17 -O3 -arch=sm_90 add_rms_lab.cu -o add_rms_lab && ./add_rms_lab [all|large|small] [dtype]
 #include "../../csrc/kernels/add_rms_norm.cu"
 #include "graph_timer.cuh"
 
@@ -719,6 +719,9 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
                 { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, true, s); }));        \
     }
     TTP_CONFIG(32, 2, 256)
+    TTP_CONFIG(32, 8, 32)
+    TTP_CONFIG(32, 8, 64)
+    TTP_CONFIG(32, 8, 128)
     TTP_CONFIG(128, 1, 128)
     TTP_CONFIG(128, 2, 128)
     TTP_CONFIG(128, 4, 128)
@@ -750,8 +753,8 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
 template <typename T>
 void all(char const* dtype)
 {
-    int64_t const shapes[][2] = {{1, 4096}, {128, 4096}, {1024, 2048}, {4096, 4096}, {4096, 2048}, {4096, 12288},
-        {4096, 8192}, {2048, 16384}, {100000, 128}};
+    int64_t const shapes[][2] = {{1, 4096}, {128, 2048}, {128, 4096}, {1024, 2048}, {4096, 4096}, {4096, 2048},
+        {4096, 12288}, {4096, 8192}, {2048, 16384}, {100000, 128}};
     for (auto const& s : shapes)
     {
         shape<T>(dtype, s[0], s[1]);
@@ -880,24 +883,44 @@ void large(char const* dtype)
 }
 } // namespace
 
-// No argument or "all": the row configurations at every shape; "large": issue 24's candidates at the widest shapes.
+// No argument or "all": the row configurations at every shape; "large": issue 24's candidates at the widest shapes;
+// "small": the row configurations at the decoder block's 128x2048. A second argument (bf16, fp16 or fp32) takes one
+// dtype.
 int main(int argc, char** argv)
 {
     std::string const mode = argc > 1 ? argv[1] : "all";
+    std::string const only = argc > 2 ? argv[2] : "";
+    auto const each = [&](auto&& run)
+    {
+        if (only.empty() || only == "bf16")
+        {
+            run(__nv_bfloat16{}, "bf16");
+        }
+        if (only.empty() || only == "fp16")
+        {
+            run(__half{}, "fp16");
+        }
+        if (only.empty() || only == "fp32")
+        {
+            run(float{}, "fp32");
+        }
+    };
     if (mode == "large")
     {
-        large<__nv_bfloat16>("bf16");
-        large<__half>("fp16");
-        large<float>("fp32");
-        return 0;
+        each([](auto t, char const* dtype) { large<decltype(t)>(dtype); });
     }
-    if (mode != "all")
+    else if (mode == "small")
     {
-        std::fprintf(stderr, "usage: %s [all|large]\n", argv[0]);
+        each([](auto t, char const* dtype) { shape<decltype(t)>(dtype, 128, 2048); });
+    }
+    else if (mode == "all")
+    {
+        each([](auto t, char const* dtype) { all<decltype(t)>(dtype); });
+    }
+    else
+    {
+        std::fprintf(stderr, "usage: %s [all|large|small] [bf16|fp16|fp32]\n", argv[0]);
         return 2;
     }
-    all<__nv_bfloat16>("bf16");
-    all<__half>("fp16");
-    all<float>("fp32");
     return 0;
 }

@@ -117,6 +117,22 @@ def test_python_float_repr_in_range_messages(on_cpu):
         assert _cpp_error(on_cpu, *args).endswith(f"got {scale!r}")
 
 
+def test_a_signature_seen_before_is_checked_again_where_the_call_differs(on_cpu):
+    # The kernel remembers the signatures (dtypes, dims, scalars) a thread saw pass its checks and then checks only
+    # the devices: a call differing in any of them, after one that passed, still gets its own message.
+    passing = (torch.zeros(6, 5), torch.zeros(5), 9, 3)
+    failing = [
+        (torch.zeros(6, 5), torch.zeros(5), 9, 17),
+        (torch.zeros(6, 5), torch.zeros(4), 9, 3),
+        (torch.zeros(6, 5), torch.zeros(5, dtype=torch.float16), 9, 3),
+        (torch.zeros(6, 5), torch.zeros(5), 9, 3, False, 0.0),
+    ]
+    for args in failing:
+        for _ in range(2):
+            assert "must be a CUDA tensor" in _cpp_error(on_cpu, *passing)
+            assert _python_error(*args) in _cpp_error(on_cpu, *args)
+
+
 def _add_rms_norm_args(x_dtype=torch.float32, residual_shape=(6, 8), eps=1e-6):
     x = torch.zeros(6, 8, dtype=x_dtype)
     return x, torch.zeros(residual_shape), torch.ones(8), eps
