@@ -170,7 +170,8 @@ struct RowConfig
     int group;
     int c;
     int block;
-    bool lateWeightBf16; // bf16 with many rows: the weight loaded after the sum (PREFETCH_W false)
+    bool lateWeightBf16 = false; // bf16 with many rows: the weight loaded after the sum (PREFETCH_W false)
+    int onlyElementBytes = 0;    // taken only by 16-byte vectors of elements of this size (0: by every launch)
 };
 
 // Rows from which a launch is bandwidth-bound rather than latency-bound (the weight may then come late).
@@ -183,10 +184,13 @@ constexpr int64_t kManyRows = 1024;
 // 1024x2048 144% with 256 x 1 against 130% with 128 x 2; fp32 4096x12288 97.2% with 1024 x 3 against 90.0% with
 // 1024 x 4). In bf16 with many rows, 2 vectors per thread in blocks of 512-1024 keep more blocks resident with the
 // weight loaded after the sum (4096x8192 97.2% against 93.3%, 2048x16384 93.7% against 82.7%); few rows and the other
-// dtypes lose with it (1x4096 bf16 46% against 58%). Ordered by the rows they take.
-constexpr RowConfig kRowConfigs[]
-    = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32, 1, 256}, {32, 2, 256}, {128, 1, 128}, {256, 1, 256}, {256, 2, 256},
-        {256, 3, 256}, {512, 2, 512, true}, {512, 3, 512}, {1024, 2, 1024, true}, {1024, 3, 1024}, {1024, 4, 1024}};
+// dtypes lose with it (1x4096 bf16 46% against 58%). float32 rows of 2049-3072 vectors take 512 threads x 6 (Liger's
+// split; benchmarks' graph timer, H100: 2048x12288 136.7 against 138.0 us with 1024 x 3, 4096x12288 270.3 against
+// 271.2, 4096x10240 227.6 against 229.0; 384 x 8 and 512 x 6 with the weight loaded late measured between the two).
+// Ordered by the rows they take.
+constexpr RowConfig kRowConfigs[] = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32, 1, 256}, {32, 2, 256}, {128, 1, 128},
+    {256, 1, 256}, {256, 2, 256}, {256, 3, 256}, {512, 2, 512, true}, {512, 3, 512}, {1024, 2, 1024, true},
+    {512, 6, 512, false, 4}, {1024, 3, 1024}, {1024, 4, 1024}};
 
 // The first configuration from kRowConfigs[I] on that holds the row; past the last, the two-pass kernel.
 template <typename T, int VEC, size_t I = 0>
@@ -196,7 +200,11 @@ cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows
     if constexpr (I < std::size(kRowConfigs))
     {
         constexpr RowConfig kConfig = kRowConfigs[I];
-        if (hidden / VEC <= kConfig.group * kConfig.c)
+        if constexpr (kConfig.onlyElementBytes != 0 && (kConfig.onlyElementBytes != sizeof(T) || VEC * sizeof(T) != 16))
+        {
+            return launch<T, VEC, I + 1>(x, r, w, ro, y, rows, hidden, eps, streamStores, stream);
+        }
+        else if (hidden / VEC <= kConfig.group * kConfig.c)
         {
             if constexpr (kConfig.lateWeightBf16 && std::is_same_v<T, __nv_bfloat16>)
             {
