@@ -7,6 +7,7 @@ import importlib.util
 import random
 import subprocess
 import sys
+import time
 import types
 
 import numpy as np
@@ -53,6 +54,21 @@ def test_bandwidth_and_pct_of_copy():
 def test_time_cpu_returns_ordered_quantiles():
     timing = common.time_cpu(lambda: sum(range(100)), warmup_ms=1, rep_ms=2)
     assert 0 < timing.p20_ms <= timing.median_ms <= timing.p80_ms
+
+
+def test_time_host_gives_a_slow_call_fewer_calls_a_sample():
+    # A call of 10 ms: about 50 ms a sample, not 200 calls (2 s) a sample, and still its own time per call.
+    calls = []
+
+    def slow():
+        calls.append(time.sleep(0.01))
+
+    timing = common.time_host(slow, torch.device("cpu"), samples=3)
+    assert len(calls) <= 40
+    assert 9.5 <= timing.median_ms <= 40
+    fast = []
+    common.time_host(lambda: fast.append(None), torch.device("cpu"), samples=3)
+    assert len(fast) == 20 + 3 * common.HOST_CALLS  # a fast call keeps the full count
 
 
 def test_parse_dtypes_and_shapes():

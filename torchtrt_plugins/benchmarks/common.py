@@ -756,7 +756,8 @@ def add_timing_arguments(parser: Any) -> None:
         default=",".join(DEFAULT_TIMERS),
         help="comma-separated, one row each: do_bench (GPU time per call, L2 flushed before each; it hides host "
         f"time), graph (GPU time per call of {GRAPH_CALLS} calls replayed in one CUDA graph), host (host wall "
-        f"time per call, {HOST_CALLS} calls with no synchronization inside). Default: {','.join(DEFAULT_TIMERS)}",
+        f"time per call, up to {HOST_CALLS} calls with no synchronization inside, fewer where they would pass 50 ms). "
+        f"Default: {','.join(DEFAULT_TIMERS)}",
     )
     parser.add_argument(
         "--repeats", type=int, default=1, help="time every provider this many times, interleaved; report the spread"

@@ -187,13 +187,21 @@ def time_cpu(fn: Callable[[], Any], warmup_ms: float = 10, rep_ms: float = 50) -
     return summarize(samples)
 
 
-def time_host(fn: Callable[[], Any], device: torch.device, samples: int = 15, calls: int = HOST_CALLS) -> Timing:
+def time_host(
+    fn: Callable[[], Any], device: torch.device, samples: int = 15, calls: int = HOST_CALLS, sample_ms: float = 50.0
+) -> Timing:
     """Host wall time per call: ``calls`` calls back to back with no synchronization inside, the device drained
-    before each sample and after it (outside the timed span); median and p20/p80 over ``samples``."""
+    before each sample and after it (outside the timed span); median and p20/p80 over ``samples``. A call slow
+    enough that ``calls`` of them would pass ``sample_ms`` (a CPU op, or a big GPU one whose queue the host waits on
+    anyway) gets fewer, at least one, so that a sample lasts about ``sample_ms``."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(20):
+    warm, begin = 0, time.perf_counter()
+    while warm < 20 and (warm < 2 or (time.perf_counter() - begin) * 1e3 < sample_ms):
         fn()
+        warm += 1
     sync()
+    per_call_ms = (time.perf_counter() - begin) * 1e3 / warm
+    calls = max(1, min(calls, int(sample_ms / per_call_ms)))
     out = []
     for _ in range(samples):
         sync()
