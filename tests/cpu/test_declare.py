@@ -8,6 +8,7 @@ from torchtrt_plugins.testing import require_sdk_build
 require_sdk_build()
 
 import itertools  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import sdk_ops  # noqa: E402
@@ -290,18 +291,26 @@ def test_a_declaration_rejected_at_declare_time_stays_undeclared():
         spec_mod.unregister(spec_mod.get(qualname))
 
 
-def test_a_misspelt_launcher_is_named_with_its_op_by_the_build(tmp_path):
-    """Before: the build failed with the linker's `undefined reference to r26::misspelt(ttp::sdk::LaunchArgs
-    const&)` and nothing else."""
-    from torchtrt_plugins import _build, sdk
+def _copy_library(tmp_path, name: str, launcher: str):
+    """A library whose one source defines decl_test::copy, with PLAIN declared on it with ``launcher``."""
+    from torchtrt_plugins import sdk
 
     source = tmp_path / "launchers.cu"
     source.write_text(
         '#include "sdk/ttp_sdk.h"\nnamespace decl_test {\n'
         "cudaError_t copy(ttp::sdk::LaunchArgs const&) { return cudaSuccess; }\n}\n"
     )
-    library = sdk.PluginLibrary("decl_test_misspelt", sources=[source])
-    library.add(ttp.Declaration(PLAIN, library=library, launcher="decl_test::cpoy", dtypes={"x": (torch.float32,)}))
+    library = sdk.PluginLibrary(name, sources=[source])
+    library.add(ttp.Declaration(PLAIN, library=library, launcher=launcher, dtypes={"x": (torch.float32,)}))
+    return library
+
+
+def test_a_misspelt_launcher_is_named_with_its_op_by_the_build(tmp_path):
+    """Before: the build failed with the linker's `undefined reference to r26::misspelt(ttp::sdk::LaunchArgs
+    const&)` and nothing else."""
+    from torchtrt_plugins import _build
+
+    library = _copy_library(tmp_path, "decl_test_misspelt", "decl_test::cpoy")
     message = (
         r"^plugin library decl_test_misspelt: decl_test\.plain: launcher 'decl_test::cpoy' is not defined in its "
         r"sources \[.*launchers\.cu'\]; define `cudaError_t cpoy\(ttp::sdk::LaunchArgs const&\)` in namespace "
@@ -309,6 +318,22 @@ def test_a_misspelt_launcher_is_named_with_its_op_by_the_build(tmp_path):
     )
     with pytest.raises(_build.BuildError, match=message):
         library.build()
+
+
+def test_a_library_compiles_only_its_own_sources_and_links_the_sdks_shared_objects(tmp_path, monkeypatch):
+    from torchtrt_plugins.sdk import library as library_module
+
+    sdk_ops.LIBRARY.build()  # the SDK's objects for these flags exist from here on
+    run, commands = library_module._run, []
+    monkeypatch.setattr(library_module, "_run", lambda command: (commands.append(command), run(command))[1])
+    built = _copy_library(tmp_path, "decl_test_own", "decl_test::copy").build(force=True)
+    compiled = [Path(c[c.index("-c") + 1]).name for c in commands if "-c" in c]
+    assert sorted(compiled) == ["declared_ops.cpp", "launcher_table.cpp", "launchers.cu"]
+    links = [c for c in commands if "-shared" in c]
+    assert [c[c.index("-o") + 1] for c in links] == [str(built.plugins), str(built.launchers)]
+    for link in links:
+        shared = {Path(arg).parent.name for arg in link if arg.endswith(".o") and "sdk-objects-" in arg}
+        assert len(shared) == 1, link
 
 
 def test_the_fake_kernels_bare_check_names_op_and_arguments():
