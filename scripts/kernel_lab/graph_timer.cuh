@@ -1,5 +1,7 @@
 // The kernel labs' graph timer: fn enqueued 20 times into one CUDA graph on a fresh non-blocking stream, replayed 15
-// times; the median microseconds per call (what the benchmarks' graph timer measures).
+// times, the L2 flushed before each replay (a 256 MiB memset outside the timed span); the median microseconds per
+// call. The benchmarks' graph timer does the same (torchtrt_plugins/benchmarks/timing.py): without the flush, the
+// lab ranked add_rms_norm's float32 row splits differently from the benchmark (docs/results.md, 2026-11-28).
 #pragma once
 
 #include <algorithm>
@@ -40,10 +42,14 @@ double graphMicros(std::function<cudaError_t(cudaStream_t)> const& fn)
     cudaEvent_t b = nullptr;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
+    constexpr size_t kFlushBytes = 256U << 20U;
+    void* flush = nullptr;
+    check(cudaMalloc(&flush, kFlushBytes), "flush buffer");
     check(cudaGraphLaunch(exec, stream), "warm graph");
     std::vector<double> samples;
     for (int r = 0; r < 15; ++r)
     {
+        check(cudaMemsetAsync(flush, 0, kFlushBytes, stream), "flush");
         cudaEventRecord(a, stream);
         cudaGraphLaunch(exec, stream);
         cudaEventRecord(b, stream);
@@ -53,6 +59,7 @@ double graphMicros(std::function<cudaError_t(cudaStream_t)> const& fn)
         samples.push_back(1e3 * ms / kCalls);
     }
     std::sort(samples.begin(), samples.end());
+    cudaFree(flush);
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     cudaGraphExecDestroy(exec);
