@@ -86,32 +86,31 @@ for name, fn in singles.items():
 # alternates), so that the machine's drift over the run falls on both alike. From Python, then from a C++ loop
 # through the dispatcher (no Python).
 ROUNDS = 15
+# Per op: ours and its twin from Python, and the op of a namespace from a C++ loop (`calls` calls: us per call).
 twins = {
     "rms_norm": (
         lambda: torch.ops.torchtrt.rms_norm(x, w, 1e-6),
         lambda: torch.ops.ttp_handwritten.rms_norm(x, w, 1e-6),
+        lambda ns, calls: hw.dispatch_us(f"{ns}::rms_norm", x, w, calls),
     ),
     "add_rms_norm": (
         lambda: torch.ops.torchtrt.add_rms_norm(x, residual, w, 1e-6),
         lambda: torch.ops.ttp_handwritten.add_rms_norm(x, residual, w, 1e-6),
+        lambda ns, calls: hw.dispatch_add_rms_us(f"{ns}::add_rms_norm", x, residual, w, calls),
     ),
-    "pad_to": (lambda: torch.ops.torchtrt.pad_to(xp, 8, 8), lambda: torch.ops.ttp_handwritten.pad_to(xp, 8, 8)),
+    "pad_to": (
+        lambda: torch.ops.torchtrt.pad_to(xp, 8, 8),
+        lambda: torch.ops.ttp_handwritten.pad_to(xp, 8, 8),
+        lambda ns, calls: hw.dispatch_pad_us(f"{ns}::pad_to", xp, 8, 8, calls),
+    ),
     "rotary_embedding": (
         lambda: torch.ops.torchtrt.rotary_embedding(xr, positions, 64, 4096),
         lambda: torch.ops.ttp_handwritten.rotary_embedding(xr, positions, cos_sin_cache, 64, 4096),
+        lambda ns, calls: hw.dispatch_rotary_us(
+            f"{ns}::rotary_embedding", xr, positions, cos_sin_cache, 64, 4096, calls
+        ),
     ),
 }
-
-
-def loop(name, ns, calls=20000):
-    """The op `name` of namespace `ns` called `calls` times from a C++ loop: us per call."""
-    if name == "rms_norm":
-        return lambda: hw.dispatch_us(f"{ns}::rms_norm", x, w, calls)
-    if name == "add_rms_norm":
-        return lambda: hw.dispatch_add_rms_us(f"{ns}::add_rms_norm", x, residual, w, calls)
-    if name == "pad_to":
-        return lambda: hw.dispatch_pad_us(f"{ns}::pad_to", xp, 8, 8, calls)
-    return lambda: hw.dispatch_rotary_us(f"{ns}::rotary_embedding", xr, positions, cos_sin_cache, 64, 4096, calls)
 
 
 def python_loop(fn, calls=2000):
@@ -131,9 +130,9 @@ def interleaved(ours, twin):
         fn()
     a, b = [], []
     for r in range(ROUNDS):
-        for first in ((ours, a), (twin, b)) if r % 2 == 0 else ((twin, b), (ours, a)):
+        for fn, samples in ((ours, a), (twin, b)) if r % 2 == 0 else ((twin, b), (ours, a)):
             torch.cuda.synchronize()
-            first[1].append(first[0]())
+            samples.append(fn())
     return a, b, [p / q for p, q in zip(a, b)]
 
 
@@ -147,13 +146,15 @@ def report(where, name, ours, twin, calls):
     )
 
 
-for name, (ours, twin) in twins.items():
+for name, (ours, twin, _) in twins.items():
     report("host", name, python_loop(ours), python_loop(twin), 2000)
 y = torch.empty_like(x)
 samples = [torch.ops.ttp_handwritten.launcher_us(x, w, y, 20000) for _ in range(5)]
 print(f"[{LABEL}] C++ loop us/call launcher alone: median {statistics.median(samples):.2f}, 20000 calls x 5")
-for name in twins:
-    report("C++ loop", name, loop(name, "torchtrt"), loop(name, "ttp_handwritten"), 20000)
+for name, (_, _, cpp) in twins.items():
+    report(
+        "C++ loop", name, lambda cpp=cpp: cpp("torchtrt", 20000), lambda cpp=cpp: cpp("ttp_handwritten", 20000), 20000
+    )
 
 big = torch.randn(1 << 20, 16, device="cuda")  # 64 MiB
 keep = torch.rand(1 << 20, device="cuda") < 0.1
