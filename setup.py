@@ -8,10 +8,12 @@
   ``TORCHTRT_PLUGINS_PREBUILT``: ``auto`` (default: prebuild when nvcc, cmake and the headers are found, else a
   sources-only wheel, saying why), ``1`` (fail without them), ``0`` (never). ``TORCHTRT_PLUGINS_WHEEL_ARCHS``
   overrides the architectures.
-- It carries the C++ eager kernel of declared ops (``libtorchtrt_plugins_eager.so``) too where torch (2.11 or later,
-  the stable ABI it is built against) is importable in the build environment (``--no-build-isolation``); it links
-  torch's ``libtorch_cpu.so``, found next to the installed torch (RPATH ``$ORIGIN/../../torch/lib``). Elsewhere it is
-  built on first use, and the build says why (``build_info.json``'s ``eager_kernel``).
+- It carries the C++ eager kernel of declared ops too where torch (2.11 or later) is importable in the build
+  environment (``--no-build-isolation``), in both flavours: ``libtorchtrt_plugins_eager.so`` against the stable ABI
+  (every torch from 2.11 on) and ``libtorchtrt_plugins_eager_native.so`` against the full ABI of that torch, which
+  serves that torch only (``build_info.json``'s ``eager_kernel_native_torch`` names it). They link torch's
+  ``libtorch_cpu.so``, found next to the installed torch (RPATH ``$ORIGIN/../../torch/lib``). Elsewhere they are built
+  on first use, and the build says why (``build_info.json``'s ``eager_kernel`` and ``eager_kernel_native``).
 - The prebuilt libraries load on glibc 2.28 and later and need no libstdc++ (``csrc/sdk/cmake/manylinux_2_28_c++``
   says how: zig, the ``ziglang`` build requirement, links them), so the wheel is tagged ``manylinux_2_28_<arch>``
   like torch's and TensorRT's. Where ziglang cannot be imported (``--no-build-isolation`` without it), they are
@@ -129,9 +131,12 @@ class BuildPy(build_py):
         )
         for name in names:
             shutil.copy2(build_dir / name, lib_dir / name)
-        eager = self._prebuild_eager(lib_dir, manylinux=zig is not None)
+        eager, _ = self._prebuild_eager(lib_dir, "stable", manylinux=zig is not None)
+        native, native_torch = self._prebuild_eager(lib_dir, "native", manylinux=zig is not None)
         info = {
             "eager_kernel": eager,
+            "eager_kernel_native": native,
+            **({"eager_kernel_native_torch": native_torch} if native_torch else {}),
             "cuda_archs": archs,
             "tensorrt_headers": ".".join(map(str, headers.version)),
             "platform": platform_tag,
@@ -140,28 +145,30 @@ class BuildPy(build_py):
         (lib_dir / "build_info.json").write_text(json.dumps(info, indent=1) + "\n")
         _say(f"built in {seconds:.0f} s: {', '.join(names)}")
 
-    def _prebuild_eager(self, lib_dir: Path, *, manylinux: bool) -> str:
-        """Build the C++ eager kernel into ``lib_dir`` with torchtrt_plugins.eager_kernel.build (in a child process:
-        it imports torch); returns what build_info.json records: its file name, or why there is none."""
+    def _prebuild_eager(self, lib_dir: Path, flavour: str, *, manylinux: bool) -> tuple[str, str | None]:
+        """Build the ``flavour`` C++ eager kernel into ``lib_dir`` with torchtrt_plugins.eager_kernel.build (in a child
+        process: it imports torch); returns what build_info.json records: its file name, or why there is none, and
+        for the native flavour the torch it serves (eager_kernel.torch_identity)."""
         script = (
             "import sys; from pathlib import Path; from torchtrt_plugins import eager_kernel as e; "
-            "e.build(Path(sys.argv[1]), quiet=True, compiler=sys.argv[2] or None, "
-            "extra_flags=['-Wl,-rpath,' + e.WHEEL_RPATH]); print(e.LIBRARY_NAME)"
+            "f = sys.argv[3]; e.build(Path(sys.argv[1]) / e.LIBRARY_NAMES[f], flavour=f, quiet=True, "
+            "compiler=sys.argv[2] or None, extra_flags=['-Wl,-rpath,' + e.WHEEL_RPATH]); print(e.LIBRARY_NAMES[f]); "
+            "print(e.torch_identity() if f == 'native' else '')"
         )
         compiler = str(HERE / "csrc" / "sdk" / "cmake" / "manylinux_2_28_c++") if manylinux else ""
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
-        output = lib_dir / "libtorchtrt_plugins_eager.so"
         result = subprocess.run(
-            [sys.executable, "-c", script, str(output), compiler], env=env, capture_output=True, text=True
+            [sys.executable, "-c", script, str(lib_dir), compiler, flavour], env=env, capture_output=True, text=True
         )
         if result.returncode == 0:
-            _say(f"built the C++ eager kernel: {output.name}")
-            return output.name
+            name, served = (result.stdout.strip().splitlines() + [""])[:2]
+            _say(f"built the {flavour} C++ eager kernel: {name}" + (f" (for torch {served})" if served else ""))
+            return name, served or None
         reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
         if "No module named 'torch'" in result.stderr:
             reason = "torch is not importable in the build environment (it is built on first use)"
-        _say(f"no prebuilt C++ eager kernel: {reason}")
-        return f"not built: {reason}"
+        _say(f"no prebuilt {flavour} C++ eager kernel: {reason}")
+        return f"not built: {reason}", None
 
 
 class BdistWheel(bdist_wheel):

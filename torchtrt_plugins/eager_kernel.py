@@ -1,9 +1,17 @@
 """The C++ eager kernel of declared ops: one boxed torch kernel for every op (``csrc/sdk/eager.cpp``).
 
-It is built against LibTorch's stable ABI (the C shims, targeting torch 2.11), so one binary serves every torch from
-2.11 on. It is built on first use (a C++ compiler, torch's headers and the CUDA runtime headers; once per source
-change, with a message) into the cache; a prebuilt one in ``torchtrt_plugins/lib`` is used first (a wheel built
-where torch is importable ships one, which finds ``libtorch_cpu.so`` next to the installed torch: :data:`WHEEL_RPATH`).
+It comes in two flavours, one source (:data:`FLAVOURS`), tried in this order:
+
+- ``native``: built against the full LibTorch ABI of the running torch, so it serves that torch only. It reads the
+  dispatcher's arguments in place and allocates as torch's own CUDA kernels do: the least host time a call.
+- ``stable``: built against LibTorch's stable ABI (the C shims, targeting torch 2.11), so one binary serves every
+  torch from 2.11 on, at a little more host time a call (each argument converted to a StableIValue and back).
+
+Each is taken prebuilt from ``torchtrt_plugins/lib`` where there is one for this torch (a wheel built where torch is
+importable ships both: the stable one for every torch, the native one for the torch it was built with, which
+``build_info.json`` names; they find ``libtorch_cpu.so`` next to the installed torch: :data:`WHEEL_RPATH`), else built
+on first use into the cache (a C++ compiler, torch's headers and the CUDA runtime headers; once per torch and source
+change, with a message). ``TORCHTRT_PLUGINS_EAGER=stable`` (or ``native``) takes that flavour only.
 
 A declared op gets its CUDA kernel in two steps. :func:`torchtrt_plugins.sdk.register_eager_kernel` registers a
 Python kernel at ``declare`` time, which loads nothing. Its first call loads this library and the op's launcher
@@ -11,13 +19,14 @@ library and registers the C++ kernel in its place, from the op's table (``ttp_sd
 the op's fake kernel once per new call signature, so that its own checks and messages still apply. Where the C++
 kernel cannot be had, the Python kernel stays (:func:`torchtrt_plugins.sdk.launch`) and one warning per process
 says why. ``TORCHTRT_PLUGINS_EAGER=python`` keeps the Python kernel without a warning. The C++ kernel's errors are
-``RuntimeError``s (torch's stable ABI carries no exception type) with the Python path's messages.
+``RuntimeError``s with the Python path's messages.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -25,6 +34,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +45,14 @@ from . import _build, _derive, sdk
 if TYPE_CHECKING:
     from .declare import Declaration
 
-#: The library's file name, prebuilt in a wheel's ``torchtrt_plugins/lib``.
-LIBRARY_NAME = "libtorchtrt_plugins_eager.so"
+#: The flavours, in the order tried.
+FLAVOURS = ("native", "stable")
+#: Each flavour's file name, prebuilt in a wheel's ``torchtrt_plugins/lib``.
+LIBRARY_NAMES = {"native": "libtorchtrt_plugins_eager_native.so", "stable": "libtorchtrt_plugins_eager.so"}
+#: The stable flavour's file name.
+LIBRARY_NAME = LIBRARY_NAMES["stable"]
+#: build_info.json's key naming the torch the prebuilt native flavour was built for (:func:`torch_identity`).
+NATIVE_TORCH_KEY = "eager_kernel_native_torch"
 #: The oldest torch whose stable ABI the library targets (TORCH_TARGET_VERSION).
 TARGET_TORCH = (2, 11)
 ENV = "TORCHTRT_PLUGINS_EAGER"
@@ -58,12 +74,13 @@ _HOOK = ctypes.CFUNCTYPE(
 )
 
 _lock = threading.RLock()
-_library: ctypes.CDLL | None = None
-_unavailable: str | None = None
+#: Per flavour: the loaded library, or why it is unavailable.
+_libraries: dict[str, ctypes.CDLL] = {}
+_unavailable: dict[str, str] = {}
 _warned = False
-#: Hook token -> declaration (the hook's argument), and each installed op's handle.
+#: Hook token -> declaration (the hook's argument), and each installed op's registration.
 _declarations: list[Declaration] = []
-_handles: dict[str, ctypes.c_void_p] = {}
+_handles: dict[str, Registered] = {}
 #: The Python kernels replaced while they ran, kept alive past their own call (see :func:`install`).
 _replaced: list[Any] = []
 
@@ -76,10 +93,11 @@ class EagerKernelUnavailable(RuntimeError):
     """Why the C++ eager kernel cannot serve here (the Python kernel does instead)."""
 
 
-def sources() -> list[Path]:
+def sources(flavour: str = "stable") -> list[Path]:
     csrc = _build.source_dir() / "csrc"
     names = [
         "sdk/eager.cpp",
+        f"sdk/eager_{flavour}.h",
         "sdk/rules.cpp",
         "sdk/rules.h",
         "sdk/op_table.h",
@@ -88,6 +106,11 @@ def sources() -> list[Path]:
         "sdk/eager.map",
     ]
     return [csrc / name for name in names]
+
+
+def torch_identity() -> str:
+    """The running torch as the native flavour's ABI depends on it: version, commit and C++ ABI."""
+    return f"{torch.__version__}|{torch.version.git_version}|cxx11abi={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
 
 
 def _cuda_include_dir() -> Path | None:
@@ -116,8 +139,14 @@ def _compiler() -> str | None:
     return None
 
 
-def build_prerequisites() -> list[str]:
-    """What building the library here lacks (empty when it can build)."""
+def _check_flavour(flavour: str) -> None:
+    if flavour not in FLAVOURS:
+        raise ValueError(f"torchtrt_plugins eager kernel: flavour must be one of {FLAVOURS}, got {flavour!r}")
+
+
+def build_prerequisites(flavour: str = "stable") -> list[str]:
+    """What building the ``flavour`` library here lacks (empty when it can build)."""
+    _check_flavour(flavour)
     reasons = []
     if _compiler() is None:
         reasons.append("no C++ compiler found (set CXX)")
@@ -125,47 +154,63 @@ def build_prerequisites() -> list[str]:
         reasons.append(
             "the CUDA runtime headers (cuda_runtime_api.h) are not found: install the CUDA toolkit or set CUDA_HOME"
         )
-    if not (Path(torch.__file__).parent / "include" / "torch" / "csrc" / "stable").is_dir():
+    include = Path(torch.__file__).parent / "include"
+    if flavour == "stable" and not (include / "torch" / "csrc" / "stable").is_dir():
         reasons.append(f"torch {torch.__version__} carries no stable-ABI headers (torch/csrc/stable)")
+    if flavour == "native" and not (include / "torch" / "library.h").is_file():
+        reasons.append(f"torch {torch.__version__} carries no LibTorch headers (torch/library.h)")
     if tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < TARGET_TORCH:
         reasons.append(f"torch {torch.__version__} is older than {'.'.join(map(str, TARGET_TORCH))}")
     return reasons
 
 
-def build(output: Path, *, quiet: bool = False, extra_flags: Sequence[str] = (), compiler: str | None = None) -> Path:
-    """Compile the library into ``output`` (the wheel's prebuild and the first-use build). Raises BuildError.
+def build(
+    output: Path,
+    *,
+    flavour: str = "stable",
+    quiet: bool = False,
+    extra_flags: Sequence[str] = (),
+    compiler: str | None = None,
+) -> Path:
+    """Compile the ``flavour`` library into ``output`` (the wheel's prebuild and the first-use build). Raises
+    BuildError.
 
     It exports its ``ttp_eager_*`` entry points and nothing else: a compiler that links libstdc++ statically by
     default (the H100 machine's ``CXX``) would otherwise export that copy's symbols, which then mix with the
     process's own libstdc++ (torch's) and crash in the first ``std::ostream`` call. ``compiler`` (default: ``CXX``, else
     the first found) is how the wheel's prebuild links it for manylinux_2_28."""
-    missing = [r for r in build_prerequisites() if compiler is None or not r.startswith("no C++ compiler")]
+    missing = [r for r in build_prerequisites(flavour) if compiler is None or not r.startswith("no C++ compiler")]
     if missing:
-        raise _build.BuildError("cannot build the C++ eager kernel: " + "; ".join(missing))
+        raise _build.BuildError(f"cannot build the {flavour} C++ eager kernel: " + "; ".join(missing))
     torch_dir = Path(torch.__file__).parent
     csrc = _build.source_dir() / "csrc"
-    major, minor = TARGET_TORCH
     cxx = compiler or str(_compiler())
-    compile_flags = [
-        "-std=c++17",
-        "-O2",
-        "-fPIC",
-        "-fvisibility=hidden",
-        f"-DTORCH_TARGET_VERSION=0x{major:02x}{minor:02x}000000000000",
-        f"-I{csrc}",
-        f"-I{torch_dir / 'include'}",
-        f"-I{_cuda_include_dir()}",
-    ]
+    compile_flags = ["-O2", "-fPIC", "-fvisibility=hidden", f"-I{csrc}", f"-I{torch_dir / 'include'}"]
+    if flavour == "stable":
+        major, minor = TARGET_TORCH
+        compile_flags += ["-std=c++17", f"-DTORCH_TARGET_VERSION=0x{major:02x}{minor:02x}000000000000"]
+        libraries = ["-ltorch_cpu"]
+        abi = "stable ABI (every torch from 2.11 on)"
+    else:
+        compile_flags += [
+            "-std=c++20",  # what torch's own extensions build with (torch.utils.cpp_extension)
+            "-DTTP_EAGER_NATIVE",
+            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+            f"-I{torch_dir / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
+        ]
+        libraries = ["-ltorch_cpu", "-lc10"]
+        abi = "full ABI (this torch only)"
+    compile_flags.append(f"-I{_cuda_include_dir()}")
     if not quiet:
         _build._message(
-            f"building the C++ eager kernel of declared ops against torch {torch.__version__}'s stable ABI into "
-            f"{output.parent} (once per source change)"
+            f"building the C++ eager kernel of declared ops against torch {torch.__version__}'s {abi} into "
+            f"{output.parent} (once per torch and source change)"
         )
     output.parent.mkdir(parents=True, exist_ok=True)
     # Compiled, then linked: the manylinux_2_28 compiler compiles with g++ and links with zig, one step each.
     with tempfile.TemporaryDirectory(dir=output.parent) as work:
         objects = []
-        for source in (s for s in sources() if s.suffix == ".cpp"):
+        for source in (s for s in sources(flavour) if s.suffix == ".cpp"):
             objects.append(str(Path(work) / f"{source.stem}.o"))
             _run([cxx, *compile_flags, "-c", str(source), "-o", objects[-1]])
         _run(
@@ -174,7 +219,7 @@ def build(output: Path, *, quiet: bool = False, extra_flags: Sequence[str] = (),
                 "-shared",
                 *objects,
                 f"-L{torch_dir / 'lib'}",
-                "-ltorch_cpu",
+                *libraries,
                 "-ldl",
                 "-Wl,--no-undefined",
                 f"-Wl,--version-script={csrc / 'sdk' / 'eager.map'}",
@@ -192,53 +237,91 @@ def _run(command: list[str]) -> None:
         raise _build.BuildError(f"{' '.join(command)}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
 
 
-def library_path() -> Path:
-    """The library: prebuilt in a wheel, else built from the sources into the cache (on first use)."""
-    prebuilt = _build.PREBUILT_DIR / LIBRARY_NAME
-    if prebuilt.is_file():
+def _prebuilt(flavour: str) -> Path | None:
+    """The wheel's prebuilt ``flavour`` library, where it serves this torch."""
+    path = _build.PREBUILT_DIR / LIBRARY_NAMES[flavour]
+    if not path.is_file():
+        return None
+    if flavour == "stable":
+        return path
+    try:
+        info = json.loads((_build.PREBUILT_DIR / "build_info.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return path if info.get(NATIVE_TORCH_KEY) == torch_identity() else None
+
+
+def library_path(flavour: str = "stable") -> Path:
+    """The ``flavour`` library: prebuilt in a wheel for this torch, else built from the sources into the cache (on
+    first use). Raises BuildError."""
+    _check_flavour(flavour)
+    prebuilt = _prebuilt(flavour)
+    if prebuilt is not None:
         return prebuilt
-    digest = hashlib.sha256(f"{torch.__version__}|{_compiler()}|{TARGET_TORCH}".encode())
+    served = torch_identity() if flavour == "native" else torch.__version__
+    digest = hashlib.sha256(f"{flavour}|{served}|{_compiler()}|{TARGET_TORCH}".encode())
     digest.update(Path(__file__).read_bytes())  # the build command
-    for path in sources():
+    for path in sources(flavour):
         digest.update(path.read_bytes())
-    directory = _build.cache_dir() / f"eager-{digest.hexdigest()[:16]}"
-    output = directory / LIBRARY_NAME
+    directory = _build.cache_dir() / f"eager-{flavour}-{digest.hexdigest()[:16]}"
+    output = directory / LIBRARY_NAMES[flavour]
     with _build._locked(directory):
         if not output.is_file():
-            build(output)
+            build(output, flavour=flavour)
     return output
 
 
-def library() -> ctypes.CDLL:
-    """The loaded library (built first if need be); raises EagerKernelUnavailable with the reason."""
-    global _library, _unavailable
+def _load(flavour: str) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(library_path(flavour)))
+    lib.ttp_eager_flavour.restype = ctypes.c_char_p
+    if lib.ttp_eager_flavour().decode() != flavour:
+        raise EagerKernelUnavailable(f"{library_path(flavour)} is not the {flavour} flavour")
+    lib.ttp_eager_table_version.restype = ctypes.c_int32
+    lib.ttp_eager_register.restype = ctypes.c_int32
+    lib.ttp_eager_register.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        _HOOK,
+        ctypes.c_int32,
+        ctypes.c_int32,
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.c_char_p,
+        ctypes.c_int32,
+    ]
+    lib.ttp_eager_unregister.restype = ctypes.c_int32
+    lib.ttp_eager_unregister.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+def _chosen() -> tuple[str, ...]:
+    """The flavours to try, in order: ``TORCHTRT_PLUGINS_EAGER=stable`` or ``native`` names one."""
+    choice = os.environ.get(ENV, "").strip().lower()
+    return (choice,) if choice in FLAVOURS else FLAVOURS
+
+
+def library(flavour: str | None = None) -> ctypes.CDLL:
+    """The loaded ``flavour`` library (built first if need be); by default the first of :data:`FLAVOURS` (or the one
+    ``TORCHTRT_PLUGINS_EAGER`` names) that serves here. Raises EagerKernelUnavailable with the reasons."""
     with _lock:
-        if _library is not None:
-            return _library
-        if _unavailable is not None:
-            raise EagerKernelUnavailable(_unavailable)
-        try:
-            lib = ctypes.CDLL(str(library_path()))
-            lib.ttp_eager_table_version.restype = ctypes.c_int32
-            lib.ttp_eager_register.restype = ctypes.c_int32
-            lib.ttp_eager_register.argtypes = [
-                ctypes.c_void_p,
-                ctypes.c_char_p,
-                ctypes.c_char_p,
-                _HOOK,
-                ctypes.c_int32,
-                ctypes.c_int32,
-                ctypes.POINTER(ctypes.c_void_p),
-                ctypes.c_char_p,
-                ctypes.c_int32,
-            ]
-            lib.ttp_eager_unregister.restype = ctypes.c_int32
-            lib.ttp_eager_unregister.argtypes = [ctypes.c_void_p]
-        except (OSError, _build.BuildError, AttributeError) as err:
-            _unavailable = f"{type(err).__name__}: {err}"
-            raise EagerKernelUnavailable(_unavailable) from None
-        _library = lib
-        return lib
+        reasons = []
+        for name in _chosen() if flavour is None else (flavour,):
+            _check_flavour(name)
+            if name in _libraries:
+                return _libraries[name]
+            if name not in _unavailable:
+                try:
+                    _libraries[name] = _load(name)
+                    return _libraries[name]
+                except (OSError, _build.BuildError, AttributeError, EagerKernelUnavailable) as err:
+                    _unavailable[name] = f"{type(err).__name__}: {err}"
+            reasons.append(f"{name}: {_unavailable[name]}")
+        raise EagerKernelUnavailable("; ".join(reasons))
+
+
+def flavour() -> str:
+    """The flavour the declared ops' eager calls run (:func:`library`'s). Raises EagerKernelUnavailable."""
+    return library().ttp_eager_flavour().decode()
 
 
 def _check(token, nb_inputs, dtypes, ranks, dims, nb_scalars, scalars, message, size) -> int:
@@ -282,13 +365,31 @@ def _eager_op(declaration: Declaration) -> int:
     return address
 
 
+@dataclass(frozen=True)
+class Registered:
+    """A kernel registration (:func:`register`): the library that made it and its handle there."""
+
+    library: ctypes.CDLL
+    handle: ctypes.c_void_p
+
+    @property
+    def flavour(self) -> str:
+        return self.library.ttp_eager_flavour().decode()
+
+
 def register(
-    declaration: Declaration, *, name: str | None = None, dispatch_key: str = "CUDA", tactic_argument: bool = False
-) -> ctypes.c_void_p:
-    """Register the C++ kernel of ``declaration`` with torch's dispatcher (under op ``name``, default its own);
-    returns its handle for :func:`unregister`. With ``tactic_argument``, the op takes one more argument, last: the
-    value of the tactic whose launcher runs (our ops' ``<name>_tactic``). Raises EagerKernelUnavailable."""
-    lib = library()
+    declaration: Declaration,
+    *,
+    name: str | None = None,
+    dispatch_key: str = "CUDA",
+    tactic_argument: bool = False,
+    flavour: str | None = None,
+) -> Registered:
+    """Register the C++ kernel of ``declaration`` with torch's dispatcher (under op ``name``, default its own), from
+    the ``flavour`` library (default: :func:`library`'s); returns the registration for :func:`unregister`. With
+    ``tactic_argument``, the op takes one more argument, last: the value of the tactic whose launcher runs (our ops'
+    ``<name>_tactic``). Raises EagerKernelUnavailable."""
+    lib = library(flavour)
     address = _eager_op(declaration)
     with _lock:
         _declarations.append(declaration)
@@ -308,11 +409,11 @@ def register(
     )
     if status != 0:
         raise EagerKernelUnavailable(error.value.decode(errors="replace"))
-    return handle
+    return Registered(lib, handle)
 
 
-def unregister(handle: ctypes.c_void_p) -> None:
-    library().ttp_eager_unregister(handle)
+def unregister(registered: Registered) -> None:
+    registered.library.ttp_eager_unregister(registered.handle)
 
 
 def disabled() -> bool:

@@ -4,11 +4,11 @@
 // (csrc/sdk/rules.h), allocates through torch's caching allocator on the current stream and calls the launcher. An
 // argument the op updates in place (Tensor(a!)) is the launcher's aliased output, as in the plugin.
 //
-// Built against LibTorch's stable ABI only (the C shims of torch/csrc/inductor/aoti_torch/c/shim.h and
-// torch/csrc/stable/c/shim.h, targeting torch 2.11), so one binary serves torch 2.11 and later. The shim's boxed
-// kernels get no user data, so each registration takes one of kSLOTS instantiations of `boxed<I>`, which forwards to
-// the one implementation with its slot's op. The current CUDA stream comes from libtorch_cuda, looked up when the
-// first call needs it: this library loads next to a CPU-only torch too (where no CUDA kernel is ever called).
+// Compiled in two flavours from this one file, which differ only in how they reach torch: against LibTorch's stable
+// ABI (eager_stable.h; one binary serves torch 2.11 and later) or, with TTP_EAGER_NATIVE, against the full LibTorch
+// ABI of one torch (eager_native.h; less host time a call). The current CUDA stream comes from libtorch_cuda, looked up
+// when the first call needs it: either library loads next to a CPU-only torch too (where no CUDA kernel is ever
+// called).
 #include <array>
 #include <atomic>
 #include <charconv>
@@ -17,15 +17,13 @@
 #include <dlfcn.h>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <torch/csrc/inductor/aoti_torch/c/shim.h>
-#include <torch/csrc/stable/c/shim.h>
-#include <torch/csrc/stable/stableivalue_conversions.h>
 
 #include "sdk/op_table.h"
 #include "sdk/rules.h"
@@ -37,7 +35,6 @@ namespace
 
 using rules::concat;
 
-constexpr size_t kSLOTS = 1024;
 constexpr int32_t kMAX_TENSORS = 32;
 constexpr int32_t kMAX_SCALARS = 64;
 constexpr int64_t kSCRATCH_ALIGN = 256;
@@ -56,53 +53,65 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-void shim(AOTITorchError err, char const* what)
+// The torch dtypes the kernel names, whose codes each flavour reads from torch.
+enum class TorchDType
 {
-    if (err != AOTI_TORCH_SUCCESS)
-    {
-        throw EagerError(concat("torchtrt_plugins eager kernel: torch's ", what, " failed"));
-    }
-}
-
-// An owned AtenTensorHandle.
-class Owned
-{
-public:
-    Owned() = default;
-    explicit Owned(AtenTensorHandle handle)
-        : mHandle(handle)
-    {
-    }
-    Owned(Owned&& other) noexcept
-        : mHandle(std::exchange(other.mHandle, nullptr))
-    {
-    }
-    Owned& operator=(Owned&& other) noexcept
-    {
-        std::swap(mHandle, other.mHandle);
-        return *this;
-    }
-    Owned(Owned const&) = delete;
-    Owned& operator=(Owned const&) = delete;
-    ~Owned()
-    {
-        if (mHandle != nullptr)
-        {
-            aoti_torch_delete_tensor_object(mHandle);
-        }
-    }
-    AtenTensorHandle get() const noexcept
-    {
-        return mHandle;
-    }
-    AtenTensorHandle release() noexcept
-    {
-        return std::exchange(mHandle, nullptr);
-    }
-
-private:
-    AtenTensorHandle mHandle{nullptr};
+    kFLOAT32,
+    kFLOAT16,
+    kBFLOAT16,
+    kINT8,
+    kINT32,
+    kINT64,
+    kBOOL,
+    kFLOAT8_E4M3FN,
+    kFLOAT64,
+    kUINT8,
+    kINT16,
+    kUINT16,
+    kUINT32,
+    kUINT64,
+    kCOMPLEX32,
+    kCOMPLEX64,
+    kCOMPLEX128,
+    kFLOAT8_E5M2,
 };
+
+enum class TorchDevice
+{
+    kCUDA,
+    kCPU,
+    kMETA,
+};
+
+// A tensor's metadata as torch holds it (valid while the tensor lives).
+struct TensorMeta
+{
+    int32_t dtype; // torch code
+    int64_t rank;
+    int64_t const* sizes;
+    int64_t const* strides;
+    int32_t deviceType;
+    int32_t deviceIndex;
+};
+
+struct Registration;
+class Arguments;
+// One call of the op `registration` serves: checks, launches, and puts its outputs in place of the arguments.
+void serve(Registration& registration, Arguments& arguments);
+
+} // namespace
+} // namespace ttp::sdk::eager
+
+#if defined(TTP_EAGER_NATIVE)
+#include "sdk/eager_native.h"
+#else
+#include "sdk/eager_stable.h"
+#endif
+
+namespace ttp::sdk::eager
+{
+namespace
+{
 
 // torch's dtype codes (read through the shim: the enum's values are not part of the stable ABI) and our names.
 struct DTypes
@@ -113,18 +122,17 @@ struct DTypes
 
     DTypes()
     {
-        kernel = {aoti_torch_dtype_float32(), aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(),
-            aoti_torch_dtype_int8(), aoti_torch_dtype_int32(), aoti_torch_dtype_int64(), aoti_torch_dtype_bool(),
-            aoti_torch_dtype_float8_e4m3fn()};
-        names = {{aoti_torch_dtype_float32(), "float32"}, {aoti_torch_dtype_float16(), "float16"},
-            {aoti_torch_dtype_bfloat16(), "bfloat16"}, {aoti_torch_dtype_int8(), "int8"},
-            {aoti_torch_dtype_int32(), "int32"}, {aoti_torch_dtype_int64(), "int64"}, {aoti_torch_dtype_bool(), "bool"},
-            {aoti_torch_dtype_float64(), "float64"}, {aoti_torch_dtype_uint8(), "uint8"},
-            {aoti_torch_dtype_int16(), "int16"}, {aoti_torch_dtype_uint16(), "uint16"},
-            {aoti_torch_dtype_uint32(), "uint32"}, {aoti_torch_dtype_uint64(), "uint64"},
-            {aoti_torch_dtype_complex32(), "complex32"}, {aoti_torch_dtype_complex64(), "complex64"},
-            {aoti_torch_dtype_complex128(), "complex128"}, {aoti_torch_dtype_float8_e4m3fn(), "float8_e4m3fn"},
-            {aoti_torch_dtype_float8_e5m2(), "float8_e5m2"}};
+        using T = TorchDType;
+        kernel = {dtypeCode(T::kFLOAT32), dtypeCode(T::kFLOAT16), dtypeCode(T::kBFLOAT16), dtypeCode(T::kINT8),
+            dtypeCode(T::kINT32), dtypeCode(T::kINT64), dtypeCode(T::kBOOL), dtypeCode(T::kFLOAT8_E4M3FN)};
+        names = {{dtypeCode(T::kFLOAT32), "float32"}, {dtypeCode(T::kFLOAT16), "float16"},
+            {dtypeCode(T::kBFLOAT16), "bfloat16"}, {dtypeCode(T::kINT8), "int8"}, {dtypeCode(T::kINT32), "int32"},
+            {dtypeCode(T::kINT64), "int64"}, {dtypeCode(T::kBOOL), "bool"}, {dtypeCode(T::kFLOAT64), "float64"},
+            {dtypeCode(T::kUINT8), "uint8"}, {dtypeCode(T::kINT16), "int16"}, {dtypeCode(T::kUINT16), "uint16"},
+            {dtypeCode(T::kUINT32), "uint32"}, {dtypeCode(T::kUINT64), "uint64"},
+            {dtypeCode(T::kCOMPLEX32), "complex32"}, {dtypeCode(T::kCOMPLEX64), "complex64"},
+            {dtypeCode(T::kCOMPLEX128), "complex128"}, {dtypeCode(T::kFLOAT8_E4M3FN), "float8_e4m3fn"},
+            {dtypeCode(T::kFLOAT8_E5M2), "float8_e5m2"}};
     }
 
     int32_t toKernel(int32_t torchCode) const noexcept
@@ -228,22 +236,22 @@ std::string pythonRepr(double value)
 
 std::string deviceName(int32_t type, int32_t index)
 {
-    if (type == aoti_torch_device_type_cuda())
+    if (type == deviceTypeCode(TorchDevice::kCUDA))
     {
         return concat("cuda:", index);
     }
-    if (type == aoti_torch_device_type_cpu())
+    if (type == deviceTypeCode(TorchDevice::kCPU))
     {
         return "cpu";
     }
-    if (type == aoti_torch_device_type_meta())
+    if (type == deviceTypeCode(TorchDevice::kMETA))
     {
         return "meta";
     }
     return concat("device type ", type, index >= 0 ? concat(":", index) : "");
 }
 
-using CurrentStream = AOTITorchError (*)(int32_t, void**);
+using CurrentStream = int32_t (*)(int32_t, void**); // AOTITorchError (int32_t), success being 0
 using ContextDevice = int (*)(int*); // the driver's cuCtxGetDevice: CUresult (CUdevice*), CUDA_SUCCESS being 0
 
 // The device of the calling thread's current CUDA context, which is where a launch goes: the driver's
@@ -262,9 +270,7 @@ int32_t currentDevice()
     {
         return device;
     }
-    int32_t current = -1;
-    shim(aoti_torch_get_current_device_index(&current), "get_current_device_index");
-    return current;
+    return torchCurrentDevice();
 }
 
 // aoti_torch_get_current_cuda_stream, from the libtorch_cuda the process has loaded (null with a CPU-only torch).
@@ -286,7 +292,7 @@ struct Registration
     CheckHook hook;
     int32_t hookToken;
     bool tacticArgument; // the op takes one more argument, last: the tactic's value (an op's `_tactic` variant)
-    TorchLibraryHandle library{nullptr};
+    std::unique_ptr<KernelRegistration> kernel; // null once unregistered
     std::mutex mutex;
     // Call signatures whose fake-kernel checks passed, looked up by a view of the call's key (no allocation).
     std::set<std::string, std::less<>> checked;
@@ -302,17 +308,11 @@ struct Registration
 };
 
 // One input tensor of a call: its metadata as read once.
-struct Input
+struct Input : TensorMeta
 {
-    Owned handle;
+    ArgumentTensor handle;
     Owned contiguous; // a contiguous copy, where the argument is not
-    int32_t dtype;    // torch code
     int32_t kernelDType;
-    int64_t rank;
-    int64_t* sizes;
-    int64_t* strides;
-    int32_t deviceType;
-    int32_t deviceIndex;
 };
 
 // The call's input dims as the shared rules read them.
@@ -348,17 +348,7 @@ Owned emptyTensor(int32_t rank, int64_t const* dims, int32_t torchDtype, int32_t
         strides[d] = step;
         step *= dims[d] > 1 ? dims[d] : 1;
     }
-    AtenTensorHandle out = nullptr;
-    shim(aoti_torch_empty_strided(rank, dims, strides, torchDtype, aoti_torch_device_type_cuda(), device, &out),
-        "empty_strided");
-    return Owned(out);
-}
-
-void* dataOf(AtenTensorHandle handle)
-{
-    void* data = nullptr;
-    shim(aoti_torch_get_data_ptr(handle, &data), "get_data_ptr");
-    return data;
+    return emptyDevice(rank, dims, strides, torchDtype, device);
 }
 
 // Why the launcher's launch failed, as its library says: the status's name (cudaGetErrorName of the CUDA runtime the
@@ -398,37 +388,32 @@ std::string launcherError(void const* launcher, cudaError_t status)
 
 // The call's one host synchronization: the size tensors (the first 8 * count bytes of the scratch tensor) copied to
 // the host by torch's own copy_, on the current stream, so that torch's sync debug mode sees it as any other.
-void readSizes(AtenTensorHandle scratch, int32_t count, int64_t* counts)
+void readSizes(Handle scratch, int32_t count, int64_t* counts)
 {
     int64_t const bytes = 8 * static_cast<int64_t>(count);
     int64_t const stride = 1;
-    AtenTensorHandle view = nullptr;
-    shim(aoti_torch__reinterpret_tensor(scratch, 1, &bytes, &stride, 0, &view), "reinterpret_tensor");
-    Owned const device(view);
-    AtenTensorHandle host = nullptr;
-    shim(aoti_torch_empty_strided(1, &bytes, &stride, aoti_torch_dtype_uint8(), aoti_torch_device_type_cpu(), 0, &host),
-        "empty_strided");
-    Owned const hostCopy(host);
-    shim(aoti_torch_copy_(host, view, 0), "copy_");
-    std::memcpy(counts, dataOf(host), static_cast<size_t>(bytes));
+    Owned const device = strided(scratch, 1, &bytes, &stride);
+    Owned const host = emptyHost(bytes);
+    copyInto(host.get(), device.get());
+    std::memcpy(counts, dataOf(host.get()), static_cast<size_t>(bytes));
 }
 
 class Call
 {
 public:
-    Call(Registration& registration, StableIValue* stack, uint64_t nbArguments)
+    Call(Registration& registration, Arguments const& arguments)
         : mReg(registration)
         , mOp(*registration.op)
         , mTactic(mOp.tactics)
     {
         uint64_t const expected = static_cast<uint64_t>(mOp.nbArguments) + (registration.tacticArgument ? 1 : 0);
-        if (nbArguments != expected)
+        if (arguments.count() != expected)
         {
-            throw EagerError(concat(mOp.label, ": expected ", expected, " arguments, got ", nbArguments));
+            throw EagerError(concat(mOp.label, ": expected ", expected, " arguments, got ", arguments.count()));
         }
         if (registration.tacticArgument)
         {
-            mTactic = findTactic(torch::stable::detail::to<int64_t>(stack[mOp.nbArguments]));
+            mTactic = findTactic(arguments.integer(mOp.nbArguments));
         }
         // Take every argument first: the tensors are owned references the stack hands over.
         for (int32_t a = 0; a < mOp.nbArguments; ++a)
@@ -436,18 +421,18 @@ public:
             int32_t const slot = mOp.arguments[a];
             if (slot >= 0)
             {
-                mInputs[slot].handle = Owned(torch::stable::detail::to<AtenTensorHandle>(stack[a]));
+                mInputs[slot].handle = arguments.tensor(a);
                 continue;
             }
             int32_t const s = -slot - 1;
             switch (mOp.scalars[s].kind)
             {
-            case ScalarKind::kFLOAT: mScalars[s] = torch::stable::detail::to<double>(stack[a]); break;
+            case ScalarKind::kFLOAT: mScalars[s] = arguments.real(a); break;
             case ScalarKind::kINT:
-                mInts[s] = torch::stable::detail::to<int64_t>(stack[a]);
+                mInts[s] = arguments.integer(a);
                 mScalars[s] = static_cast<double>(mInts[s]);
                 break;
-            case ScalarKind::kBOOL: mScalars[s] = torch::stable::detail::to<bool>(stack[a]) ? 1.0 : 0.0; break;
+            case ScalarKind::kBOOL: mScalars[s] = arguments.boolean(a) ? 1.0 : 0.0; break;
             }
         }
     }
@@ -459,13 +444,7 @@ public:
         for (int32_t i = 0; i < mOp.nbInputs; ++i)
         {
             Input& in = mInputs[i];
-            AtenTensorHandle h = in.handle.get();
-            shim(aoti_torch_get_dtype(h, &in.dtype), "get_dtype");
-            shim(aoti_torch_get_dim(h, &in.rank), "get_dim");
-            shim(aoti_torch_get_sizes(h, &in.sizes), "get_sizes");
-            shim(aoti_torch_get_strides(h, &in.strides), "get_strides");
-            shim(aoti_torch_get_device_type(h, &in.deviceType), "get_device_type");
-            shim(aoti_torch_get_device_index(h, &in.deviceIndex), "get_device_index");
+            describe(in.handle.get(), in);
             in.kernelDType = table.toKernel(in.dtype);
             EagerInput const& decl = mOp.inputs[i];
             if (in.kernelDType < 0 || (decl.dtypeMask >> in.kernelDType & 1U) == 0)
@@ -506,7 +485,7 @@ public:
         for (int32_t i = 0; i < mOp.nbInputs; ++i)
         {
             Input const& in = mInputs[i];
-            if (in.deviceType != aoti_torch_device_type_cuda() || in.deviceType != first.deviceType
+            if (in.deviceType != deviceTypeCode(TorchDevice::kCUDA) || in.deviceType != first.deviceType
                 || in.deviceIndex != first.deviceIndex)
             {
                 throw EagerError(concat(mOp.label, ": argument '", mOp.inputs[i].name, "' must be a CUDA tensor on ",
@@ -516,35 +495,36 @@ public:
         }
     }
 
-    // Launches the op; its outputs go to the stack.
-    void run(StableIValue* stack)
+    // Launches the op into `outputs` (its mOp.nbOutputs outputs).
+    void run(Owned* outputs)
     {
         int32_t const device = mInputs[0].deviceIndex;
-        DeviceGuardHandle guard = nullptr;
+        std::optional<DeviceGuard> guard;
         if (currentDevice() != device)
         {
-            shim(aoti_torch_create_device_guard(device, &guard), "create_device_guard");
+            guard.emplace(device);
         }
-        std::unique_ptr<DeviceGuardOpaque, AOTITorchError (*)(DeviceGuardHandle)> guarded(
-            guard, &aoti_torch_delete_device_guard);
         CurrentStream const currentStream = currentStreamFunction();
         if (currentStream == nullptr)
         {
             throw EagerError(concat(mOp.label, ": this torch has no CUDA (libtorch_cuda is not loaded)"));
         }
         void* stream = nullptr;
-        shim(currentStream(device, &stream), "get_current_cuda_stream");
+        if (currentStream(device, &stream) != 0)
+        {
+            throw EagerError("torchtrt_plugins eager kernel: torch's get_current_cuda_stream failed");
+        }
 
         Tensor in[kMAX_TENSORS];
         for (int32_t i = 0; i < mOp.nbInputs; ++i)
         {
             Input& input = mInputs[i];
-            AtenTensorHandle h = input.handle.get();
+            Handle h = input.handle.get();
             if (!isContiguous(input))
             {
-                // Not aoti_torch_clone: it keeps a dense tensor's strides (a transposed input stays transposed).
+                // Not torch's clone: it keeps a dense tensor's strides (a transposed input stays transposed).
                 input.contiguous = emptyTensor(static_cast<int32_t>(input.rank), input.sizes, input.dtype, device);
-                shim(aoti_torch_copy_(input.contiguous.get(), h, 0), "copy_");
+                copyInto(input.contiguous.get(), h);
                 h = input.contiguous.get();
             }
             in[i] = Tensor{nullptr, static_cast<DType>(input.kernelDType), static_cast<int32_t>(input.rank), {}};
@@ -613,7 +593,7 @@ public:
         Owned scratch;
         if (scratchBytes != 0)
         {
-            scratch = emptyTensor(1, &scratchBytes, aoti_torch_dtype_uint8(), device);
+            scratch = emptyTensor(1, &scratchBytes, dtypeCode(TorchDType::kUINT8), device);
             auto* base = static_cast<char*>(dataOf(scratch.get()));
             for (int32_t s = 0; s < nbSizes; ++s)
             {
@@ -622,7 +602,6 @@ public:
             args.workspace = workspace != 0 ? base + sizesBytes : nullptr;
             args.workspaceSize = workspace;
         }
-        Owned outputs[kMAX_TENSORS];
         bool const sizesFirst = nbSizes != 0 && mOp.sizesFirst != 0;
         if (!sizesFirst)
         {
@@ -657,10 +636,6 @@ public:
             }
         }
         writeBack();
-        for (int32_t o = 0; o < mOp.nbOutputs; ++o)
-        {
-            stack[o] = torch::stable::detail::from(outputs[o].release());
-        }
     }
 
 private:
@@ -832,8 +807,7 @@ private:
     {
         for (int32_t o = 0; o < mOp.nbOutputs; ++o)
         {
-            int64_t upper = 0;
-            shim(aoti_torch_get_numel(outputs[o].get(), &upper), "get_numel");
+            int64_t const upper = numelOf(outputs[o].get());
             int64_t const kept = out[o].numel();
             if (kept == upper)
             {
@@ -846,17 +820,12 @@ private:
                 strides[d] = step;
                 step *= out[o].dims[d] > 1 ? out[o].dims[d] : 1;
             }
-            AtenTensorHandle view = nullptr;
-            shim(aoti_torch__reinterpret_tensor(outputs[o].get(), out[o].rank, out[o].dims, strides, 0, &view),
-                "reinterpret_tensor");
-            Owned result(view);
+            Owned result = strided(outputs[o].get(), out[o].rank, out[o].dims, strides);
             int64_t const element = dtypeSize(out[o].dtype);
             int64_t const wasted = (upper - kept) * element;
             if (wasted > kTRIM_BYTES && wasted > kept * element)
             {
-                AtenTensorHandle copy = nullptr;
-                shim(aoti_torch_clone(view, &copy), "clone");
-                result = Owned(copy);
+                result = cloned(result.get());
             }
             outputs[o] = std::move(result);
         }
@@ -870,7 +839,7 @@ private:
             Input const& input = mInputs[mOp.aliasedInputs[k]];
             if (input.contiguous.get() != nullptr)
             {
-                shim(aoti_torch_copy_(input.handle.get(), input.contiguous.get(), 0), "copy_");
+                copyInto(input.handle.get(), input.contiguous.get());
             }
         }
     }
@@ -917,27 +886,16 @@ private:
     size_t mDimsBytes{0};
 };
 
-std::array<std::atomic<Registration*>, kSLOTS> gSlots{};
-std::atomic<size_t> gNextSlot{0};
-
-template <size_t I>
-void boxed(StableIValue* stack, uint64_t nbArguments, uint64_t /*nbOutputs*/)
+void serve(Registration& registration, Arguments& arguments)
 {
-    Registration* registration = gSlots[I].load(std::memory_order_acquire);
-    Call call(*registration, stack, nbArguments);
-    call.check();
-    call.run(stack);
+    Owned outputs[kMAX_TENSORS];
+    {
+        Call call(registration, arguments);
+        call.check();
+        call.run(outputs);
+    }
+    arguments.output(outputs, registration.op->nbOutputs);
 }
-
-using Boxed = void (*)(StableIValue*, uint64_t, uint64_t);
-
-template <size_t... I>
-constexpr std::array<Boxed, sizeof...(I)> boxedTable(std::index_sequence<I...> /*slots*/)
-{
-    return {&boxed<I>...};
-}
-
-constexpr std::array<Boxed, kSLOTS> kBOXED = boxedTable(std::make_index_sequence<kSLOTS>{});
 
 void write(char* error, int32_t size, std::string const& text)
 {
@@ -952,6 +910,12 @@ void write(char* error, int32_t size, std::string const& text)
 } // namespace ttp::sdk::eager
 
 using namespace ttp::sdk;
+
+// Which torch ABI this library is built against: "stable" or "native".
+extern "C" __attribute__((visibility("default"))) char const* ttp_eager_flavour()
+{
+    return eager::kFLAVOUR;
+}
 
 // The table version this kernel reads (op libraries generate kEAGER_TABLE_VERSION tables).
 extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_table_version()
@@ -1014,11 +978,6 @@ extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_register(Eag
                     op->nbInputs, " tensor inputs"));
             }
         }
-        size_t const slot = gNextSlot.fetch_add(1);
-        if (slot >= kSLOTS)
-        {
-            throw EagerError(concat("the eager kernel serves at most ", kSLOTS, " registrations per process"));
-        }
         std::string const qualified(name != nullptr ? name : op->op);
         size_t const split = qualified.find("::");
         if (split == std::string::npos)
@@ -1027,15 +986,8 @@ extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_register(Eag
         }
         std::string const ns = qualified.substr(0, split);
         std::string const opName = qualified.substr(split + 2);
-        shim(aoti_torch_library_init_impl(ns.c_str(), dispatchKey, __FILE__, __LINE__, &registration->library),
-            "library_init_impl");
-        gSlots[slot].store(registration.get(), std::memory_order_release);
-        if (torch_library_impl(registration->library, opName.c_str(), kBOXED[slot], TORCH_ABI_VERSION)
-            != AOTI_TORCH_SUCCESS)
-        {
-            aoti_torch_delete_library_object(registration->library);
-            throw EagerError(concat(qualified, ": torch refused the kernel registration for ", dispatchKey));
-        }
+        registration->kernel
+            = std::make_unique<KernelRegistration>(ns, opName, dispatchKey, registration.get(), __FILE__, __LINE__);
         *handle = registration.release(); // lives as long as its registration (and, unregistered, the process)
         return 0;
     }
@@ -1050,11 +1002,10 @@ extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_register(Eag
 extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_unregister(void* handle)
 {
     auto* registration = static_cast<eager::Registration*>(handle);
-    if (registration == nullptr || registration->library == nullptr)
+    if (registration == nullptr || registration->kernel == nullptr)
     {
         return 1;
     }
-    aoti_torch_delete_library_object(registration->library);
-    registration->library = nullptr;
+    registration->kernel.reset();
     return 0;
 }

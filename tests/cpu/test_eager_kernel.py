@@ -1,8 +1,9 @@
-"""The C++ eager kernel of declared ops (csrc/sdk/eager.cpp) without a GPU: it builds against this torch's stable ABI
-and imports nothing else from torch; it registers with the dispatcher in place of the Python kernel on the first
-call; its checks give the Python path's messages (dtypes, ranges, the fake kernel's own checks, devices), which we
-see by registering sdk_test::shapes's table (and add_rms_norm's, which mutates an argument) for the CPU key of an op
-with the same schema; without it, the Python kernel stays and one warning says why."""
+"""The C++ eager kernel of declared ops (csrc/sdk/eager.cpp) without a GPU, in both flavours: it builds against this
+torch's stable ABI (importing nothing else from torch) and against its full ABI; it registers with the dispatcher in
+place of the Python kernel on the first call; its checks give the Python path's messages (dtypes, ranges, the fake
+kernel's own checks, devices), which we see by registering sdk_test::shapes's table (and add_rms_norm's, which
+mutates an argument) for the CPU key of an op with the same schema; without it, the Python kernel stays and one
+warning says why."""
 
 from __future__ import annotations
 
@@ -30,37 +31,42 @@ _LIB.define(
 )
 
 
-@pytest.fixture(scope="module")
-def eager_library():
+@pytest.fixture(scope="module", params=eager_kernel.FLAVOURS)
+def flavour(request):
     try:
-        return eager_kernel.library_path()
+        eager_kernel.library_path(request.param)
     except _build.BuildError as err:
         pytest.fail(f"the eager kernel must build wherever a C++ compiler and the CUDA headers are: {err}")
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def on_cpu(eager_library):
+def on_cpu(flavour):
     sdk_ops.LIBRARY.build()
-    handle = eager_kernel.register(sdk_ops.SHAPES, name="ttp_eager_test::shapes", dispatch_key="CPU")
+    handle = eager_kernel.register(sdk_ops.SHAPES, name="ttp_eager_test::shapes", dispatch_key="CPU", flavour=flavour)
+    assert handle.flavour == flavour
     yield torch.ops.ttp_eager_test.shapes
     eager_kernel.unregister(handle)
 
 
 @pytest.fixture(scope="module")
-def mutating_on_cpu(eager_library):
+def mutating_on_cpu(flavour):
     declaration = add_rms_norm.ADD_RMS_NORM
     declaration.library.build()
-    handle = eager_kernel.register(declaration, name="ttp_eager_test::add_rms_norm", dispatch_key="CPU")
+    handle = eager_kernel.register(
+        declaration, name="ttp_eager_test::add_rms_norm", dispatch_key="CPU", flavour=flavour
+    )
     yield torch.ops.ttp_eager_test.add_rms_norm
     eager_kernel.unregister(handle)
 
 
-def test_links_only_torch_stable_abi_shims(eager_library):
-    out = subprocess.run(["nm", "-D", "--undefined-only", str(eager_library)], capture_output=True, text=True)
+def test_the_stable_flavour_links_only_torch_stable_abi_shims():
+    library = eager_kernel.library_path("stable")
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True)
     symbols = [line.split()[-1] for line in out.stdout.splitlines()]
     from_torch = [s for s in symbols if "@" not in s and not s.startswith(("_ITM", "__gmon"))]
     assert from_torch and all(s.startswith(("aoti_torch_", "torch_")) for s in from_torch), from_torch
-    needed = subprocess.run(["readelf", "-d", str(eager_library)], capture_output=True, text=True).stdout
+    needed = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
     assert "libtorch_cpu.so" in needed and "libtorch_python" not in needed and "libc10" not in needed
 
 
@@ -69,12 +75,40 @@ def _exported(library) -> list[str]:
     return sorted(line.split()[-1] for line in out.stdout.splitlines() if line.split()[-2] in "TtWwDdBbRrVvui")
 
 
-def test_exports_only_its_entry_points_even_with_a_static_libstdcxx(eager_library, tmp_path):
+def test_the_native_flavour_is_built_for_this_torch_only(tmp_path, monkeypatch):
+    library = eager_kernel.library_path("native")
+    needed = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
+    assert "libtorch_cpu.so" in needed and "libtorch_python" not in needed
+    # Another torch (a version, a commit) gets its own build, never this one.
+    monkeypatch.setattr(eager_kernel, "torch_identity", lambda: "2.99.0|0000000|cxx11abi=1")
+    monkeypatch.setattr(eager_kernel, "build", lambda output, **kwargs: output)
+    monkeypatch.setattr(_build, "cache_dir", lambda: tmp_path)
+    assert eager_kernel.library_path("native").parent.parent == tmp_path
+
+
+def test_prebuilt_native_flavour_serves_only_the_torch_it_names(tmp_path, monkeypatch):
+    monkeypatch.setattr(_build, "PREBUILT_DIR", tmp_path)
+    (tmp_path / eager_kernel.LIBRARY_NAMES["native"]).write_bytes(b"")
+    info = tmp_path / "build_info.json"
+    info.write_text(f'{{"{eager_kernel.NATIVE_TORCH_KEY}": "{eager_kernel.torch_identity()}"}}')
+    assert eager_kernel._prebuilt("native") == tmp_path / eager_kernel.LIBRARY_NAMES["native"]
+    info.write_text(f'{{"{eager_kernel.NATIVE_TORCH_KEY}": "2.99.0|0000000|cxx11abi=1"}}')
+    assert eager_kernel._prebuilt("native") is None
+
+
+def test_exports_only_its_entry_points_even_with_a_static_libstdcxx(flavour, tmp_path):
     # The H100 machine's compiler links libstdc++ statically: the library then exported that copy's symbols, which
     # mixed with torch's libstdc++ in the process and crashed in the first std::ostream call (seen there).
-    static = eager_kernel.build(tmp_path / "libstatic.so", quiet=True, extra_flags=["-static-libstdc++"])
-    for library in (eager_library, static):
-        assert _exported(library) == ["ttp_eager_register", "ttp_eager_table_version", "ttp_eager_unregister"]
+    static = eager_kernel.build(
+        tmp_path / "libstatic.so", flavour=flavour, quiet=True, extra_flags=["-static-libstdc++"]
+    )
+    for library in (eager_kernel.library_path(flavour), static):
+        assert _exported(library) == [
+            "ttp_eager_flavour",
+            "ttp_eager_register",
+            "ttp_eager_table_version",
+            "ttp_eager_unregister",
+        ]
 
 
 def _python_error(*args) -> str:
@@ -156,10 +190,10 @@ def test_mutating_op_checks_give_the_python_paths_messages(mutating_on_cpu, args
 
 
 @pytest.fixture(scope="module")
-def tactic_on_cpu(eager_library):
+def tactic_on_cpu(flavour):
     declaration = spec.get("rms_norm").declaration
     handle = eager_kernel.register(
-        declaration, name="ttp_eager_test::rms_norm_tactic", dispatch_key="CPU", tactic_argument=True
+        declaration, name="ttp_eager_test::rms_norm_tactic", dispatch_key="CPU", tactic_argument=True, flavour=flavour
     )
     yield torch.ops.ttp_eager_test.rms_norm_tactic
     eager_kernel.unregister(handle)
@@ -175,8 +209,8 @@ def test_tactic_argument_picks_a_declared_launcher(tactic_on_cpu):
         assert "must be a CUDA tensor" in _cpp_error(tactic_on_cpu, x, w, 1e-6, 0.0, tactic=tactic)
 
 
-def test_tactic_variant_gets_the_cpp_kernel_on_first_call(eager_library, monkeypatch):
-    monkeypatch.delenv(eager_kernel.ENV, raising=False)
+def test_tactic_variant_gets_the_cpp_kernel_on_first_call(flavour, monkeypatch):
+    monkeypatch.setenv(eager_kernel.ENV, flavour)
     declaration = spec.get("rms_norm").declaration
     sdk.reset_eager_kernel(declaration, tactic=True)
     assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm_tactic")
@@ -204,8 +238,8 @@ def test_mutating_op_table_names_the_aliased_input():
         ("add_rms_norm", (torch.ones(2, 8), torch.ones(2, 8), torch.ones(8), 1e-6)),  # mutates residual
     ],
 )
-def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(eager_library, name, args, monkeypatch):
-    monkeypatch.delenv(eager_kernel.ENV, raising=False)
+def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(flavour, name, args, monkeypatch):
+    monkeypatch.setenv(eager_kernel.ENV, flavour)
     declaration = spec.get(name).declaration
     qualname = f"torchtrt::{name}"
     before = torch._C._dispatch_dump(qualname)
@@ -217,6 +251,7 @@ def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(eager_library, name, a
             declaration.python_kernel(*args)
         after = [line for line in torch._C._dispatch_dump(qualname).splitlines() if "CUDA" in line]
         assert len(after) == 1 and "eager.cpp" in after[0] and "boxed" in after[0], after
+        assert eager_kernel._handles[qualname].flavour == flavour
     finally:
         sdk.reset_eager_kernel(declaration)
     assert "eager.cpp" not in torch._C._dispatch_dump(qualname)
@@ -224,8 +259,9 @@ def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(eager_library, name, a
 
 @pytest.fixture
 def unavailable(monkeypatch):
-    monkeypatch.setattr(eager_kernel, "_library", None)
-    monkeypatch.setattr(eager_kernel, "_unavailable", "BuildError: no C++ compiler found (set CXX)")
+    monkeypatch.setattr(eager_kernel, "_libraries", {})
+    why = "BuildError: no C++ compiler found (set CXX)"
+    monkeypatch.setattr(eager_kernel, "_unavailable", dict.fromkeys(eager_kernel.FLAVOURS, why))
     monkeypatch.setattr(eager_kernel, "_warned", False)
     declaration = spec.get("rms_norm").declaration
     yield declaration
@@ -236,7 +272,10 @@ def test_python_kernel_stays_with_one_warning_saying_why(unavailable, monkeypatc
     monkeypatch.delenv(eager_kernel.ENV, raising=False)
     declaration = unavailable
     x = torch.ones(2, 8)
-    with pytest.warns(RuntimeWarning, match=r"C\+\+ eager kernel .* unavailable \(BuildError: no C\+\+ compiler"):
+    no_compiler = r"BuildError: no C\+\+ compiler"
+    with pytest.warns(
+        RuntimeWarning, match=rf"C\+\+ eager kernel .* unavailable \(native: {no_compiler}.*; stable: {no_compiler}"
+    ):
         with pytest.raises(Exception, match="must be a CUDA tensor"):  # the Python path ran
             declaration.python_kernel(x, torch.ones(8), 1e-6)
     other = spec.get("pad_to").declaration
