@@ -1,6 +1,8 @@
 """Host time per call of the eager CUDA ops on tiny tensors (the GPU work is negligible, so this is the adapter's
-overhead): the torch peers, then each op with a hand-written twin interleaved with it (from Python and from a C++
-loop); and masked_rows' device memory. Prints one line per measurement; compare two checkouts in one run:
+overhead): the torch peers, then each op in both flavours of our eager kernel (torchtrt::<op> in the one that serves
+by default, ttp_stable::<op>, the same schema, in the stable one) with a hand-written twin, interleaved (from Python
+and from a C++ loop); and masked_rows' device memory. Prints one line per measurement; compare two checkouts in one
+run:
 
     PYTHONPATH=<checkout> python scripts/eager_overhead.py <label>
 """
@@ -12,6 +14,7 @@ import time
 import torch
 
 import torchtrt_plugins
+from torchtrt_plugins import eager_kernel, spec
 from torchtrt_plugins.benchmarks import handwritten
 from torchtrt_plugins.ops.rotary_embedding import cos_sin_cache as cos_sin_cache_of
 
@@ -66,6 +69,13 @@ torch.testing.assert_close(
     hw.add_rms_norm(x, r1, w, 1e-6), torch.ops.torchtrt.add_rms_norm(x, r2, w, 1e-6), rtol=0, atol=0
 )
 torch.testing.assert_close(r1, r2, rtol=0, atol=0)
+# The stable flavour beside the default one: each op's schema again in namespace ttp_stable, served by it.
+_stable = torch.library.Library("ttp_stable", "DEF")
+for _name in ("rms_norm", "add_rms_norm", "pad_to", "rotary_embedding"):
+    _stable.define(str(getattr(torch.ops.torchtrt, _name).default._schema).split("::", 1)[1])
+    eager_kernel.register(spec.get(_name).declaration, name=f"ttp_stable::{_name}", flavour="stable")
+torch.ops.torchtrt.rms_norm(x, w, 1e-6)
+print(f"[{LABEL}] torchtrt:: ops served by the {eager_kernel.flavour()} flavour, ttp_stable:: by the stable one")
 singles = {
     "rms_norm.default": lambda: torch.ops.torchtrt.rms_norm.default(x, w, 1e-6),
     "hand-written C++ op without its launch": lambda: torch.ops.ttp_handwritten.rms_norm_no_launch(x, w, 1e-6),
@@ -82,30 +92,28 @@ for name, fn in singles.items():
     median, low, high = per_call_us(fn)
     print(f"[{LABEL}] host us/call {name}: median {median:.2f} (min {low:.2f}, max {high:.2f}), 2000 calls x 5")
 
-# Each declared op beside its hand-written twin, interleaved: ROUNDS rounds, each timing both (which goes first
-# alternates), so that the machine's drift over the run falls on both alike. From Python, then from a C++ loop
+# Each declared op in both flavours beside its hand-written twin, interleaved: ROUNDS rounds, each timing all three
+# (the order rotates), so that the machine's drift over the run falls on all alike. From Python, then from a C++ loop
 # through the dispatcher (no Python).
 ROUNDS = 15
-# Per op: ours and its twin from Python, and the op of a namespace from a C++ loop (`calls` calls: us per call).
-twins = {
+NAMESPACES = ("torchtrt", "ttp_stable", "ttp_handwritten")
+# Per op: its call from Python in namespace `ns`, and from a C++ loop (`calls` calls: us per call).
+cos_sin = {"torchtrt": (), "ttp_stable": (), "ttp_handwritten": (cos_sin_cache,)}
+calls_of = {
     "rms_norm": (
-        lambda: torch.ops.torchtrt.rms_norm(x, w, 1e-6),
-        lambda: torch.ops.ttp_handwritten.rms_norm(x, w, 1e-6),
+        lambda ns: lambda: getattr(torch.ops, ns).rms_norm(x, w, 1e-6),
         lambda ns, calls: hw.dispatch_us(f"{ns}::rms_norm", x, w, calls),
     ),
     "add_rms_norm": (
-        lambda: torch.ops.torchtrt.add_rms_norm(x, residual, w, 1e-6),
-        lambda: torch.ops.ttp_handwritten.add_rms_norm(x, residual, w, 1e-6),
+        lambda ns: lambda: getattr(torch.ops, ns).add_rms_norm(x, residual, w, 1e-6),
         lambda ns, calls: hw.dispatch_add_rms_us(f"{ns}::add_rms_norm", x, residual, w, calls),
     ),
     "pad_to": (
-        lambda: torch.ops.torchtrt.pad_to(xp, 8, 8),
-        lambda: torch.ops.ttp_handwritten.pad_to(xp, 8, 8),
+        lambda ns: lambda: getattr(torch.ops, ns).pad_to(xp, 8, 8),
         lambda ns, calls: hw.dispatch_pad_us(f"{ns}::pad_to", xp, 8, 8, calls),
     ),
     "rotary_embedding": (
-        lambda: torch.ops.torchtrt.rotary_embedding(xr, positions, 64, 4096),
-        lambda: torch.ops.ttp_handwritten.rotary_embedding(xr, positions, cos_sin_cache, 64, 4096),
+        lambda ns: lambda: getattr(torch.ops, ns).rotary_embedding(xr, positions, *cos_sin[ns], 64, 4096),
         lambda ns, calls: hw.dispatch_rotary_us(
             f"{ns}::rotary_embedding", xr, positions, cos_sin_cache, 64, 4096, calls
         ),
@@ -124,37 +132,38 @@ def python_loop(fn, calls=2000):
     return timed
 
 
-def interleaved(ours, twin):
-    """Per-call us of each over ROUNDS rounds: (ours, twin, ratio ours/twin per round)."""
-    for fn in (ours, twin):
-        fn()
-    a, b = [], []
+def interleaved(timers):
+    """Per-call us of each timer over ROUNDS rounds (the order rotating by one each round)."""
+    for timer in timers:
+        timer()
+    samples = [[] for _ in timers]
     for r in range(ROUNDS):
-        for fn, samples in ((ours, a), (twin, b)) if r % 2 == 0 else ((twin, b), (ours, a)):
+        for k in range(len(timers)):
+            j = (k + r) % len(timers)
             torch.cuda.synchronize()
-            samples.append(fn())
-    return a, b, [p / q for p, q in zip(a, b)]
+            samples[j].append(timers[j]())
+    return samples
 
 
-def report(where, name, ours, twin, calls):
-    a, b, ratios = interleaved(ours, twin)
-    print(
-        f"[{LABEL}] {where} us/call {name}: ours median {statistics.median(a):.2f} (min {min(a):.2f}), "
-        f"hand-written twin {statistics.median(b):.2f} (min {min(b):.2f}); ratio ours/twin median "
-        f"{statistics.median(ratios):.3f}, ours <= twin in {sum(p <= q for p, q in zip(a, b))} of {ROUNDS} rounds, "
-        f"{calls} calls a round"
-    )
+def report(where, name, timers, calls):
+    native, stable, twin = interleaved(timers)
+    line = f"[{LABEL}] {where} us/call {name}: hand-written twin {statistics.median(twin):.2f} (min {min(twin):.2f})"
+    for label, ours in (("ours", native), ("ours stable", stable)):
+        ratios = [p / q for p, q in zip(ours, twin)]
+        line += (
+            f"; {label} {statistics.median(ours):.2f} (min {min(ours):.2f}), ratio to twin median "
+            f"{statistics.median(ratios):.3f}, <= twin in {sum(p <= q for p, q in zip(ours, twin))} of {ROUNDS} rounds"
+        )
+    print(f"{line}; {calls} calls a round")
 
 
-for name, (ours, twin, _) in twins.items():
-    report("host", name, python_loop(ours), python_loop(twin), 2000)
+for name, (python, _) in calls_of.items():
+    report("host", name, [python_loop(python(ns)) for ns in NAMESPACES], 2000)
 y = torch.empty_like(x)
 samples = [torch.ops.ttp_handwritten.launcher_us(x, w, y, 20000) for _ in range(5)]
 print(f"[{LABEL}] C++ loop us/call launcher alone: median {statistics.median(samples):.2f}, 20000 calls x 5")
-for name, (_, _, cpp) in twins.items():
-    report(
-        "C++ loop", name, lambda cpp=cpp: cpp("torchtrt", 20000), lambda cpp=cpp: cpp("ttp_handwritten", 20000), 20000
-    )
+for name, (_, cpp) in calls_of.items():
+    report("C++ loop", name, [lambda ns=ns, cpp=cpp: cpp(ns, 20000) for ns in NAMESPACES], 20000)
 
 big = torch.randn(1 << 20, 16, device="cuda")  # 64 MiB
 keep = torch.rand(1 << 20, device="cuda") < 0.1

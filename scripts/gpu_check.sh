@@ -9,7 +9,7 @@
 # .deps/tensorrt/include. Optional wheels (e.g. liger-kernel for the rms_norm benchmark) in $WHEELS_DIR (default
 # .whl) are installed with --no-deps into /tmp/site first. Extra arguments for every bench step: $BENCH_ARGS
 # (e.g. "--ops rms_norm --sizes 1x4096,8x4096 --repeats 5"); pytest selection for the tests step: $PYTEST_ARGS.
-#   tests       cpu + gpu (+ trt) tiers
+#   tests       cpu + gpu (+ trt) tiers, then the eager kernel's gpu tests in its stable flavour
 #   sanitizer   compute-sanitizer memcheck over the gpu harness tests
 #   fuzz        scripts/fuzz_fields.sh asan $FUZZ_COUNT (default 20000): the createPlugin fuzz under AddressSanitizer
 #               (every creator of our, myops', torchvision's and the SDK test ops' libraries), built in /tmp
@@ -79,6 +79,9 @@ if has tests; then
   step "pytest $PYTEST_ARGS"
   # shellcheck disable=SC2086
   $PY -m pytest $PYTEST_ARGS -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -25
+  step "pytest: the eager kernel's gpu tests again in its stable flavour"
+  TORCHTRT_PLUGINS_EAGER=stable $PY -m pytest tests/gpu/test_eager_kernel_gpu.py -q -rs -p no:cacheprovider 2>&1 |
+    tee "$OUT/pytest_eager_stable.log" | tail -5
 fi
 if has multi-gpu; then
   step "pytest multi-gpu"

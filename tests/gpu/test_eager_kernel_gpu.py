@@ -1,4 +1,5 @@
-"""The C++ eager kernel of declared ops on the GPU: it serves every op from the first call on, matches the
+"""The C++ eager kernel of declared ops on the GPU (in the flavour that serves by default; scripts/gpu_check.sh runs
+these again with the stable one): it serves every op from the first call on, matches the
 references and the Python path, gives data-dependent outputs at their exact size, runs on the current stream and
 device, and a model of declared ops that are not data-dependent captures in a CUDA graph and replays correctly."""
 
@@ -129,3 +130,32 @@ def test_cuda_graph_capture_and_replay():
         with torch.no_grad():
             expected = model(static_in.clone())
         torch.testing.assert_close(static_out, expected, rtol=0, atol=0)
+
+
+def test_the_native_flavour_serves_where_it_builds():
+    if eager_kernel._chosen() != eager_kernel.FLAVOURS or eager_kernel.build_prerequisites("native"):
+        pytest.skip(f"{eager_kernel.ENV} picks a flavour, or the native one cannot build here")
+    torch.ops.torchtrt.rms_norm(torch.randn(4, 64, device="cuda"), torch.ones(64, device="cuda"), 1e-6)
+    assert eager_kernel._handles["torchtrt::rms_norm"].flavour == "native"
+
+
+def test_outputs_come_from_torchs_caching_allocator_and_go_back_to_it():
+    x, w = torch.randn(1024, 1024, device="cuda"), torch.ones(1024, device="cuda")
+    mask = torch.arange(1024, device="cuda") % 4 == 0
+    torch.ops.torchtrt.rms_norm(x, w, 1e-6)
+    torch.ops.torchtrt.masked_rows(x, mask)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    y = torch.ops.torchtrt.rms_norm(x, w, 1e-6)
+    kept = torch.ops.torchtrt.masked_rows(x, mask)
+    assert torch.cuda.memory_allocated() - before == (1024 + 256) * 1024 * 4
+    assert y.device == x.device and kept.device == x.device
+    del y, kept
+    assert torch.cuda.memory_allocated() == before
+    # A memory pool in use takes them, as it takes torch's own outputs.
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        z = torch.ops.torchtrt.rms_norm(x, w, 1e-6)
+    segments = pool.snapshot()
+    assert any(s["address"] <= z.data_ptr() < s["address"] + s["total_size"] for s in segments), segments
+    del z
