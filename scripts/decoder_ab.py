@@ -4,7 +4,11 @@ round, so that clocks, temperature and the L2's state fall on both alike. Prints
 p20-p80 over the rounds), the median of the per-round ratios B/A and how many rounds B was faster; then the kernels
 of each under torch.profiler, profiled alternately.
 
-    python scripts/decoder_ab.py [8x512x2048] [rounds]
+    python scripts/decoder_ab.py [8x512x2048] [rounds] [ab|ba|aa]
+
+The third argument controls for where each copy of the block lands (its weights' addresses, the order of
+compilation): ``ab`` (default) compiles without our pass first, ``ba`` with it first, ``aa`` compiles two blocks
+without it (the difference placement alone makes).
 """
 
 import copy
@@ -24,7 +28,9 @@ REPLAYS = 5  # per measurement
 
 case = bench_model.make_case(shape, torch.bfloat16, torch.device("cuda"))
 block, x = case.inputs
-variants = {"inductor": {}, "inductor+ours": lowering.inductor_options()}
+plain, ours = ("inductor", {}), ("inductor+ours", lowering.inductor_options())
+order = sys.argv[3] if len(sys.argv) > 3 else "ab"
+variants = dict({"ab": [plain, ours], "ba": [ours, plain], "aa": [plain, ("inductor again", {})]}[order])
 models = {}  # kept alive: each graph reads its model's parameters
 graphs = {}
 outputs = {}
