@@ -2,7 +2,8 @@
 each is captured once in a CUDA graph of 10 calls, then the two graphs are replayed in alternating order, round after
 round, so that clocks, temperature and the L2's state fall on both alike. Prints per-call GPU time of each (median and
 p20-p80 over the rounds), the median of the per-round ratios B/A and how many rounds B was faster; then the kernels
-of each under torch.profiler, profiled alternately.
+of each under torch.profiler, profiled alternately; then each call's kernels in launch order with the idle time
+before each (medians over 30 calls).
 
     python scripts/decoder_ab.py [8x512x2048] [rounds] [ab|ba|aa]
 
@@ -108,3 +109,24 @@ for name in names:
     print(f"== {name}: kernel time {sum(totals[name].values()):.1f} us per call")
     for key, us in sorted(totals[name].items(), key=lambda kv: -kv[1]):
         print(f"  {us:8.2f} us  {key[:110]}")
+
+# One replay of each graph, kernel by kernel in launch order (the first call's kernels, then the per-position median
+# over the graph's calls).
+for name in names:
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            graphs[name].replay()
+        torch.cuda.synchronize()
+    events = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
+    per_call = len(events) // (3 * CALLS)
+    print(f"== {name}: {len(events)} kernels, {per_call} a call")
+    for k in range(per_call):
+        durations = [events[c * per_call + k].time_range.elapsed_us() for c in range(3 * CALLS)]
+        gaps = [
+            events[c * per_call + k].time_range.start - events[c * per_call + k - 1].time_range.end
+            for c in range(1, 3 * CALLS)
+        ]
+        print(
+            f"  {k:2d} {statistics.median(durations):7.2f} us (gap before {statistics.median(gaps):5.2f})  "
+            f"{events[k].name[:90]}"
+        )

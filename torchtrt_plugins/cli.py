@@ -114,6 +114,28 @@ def _launcher_check(section: str, library: Path | None) -> Check:
     return Check(section, name, MISSING, f"{launchers} does not exist", fix)
 
 
+def _eager_kernel_check(section: str) -> Check:
+    """Which flavour of the C++ eager kernel declared ops get (the first that can serve, or the one
+    TORCHTRT_PLUGINS_EAGER names), and how each stands; without one, the Python path."""
+    from . import eager_kernel
+
+    name = "C++ eager kernel"
+    states = {flavour: eager_kernel.status(flavour) for flavour in eager_kernel.FLAVOURS}
+    detail = "; ".join(f"{flavour}: {text}" for flavour, (_, text) in states.items())
+    if eager_kernel.disabled():
+        return Check(section, name, INFO, f"{eager_kernel.ENV}=python: the Python path serves ({detail})")
+    serving = next((f for f in eager_kernel._chosen() if states[f][0]), None)
+    if serving is None:
+        return Check(
+            section,
+            name,
+            OPTIONAL,
+            f"none can serve, eager calls take the Python path ({detail})",
+            "install a C++ compiler and the CUDA runtime headers (or a wheel built with torch present)",
+        )
+    return Check(section, name, OK, f"{serving} serves ({detail})")
+
+
 def _environment_checks() -> list[Check]:
     section = "Python and torch"
     import torchtrt_plugins
@@ -128,6 +150,7 @@ def _environment_checks() -> list[Check]:
             f"{torchtrt_plugins.__version__} ({Path(torchtrt_plugins.__file__).parent})",
         ),
     ]
+    checks.append(_eager_kernel_check(section))
     section = "GPU and CUDA"
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()

@@ -251,6 +251,17 @@ def _prebuilt(flavour: str) -> Path | None:
     return path if info.get(NATIVE_TORCH_KEY) == torch_identity() else None
 
 
+def _cached(flavour: str) -> Path:
+    """Where the first-use build of ``flavour`` goes: per torch (the native flavour: per torch_identity), compiler
+    and source."""
+    served = torch_identity() if flavour == "native" else torch.__version__
+    digest = hashlib.sha256(f"{flavour}|{served}|{_compiler()}|{TARGET_TORCH}".encode())
+    digest.update(Path(__file__).read_bytes())  # the build command
+    for path in sources(flavour):
+        digest.update(path.read_bytes())
+    return _build.cache_dir() / f"eager-{flavour}-{digest.hexdigest()[:16]}" / LIBRARY_NAMES[flavour]
+
+
 def library_path(flavour: str = "stable") -> Path:
     """The ``flavour`` library: prebuilt in a wheel for this torch, else built from the sources into the cache (on
     first use). Raises BuildError."""
@@ -258,17 +269,27 @@ def library_path(flavour: str = "stable") -> Path:
     prebuilt = _prebuilt(flavour)
     if prebuilt is not None:
         return prebuilt
-    served = torch_identity() if flavour == "native" else torch.__version__
-    digest = hashlib.sha256(f"{flavour}|{served}|{_compiler()}|{TARGET_TORCH}".encode())
-    digest.update(Path(__file__).read_bytes())  # the build command
-    for path in sources(flavour):
-        digest.update(path.read_bytes())
-    directory = _build.cache_dir() / f"eager-{flavour}-{digest.hexdigest()[:16]}"
-    output = directory / LIBRARY_NAMES[flavour]
-    with _build._locked(directory):
+    output = _cached(flavour)
+    with _build._locked(output.parent):
         if not output.is_file():
             build(output, flavour=flavour)
     return output
+
+
+def status(flavour: str) -> tuple[bool, str]:
+    """Whether ``flavour`` can serve here, and how, without building or loading it: prebuilt for this torch, built
+    into the cache, or buildable on first use; else why not."""
+    _check_flavour(flavour)
+    prebuilt = _prebuilt(flavour)
+    if prebuilt is not None:
+        return True, f"prebuilt for this torch ({prebuilt})"
+    missing = build_prerequisites(flavour)
+    if missing:
+        return False, "cannot build here: " + "; ".join(missing)
+    output = _cached(flavour)
+    if output.is_file():
+        return True, f"built ({output})"
+    return True, "built on first use"
 
 
 def _load(flavour: str) -> ctypes.CDLL:

@@ -38,6 +38,7 @@ def test_doctor_reports_every_piece_and_exits_0(capsys):
     ):
         assert item in out
     assert "CUDA torch ops" not in out  # no torch extension any more: every op runs eagerly from its launchers
+
     checks = cli.collect_checks()
     assert all(c.fix for c in checks if c.state == cli.MISSING), [
         c for c in checks if c.state == cli.MISSING and not c.fix
@@ -275,3 +276,21 @@ def test_doctor_reports_the_launcher_library_beside_the_plugin_library(tmp_path,
 def test_the_package_does_not_use_unittest():
     package = Path(cli.__file__).resolve().parent
     assert [str(p.relative_to(package)) for p in sorted(package.rglob("*.py")) if "unittest" in p.read_text()] == []
+
+
+def test_doctor_says_which_eager_kernel_flavour_serves_and_how_each_stands(monkeypatch, capsys):
+    from torchtrt_plugins import eager_kernel
+
+    monkeypatch.delenv(eager_kernel.ENV, raising=False)
+    monkeypatch.setattr(
+        eager_kernel,
+        "status",
+        lambda f: (f == "stable", "cannot build here: no C++ compiler" if f == "native" else "ok"),
+    )
+    assert cli.main(["doctor"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "C++ eager kernel" in line)
+    assert "stable serves" in line and "native: cannot build here: no C++ compiler" in line, line
+    monkeypatch.setenv(eager_kernel.ENV, "native")  # only the native flavour, which cannot serve: the Python path
+    assert cli.main(["doctor"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "C++ eager kernel" in line)
+    assert "Python path" in line, line
