@@ -187,23 +187,23 @@ int32_t torchCurrentDevice()
     return current;
 }
 
+// A shim object, deleted by its shim function.
+template <typename Opaque>
+using Held = std::unique_ptr<Opaque, AOTITorchError (*)(Opaque*)>;
+
 // Makes `device` the current CUDA device for the guard's life.
 class DeviceGuard
 {
 public:
     explicit DeviceGuard(int32_t device)
     {
-        shim(aoti_torch_create_device_guard(device, &mGuard), "create_device_guard");
-    }
-    DeviceGuard(DeviceGuard const&) = delete;
-    DeviceGuard& operator=(DeviceGuard const&) = delete;
-    ~DeviceGuard()
-    {
-        aoti_torch_delete_device_guard(mGuard);
+        DeviceGuardHandle guard = nullptr;
+        shim(aoti_torch_create_device_guard(device, &guard), "create_device_guard");
+        mGuard.reset(guard);
     }
 
 private:
-    DeviceGuardHandle mGuard{nullptr};
+    Held<DeviceGuardOpaque> mGuard{nullptr, &aoti_torch_delete_device_guard};
 };
 
 // A call's arguments on the shim's stack; its outputs replace them.
@@ -281,24 +281,19 @@ public:
         {
             throw EagerError(rules::concat("the eager kernel serves at most ", kSLOTS, " registrations per process"));
         }
-        shim(aoti_torch_library_init_impl(ns.c_str(), dispatchKey, file, line, &mLibrary), "library_init_impl");
+        TorchLibraryHandle library = nullptr;
+        shim(aoti_torch_library_init_impl(ns.c_str(), dispatchKey, file, line, &library), "library_init_impl");
+        mLibrary.reset(library);
         gSlots[slot].store(served, std::memory_order_release);
-        if (torch_library_impl(mLibrary, name.c_str(), kBOXED[slot], TORCH_ABI_VERSION) != AOTI_TORCH_SUCCESS)
+        if (torch_library_impl(library, name.c_str(), kBOXED[slot], TORCH_ABI_VERSION) != AOTI_TORCH_SUCCESS)
         {
-            aoti_torch_delete_library_object(mLibrary);
             throw EagerError(
                 rules::concat(ns, "::", name, ": torch refused the kernel registration for ", dispatchKey));
         }
     }
-    KernelRegistration(KernelRegistration const&) = delete;
-    KernelRegistration& operator=(KernelRegistration const&) = delete;
-    ~KernelRegistration()
-    {
-        aoti_torch_delete_library_object(mLibrary);
-    }
 
 private:
-    TorchLibraryHandle mLibrary{nullptr};
+    Held<TorchLibraryOpaque> mLibrary{nullptr, &aoti_torch_delete_library_object};
 };
 
 } // namespace
