@@ -5,10 +5,11 @@
 
 Fails unless `auditwheel show` finds that the libraries' versioned symbols (glibc, libstdc++, libgcc_s) allow
 manylinux_2_28 or older, and that the only library they need from outside is the CUDA runtime (libcudart, which
-torch's CUDA wheels and the CUDA toolkit bring), except the C++ eager kernel (libtorchtrt_plugins_eager.so), which
-needs torch's libtorch_cpu.so too (found next to the installed torch through its RPATH) and nothing else; a wheel's
-platform tag must be manylinux_2_28 or older yet no older than its libraries allow. Shared libraries are checked
-inside a throwaway wheel (auditwheel reads only wheels).
+torch's CUDA wheels and the CUDA toolkit bring), except the C++ eager kernel, which needs torch's own libraries too
+(found next to the installed torch through its RPATH): libtorch_cpu.so for its stable flavour
+(libtorchtrt_plugins_eager.so), libtorch_cpu.so and libc10.so for its native one (libtorchtrt_plugins_eager_native.so),
+and nothing else; a wheel's platform tag must be manylinux_2_28 or older yet no older than its libraries allow.
+Shared libraries are checked inside a throwaway wheel (auditwheel reads only wheels).
 .ci/run runs it on the wheel and on an example package's libraries built with the SDK's manylinux toolchain.
 """
 
@@ -27,9 +28,12 @@ from pathlib import Path
 NEWEST_GLIBC = (2, 28)
 #: Needed from outside the wheel and allowed to be: the CUDA runtime comes from the toolkit or a pip package.
 EXTERNAL_ALLOWED = re.compile(r"libcudart\.so\.\d+")
-#: The one library allowed torch's own library as an external too (it is the eager torch kernel; torch_lib_rpath).
-TORCH_LINKED = "libtorchtrt_plugins_eager.so"
-TORCH_EXTERNAL = "libtorch_cpu.so"
+#: The libraries allowed torch's own libraries as externals too (the eager kernel's flavours), and which.
+TORCH_LINKED = {
+    "libtorchtrt_plugins_eager.so": {"libtorch_cpu.so"},
+    "libtorchtrt_plugins_eager_native.so": {"libtorch_cpu.so", "libc10.so"},
+}
+TORCH_LIBRARIES = {"libtorch_cpu.so", "libc10.so"}
 _MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_")
 
 
@@ -77,13 +81,18 @@ def _needed(data: bytes) -> list[str]:
     ]
 
 
-def torch_linked(path: Path) -> tuple[list[str], list[str]]:
-    """The libraries in wheel ``path`` that need torch's library, and the problems: any other than the eager kernel."""
+def torch_linked(path: Path) -> tuple[set[str], list[str]]:
+    """The torch libraries the libraries in wheel ``path`` may need, and the problems: one needed by a library other
+    than the eager kernel's, or not among those its flavour may need."""
+    allowed, problems = set(), []
     with zipfile.ZipFile(path) as archive:
-        names = [n for n in archive.namelist() if re.search(r"\.so(\.\d+)*$", n)]
-        linked = [n for n in names if TORCH_EXTERNAL in _needed(archive.read(n))]
-    problems = [f"{name} needs {TORCH_EXTERNAL}: only {TORCH_LINKED} may" for name in linked]
-    return linked, [p for n, p in zip(linked, problems) if Path(n).name != TORCH_LINKED]
+        for name in (n for n in archive.namelist() if re.search(r"\.so(\.\d+)*$", n)):
+            needs = TORCH_LIBRARIES & set(_needed(archive.read(name)))
+            may = TORCH_LINKED.get(Path(name).name, set())
+            if needs - may:
+                problems.append(f"{name} needs {sorted(needs - may)}: only {sorted(TORCH_LINKED)} may, each its own")
+            allowed |= needs & may
+    return allowed, problems
 
 
 def check(path: Path) -> tuple[list[str], tuple[int, int] | None]:
@@ -108,16 +117,14 @@ def check(path: Path) -> tuple[list[str], tuple[int, int] | None]:
             f"the libraries' versioned symbols constrain the platform tag to {analysis['sym_tag']}, not "
             f"{_tag_name(NEWEST_GLIBC)} or older: {analysis['versioned_symbols']}"
         )
-    linked, problems_linked = torch_linked(path)
+    allowed, problems_linked = torch_linked(path)
     problems += problems_linked
-    allowed = {TORCH_EXTERNAL} if linked else set()
     external = sorted(
         name for name in analysis["external_libs"] if not EXTERNAL_ALLOWED.fullmatch(name) and name not in allowed
     )
     if external:
-        problems.append(
-            f"external libraries other than the CUDA runtime{f' and {TORCH_EXTERNAL}' if allowed else ''}: {external}"
-        )
+        also = f" and {', '.join(sorted(allowed))}" if allowed else ""
+        problems.append(f"external libraries other than the CUDA runtime{also}: {external}")
     return problems, needed
 
 
