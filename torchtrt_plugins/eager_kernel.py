@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 FLAVOURS = ("native", "stable")
 #: Each flavour's file name, prebuilt in a wheel's ``torchtrt_plugins/lib``.
 LIBRARY_NAMES = {"native": "libtorchtrt_plugins_eager_native.so", "stable": "libtorchtrt_plugins_eager.so"}
-#: The stable flavour's file name.
-LIBRARY_NAME = LIBRARY_NAMES["stable"]
 #: build_info.json's key naming the torch the prebuilt native flavour was built for (:func:`torch_identity`).
 NATIVE_TORCH_KEY = "eager_kernel_native_torch"
 #: The oldest torch whose stable ABI the library targets (TORCH_TARGET_VERSION).

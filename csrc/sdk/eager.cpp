@@ -415,7 +415,7 @@ public:
         {
             mTactic = findTactic(arguments.integer(mOp.nbArguments));
         }
-        // Take every argument first: the tensors are owned references the stack hands over.
+        // Take every argument first (the stable flavour hands the tensors over as references the call owns).
         for (int32_t a = 0; a < mOp.nbArguments; ++a)
         {
             int32_t const slot = mOp.arguments[a];
