@@ -38,10 +38,6 @@ public:
     {
         return mTensor.defined() ? &mTensor : nullptr;
     }
-    explicit operator bool() const noexcept
-    {
-        return mTensor.defined();
-    }
     at::Tensor release() noexcept
     {
         return std::move(mTensor);

@@ -59,10 +59,6 @@ public:
     {
         return mHandle;
     }
-    explicit operator bool() const noexcept
-    {
-        return mHandle != nullptr;
-    }
     AtenTensorHandle release() noexcept
     {
         return std::exchange(mHandle, nullptr);
