@@ -1,15 +1,12 @@
-"""The decoder block compiled by inductor, without (A) and with (B) our lowering pass, timed interleaved in one process:
-each is captured once in a CUDA graph of 10 calls, then the two graphs are replayed in alternating order, round after
-round, so that clocks, temperature and the L2's state fall on both alike. Prints per-call GPU time of each (median and
-p20-p80 over the rounds), the median of the per-round ratios B/A and how many rounds B was faster; then the kernels
-of each under torch.profiler, profiled alternately; then each call's kernels in launch order with the idle time
-before each (medians over 30 calls).
+"""The decoder block compiled by inductor twice without our lowering pass (A, A2) and once with it (B), timed
+interleaved in one process: each is captured once in a CUDA graph of 10 calls, then the three graphs are replayed
+round after round in a rotating order, so that clocks, temperature and the L2's state fall on all alike. A2 is the
+control: the same compilation as A with its buffers elsewhere, so A2/A is the difference placement alone makes. Prints
+per-call GPU time of each (median and p20-p80 over the rounds), the medians of the per-round ratios B/A, A2/A and
+B/((A+A2)/2), and how many rounds B was faster; then the kernels of each under torch.profiler, profiled alternately;
+then each call's kernels in launch order with the idle time before each (medians over 30 calls).
 
-    python scripts/decoder_ab.py [8x512x2048] [rounds] [ab|ba|aa]
-
-The third argument controls for where each copy of the block lands (its weights' addresses, the order of
-compilation): ``ab`` (default) compiles without our pass first, ``ba`` with it first, ``aa`` compiles two blocks
-without it (the difference placement alone makes).
+    python scripts/decoder_ab.py [8x512x2048] [rounds]
 """
 
 import copy
@@ -29,9 +26,8 @@ REPLAYS = 5  # per measurement
 
 case = bench_model.make_case(shape, torch.bfloat16, torch.device("cuda"))
 block, x = case.inputs
-plain, ours = ("inductor", {}), ("inductor+ours", lowering.inductor_options())
-order = sys.argv[3] if len(sys.argv) > 3 else "ab"
-variants = dict({"ab": [plain, ours], "ba": [ours, plain], "aa": [plain, ("inductor again", {})]}[order])
+# B compiled between the two copies of A, so that neither copy of A always has the earlier addresses.
+variants = {"inductor": {}, "inductor+ours": lowering.inductor_options(), "inductor again": {}}
 models = {}  # kept alive: each graph reads its model's parameters
 graphs = {}
 outputs = {}
@@ -72,32 +68,32 @@ for name in names:  # warm
         measure(graphs[name])
 times = {name: [] for name in names}
 for r in range(rounds):
-    order = names if r % 2 == 0 else names[::-1]
-    for name in order:
+    order = names[r % len(names) :] + names[: r % len(names)]
+    for name in order if r % 2 == 0 else order[::-1]:
         times[name].append(measure(graphs[name]))
 
 
-def spread(values: list[float]) -> str:
+def spread(values: list[float], digits: int = 4) -> str:
     q = statistics.quantiles(values, n=5)
-    return f"median {statistics.median(values):.4f} ms (p20-p80 {q[0]:.4f}-{q[3]:.4f})"
+    return f"median {statistics.median(values):.{digits}f} (p20-p80 {q[0]:.{digits}f}-{q[3]:.{digits}f})"
 
 
-a, b = names
+a, b, a2 = names
 print(f"decoder block {'x'.join(map(str, shape))} bf16, {rounds} interleaved rounds of {REPLAYS}x{CALLS} calls")
 for name in names:
-    print(f"  {name:14s} {spread(times[name])}")
-ratios = [tb / ta for ta, tb in zip(times[a], times[b], strict=True)]
-faster = sum(r < 1 for r in ratios)
-q = statistics.quantiles(ratios, n=5)
-print(
-    f"  ratio {b}/{a}: median {statistics.median(ratios):.4f} (p20-p80 {q[0]:.4f}-{q[3]:.4f}); "
-    f"{b} faster in {faster} of {rounds} rounds"
-)
+    print(f"  {name:14s} {spread(times[name])} ms")
+for label, num, den in (
+    (f"{b}/{a}", times[b], times[a]),
+    (f"{a2}/{a} (placement alone)", times[a2], times[a]),
+    (f"{b}/mean({a}, {a2})", times[b], [(u + v) / 2 for u, v in zip(times[a], times[a2], strict=True)]),
+):
+    ratios = [n / d for n, d in zip(num, den, strict=True)]
+    print(f"  ratio {label}: {spread(ratios)}; below 1 in {sum(v < 1 for v in ratios)} of {rounds} rounds")
 
 # Kernels, profiled alternately (A B A B).
 totals = {name: {} for name in names}
-for r in range(4):
-    name = names[r % 2]
+for r in range(2 * len(names)):
+    name = names[r % len(names)]
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(10):
             graphs[name].replay()

@@ -25,9 +25,9 @@
 #   results     the commands of docs/results.md, each into its own folder under $OUT ($RESULTS names a subset:
 #               rms_bf16 rms_fp32 pad masked masked_widths add_rms vision decoder)
 #   eager-host  scripts/eager_overhead.py: host time per eager call of every declared op beside its torch peer
-#   decoder-ab  scripts/decoder_ab.py at 1x128 and 8x512 (hidden 2048): the block under inductor against inductor with
-#               our lowering pass, interleaved in one process; each with our programmatic dependent launches on and off
-#               (TORCHTRT_PLUGINS_PDL), $AB_ROUNDS rounds (default 80)
+#   decoder-ab  scripts/decoder_ab.py at 1x128 and 8x512 (hidden 2048): the block under inductor (twice: the placement
+#               control) against inductor with our lowering pass, interleaved in one process; $AB_PROCESSES processes a
+#               shape (default 3), $AB_ROUNDS rounds each (default 80)
 set -uo pipefail
 STEPS=${*:-tests sanitizer bench}
 OUT=${OUT:-/tmp/gpu_check}
@@ -147,10 +147,10 @@ fi
 if has decoder-ab; then
   step "decoder block under torch.compile: inductor against inductor + our pass"
   for shape in 1x128x2048 8x512x2048; do
-    for pdl in 1 0; do
-      log="$OUT/decoder_ab_${shape}_pdl$pdl.log"
-      TORCHTRT_PLUGINS_PDL=$pdl $PY scripts/decoder_ab.py "$shape" "${AB_ROUNDS:-80}" >"$log" 2>&1
-      echo "$shape, PDL $pdl (exit $?):"
+    for run in $(seq "${AB_PROCESSES:-3}"); do
+      log="$OUT/decoder_ab_${shape}_$run.log"
+      $PY scripts/decoder_ab.py "$shape" "${AB_ROUNDS:-80}" >"$log" 2>&1
+      echo "$shape, process $run (exit $?):"
       grep -E "median|ratio" "$log"
     done
   done

@@ -2,7 +2,7 @@
 // same bytes, as CUDA graphs of 20 calls on the same buffers (the benchmarks' graph timer), per dtype and shape: to
 // choose kRowConfigs. Also the production launcher ("auto"). With "large": issue 24's candidates (namespace lab,
 // below) at the widest shapes, each checked once against the shipped kernel's outputs before it is timed.
-//   nvcc -std=c++17 -O3 -arch=sm_90 add_rms_lab.cu -o add_rms_lab && ./add_rms_lab [all|large|small] [dtype]
+//   nvcc -std=c++17 -O3 -arch=sm_90 add_rms_lab.cu -o add_rms_lab && ./add_rms_lab [all|large|narrow|small] [dtype]
 #include "../../csrc/kernels/add_rms_norm.cu"
 #include "graph_timer.cuh"
 
@@ -718,6 +718,19 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
             graphMicros([&](cudaStream_t s)                                                                            \
                 { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, true, s); }));        \
     }
+    TTP_CONFIG(4, 4, 256)
+    TTP_CONFIG(4, 8, 256)
+    TTP_CONFIG(8, 2, 256)
+    TTP_CONFIG(8, 4, 256)
+    TTP_CONFIG(8, 4, 128)
+    TTP_CONFIG(8, 4, 512)
+    TTP_CONFIG(16, 1, 256)
+    TTP_CONFIG(16, 2, 256)
+    TTP_CONFIG(16, 2, 128)
+    TTP_CONFIG(16, 2, 512)
+    TTP_CONFIG(32, 1, 128)
+    TTP_CONFIG(32, 1, 256)
+    TTP_CONFIG(32, 1, 512)
     TTP_CONFIG(32, 2, 256)
     TTP_CONFIG(32, 8, 32)
     TTP_CONFIG(32, 8, 64)
@@ -884,8 +897,8 @@ void large(char const* dtype)
 } // namespace
 
 // No argument or "all": the row configurations at every shape; "large": issue 24's candidates at the widest shapes;
-// "small": the row configurations at the decoder block's 128x2048. A second argument (bf16, fp16 or fp32) takes one
-// dtype.
+// "narrow": the row configurations at 100000x128, 32768x256 and 512x128; "small": the row configurations at the decoder
+// block's 128x2048. A second argument (bf16, fp16 or fp32) takes one dtype.
 int main(int argc, char** argv)
 {
     std::string const mode = argc > 1 ? argv[1] : "all";
@@ -909,6 +922,16 @@ int main(int argc, char** argv)
     {
         each([](auto t, char const* dtype) { large<decltype(t)>(dtype); });
     }
+    else if (mode == "narrow")
+    {
+        each(
+            [](auto t, char const* dtype)
+            {
+                shape<decltype(t)>(dtype, 100000, 128);
+                shape<decltype(t)>(dtype, 32768, 256);
+                shape<decltype(t)>(dtype, 512, 128);
+            });
+    }
     else if (mode == "small")
     {
         each([](auto t, char const* dtype) { shape<decltype(t)>(dtype, 128, 2048); });
@@ -919,7 +942,7 @@ int main(int argc, char** argv)
     }
     else
     {
-        std::fprintf(stderr, "usage: %s [all|large|small] [bf16|fp16|fp32]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s [all|large|narrow|small] [bf16|fp16|fp32]\n", argv[0]);
         return 2;
     }
     return 0;
