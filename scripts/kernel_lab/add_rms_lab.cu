@@ -2,7 +2,8 @@
 // same bytes, as CUDA graphs of 20 calls on the same buffers (the benchmarks' graph timer), per dtype and shape: to
 // choose kRowConfigs. Also the production launcher ("auto"). With "large": issue 24's candidates (namespace lab,
 // below) at the widest shapes, each checked once against the shipped kernel's outputs before it is timed.
-//   nvcc -std=c++17 -O3 -arch=sm_90 add_rms_lab.cu -o add_rms_lab && ./add_rms_lab [all|large|narrow|small] [dtype]
+//   nvcc -std=c++17 -O3 -arch=sm_90 add_rms_lab.cu -o add_rms_lab && ./add_rms_lab [all|large|narrow|occupancy|small]
+//   [dtype]
 #include "../../csrc/kernels/add_rms_norm.cu"
 #include "graph_timer.cuh"
 
@@ -763,6 +764,76 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
     }
 }
 
+// The shipped configuration for the shape (GROUP, C, BLOCK) with its blocks per SM capped by dynamic shared memory
+// each block asks for but does not use: how the number of rows in flight per SM sets the rate.
+template <typename T, int G, int C, int B>
+void occupancyShape(char const* dtype, int64_t rows, int64_t hidden)
+{
+    constexpr int kVec = 16 / sizeof(T);
+    size_t const bytes = static_cast<size_t>(rows * hidden) * sizeof(T);
+    std::vector<void*> buf(4);
+    for (auto& p : buf)
+    {
+        check(cudaMalloc(&p, bytes), "malloc");
+        check(cudaMemset(p, 0x11, bytes), "memset");
+    }
+    auto* x = static_cast<T const*>(buf[0]);
+    auto* r = static_cast<T*>(buf[1]);
+    auto* w = static_cast<T const*>(buf[2]);
+    auto* y = static_cast<T*>(buf[3]);
+    size_t const moved = 4 * bytes + static_cast<size_t>(hidden) * sizeof(T);
+    double const copyUs = copyMicros(moved);
+    int smPerBlockMax = 0;
+    int smPerSm = 0;
+    check(cudaDeviceGetAttribute(&smPerBlockMax, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "attribute");
+    check(cudaDeviceGetAttribute(&smPerSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0), "attribute");
+    bool const streamStores = 2 * rows * hidden * static_cast<int64_t>(sizeof(T)) > ttp::l2CacheBytes();
+    auto report = [&](char const* what, auto* kernel)
+    {
+        cudaFuncAttributes attributes{};
+        check(cudaFuncGetAttributes(&attributes, kernel), "attributes");
+        int const dynamicMax = smPerBlockMax - static_cast<int>(attributes.sharedSizeBytes);
+        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamicMax), "smem");
+        for (int cap : {0, 16, 8, 6, 4, 3, 2, 1})
+        {
+            // cap blocks per SM: each asks for 1/cap of the SM's shared memory, less the 1 KiB the runtime reserves.
+            size_t const smem = cap == 0 ? 0 : static_cast<size_t>(std::min(dynamicMax, smPerSm / cap - 1024 - 64));
+            int resident = 0;
+            check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, B, smem), "occupancy");
+            if (cap != 0 && resident > cap)
+            {
+                continue;
+            }
+            int64_t const blocks = (rows + B / G - 1) / (B / G);
+            double const us = graphMicros(
+                [&](cudaStream_t st)
+                {
+                    cudaLaunchConfig_t config{};
+                    config.gridDim = dim3(static_cast<unsigned>(blocks));
+                    config.blockDim = dim3(B);
+                    config.dynamicSmemBytes = smem;
+                    config.stream = st;
+                    return cudaLaunchKernelEx(
+                        &config, kernel, x, static_cast<T const*>(r), w, r, y, rows, static_cast<int>(hidden), 1e-6F);
+                });
+            std::printf("%-5s %6lldx%-6lld g%d c%d b%d %-6s %2d blocks/SM (%4d threads) %8.2f us  %6.1f%% of copy "
+                        "(copy %.2f us)\n",
+                dtype, static_cast<long long>(rows), static_cast<long long>(hidden), G, C, B, what, resident,
+                resident * B, us, 100.0 * copyUs / us, copyUs);
+            std::fflush(stdout);
+        }
+    };
+    if (streamStores)
+    {
+        report("st-cs", ttp::addRmsNormKernel<T, kVec, G, C, B, true, ttp::CachePolicy::kEVICT_FIRST>);
+    }
+    report("plain", ttp::addRmsNormKernel<T, kVec, G, C, B, true>);
+    for (void* p : buf)
+    {
+        cudaFree(p);
+    }
+}
+
 template <typename T>
 void all(char const* dtype)
 {
@@ -897,7 +968,8 @@ void large(char const* dtype)
 } // namespace
 
 // No argument or "all": the row configurations at every shape; "large": issue 24's candidates at the widest shapes;
-// "narrow": the row configurations at 100000x128, 32768x256 and 512x128; "small": the row configurations at the decoder
+// "narrow": the row configurations at 100000x128, 32768x256 and 512x128; "occupancy": the shipped configurations at
+// 100000x128 with their blocks per SM capped; "small": the row configurations at the decoder
 // block's 128x2048. A second argument (bf16, fp16 or fp32) takes one dtype.
 int main(int argc, char** argv)
 {
@@ -932,6 +1004,11 @@ int main(int argc, char** argv)
                 shape<decltype(t)>(dtype, 512, 128);
             });
     }
+    else if (mode == "occupancy")
+    {
+        occupancyShape<float, 32, 1, 256>("fp32", 100000, 128);
+        occupancyShape<__nv_bfloat16, 16, 1, 256>("bf16", 100000, 128);
+    }
     else if (mode == "small")
     {
         each([](auto t, char const* dtype) { shape<decltype(t)>(dtype, 128, 2048); });
@@ -942,7 +1019,7 @@ int main(int argc, char** argv)
     }
     else
     {
-        std::fprintf(stderr, "usage: %s [all|large|narrow|small] [bf16|fp16|fp32]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s [all|large|narrow|occupancy|small] [bf16|fp16|fp32]\n", argv[0]);
         return 2;
     }
     return 0;
