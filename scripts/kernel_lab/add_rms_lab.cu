@@ -678,23 +678,60 @@ constexpr ttp::DType kDType = sizeof(T) == 4              ? ttp::DType::kFLOAT32
                               : std::is_same_v<T, __half> ? ttp::DType::kFLOAT16
                                                           : ttp::DType::kBFLOAT16;
 
+// x, the residual (worked on in place), the weight and y of a rows x hidden call, each the size of x and filled with
+// 0x11 bytes; and the time of a copy of the bytes the call moves.
+template <typename T>
+struct ShapeBuffers
+{
+    ShapeBuffers(int64_t rows, int64_t hidden)
+    {
+        size_t const bytes = static_cast<size_t>(rows * hidden) * sizeof(T);
+        for (void*& p : buf)
+        {
+            check(cudaMalloc(&p, bytes), "malloc");
+            check(cudaMemset(p, 0x11, bytes), "memset");
+        }
+        copyUs = copyMicros(4 * bytes + static_cast<size_t>(hidden) * sizeof(T));
+    }
+    ShapeBuffers(ShapeBuffers const&) = delete;
+    ShapeBuffers& operator=(ShapeBuffers const&) = delete;
+    ~ShapeBuffers()
+    {
+        for (void* p : buf)
+        {
+            cudaFree(p);
+        }
+    }
+    void* buf[4]{};
+    T const* x() const
+    {
+        return static_cast<T const*>(buf[0]);
+    }
+    T* r() const
+    {
+        return static_cast<T*>(buf[1]);
+    }
+    T const* w() const
+    {
+        return static_cast<T const*>(buf[2]);
+    }
+    T* y() const
+    {
+        return static_cast<T*>(buf[3]);
+    }
+    double copyUs = 0;
+};
+
 template <typename T>
 void shape(char const* dtype, int64_t rows, int64_t hidden)
 {
     constexpr int kVec = 16 / sizeof(T);
-    size_t const bytes = static_cast<size_t>(rows * hidden) * sizeof(T);
-    std::vector<void*> buf(5);
-    for (auto& p : buf)
-    {
-        check(cudaMalloc(&p, bytes), "malloc");
-        check(cudaMemset(p, 0x11, bytes), "memset");
-    }
-    auto* x = static_cast<T const*>(buf[0]);
-    auto* r = static_cast<T*>(buf[1]);
-    auto* w = static_cast<T const*>(buf[2]);
-    auto* y = static_cast<T*>(buf[3]);
-    size_t const moved = 4 * bytes + static_cast<size_t>(hidden) * sizeof(T);
-    double const copyUs = copyMicros(moved);
+    ShapeBuffers<T> const b(rows, hidden);
+    T const* x = b.x();
+    T* r = b.r();
+    T const* w = b.w();
+    T* y = b.y();
+    double const copyUs = b.copyUs;
     int64_t const nvec = hidden / kVec;
     auto report = [&](char const* name, double us)
     {
@@ -758,10 +795,6 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
     TTP_CONFIG(1024, 3, 1024)
     TTP_CONFIG(1024, 4, 1024)
 #undef TTP_CONFIG
-    for (void* p : buf)
-    {
-        cudaFree(p);
-    }
 }
 
 // The shipped configuration for the shape (GROUP, C, BLOCK) with its blocks per SM capped by dynamic shared memory
@@ -770,19 +803,7 @@ template <typename T, int G, int C, int B>
 void occupancyShape(char const* dtype, int64_t rows, int64_t hidden)
 {
     constexpr int kVec = 16 / sizeof(T);
-    size_t const bytes = static_cast<size_t>(rows * hidden) * sizeof(T);
-    std::vector<void*> buf(4);
-    for (auto& p : buf)
-    {
-        check(cudaMalloc(&p, bytes), "malloc");
-        check(cudaMemset(p, 0x11, bytes), "memset");
-    }
-    auto* x = static_cast<T const*>(buf[0]);
-    auto* r = static_cast<T*>(buf[1]);
-    auto* w = static_cast<T const*>(buf[2]);
-    auto* y = static_cast<T*>(buf[3]);
-    size_t const moved = 4 * bytes + static_cast<size_t>(hidden) * sizeof(T);
-    double const copyUs = copyMicros(moved);
+    ShapeBuffers<T> const b(rows, hidden);
     int smPerBlockMax = 0;
     int smPerSm = 0;
     check(cudaDeviceGetAttribute(&smPerBlockMax, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "attribute");
@@ -813,13 +834,13 @@ void occupancyShape(char const* dtype, int64_t rows, int64_t hidden)
                     config.blockDim = dim3(B);
                     config.dynamicSmemBytes = smem;
                     config.stream = st;
-                    return cudaLaunchKernelEx(
-                        &config, kernel, x, static_cast<T const*>(r), w, r, y, rows, static_cast<int>(hidden), 1e-6F);
+                    return cudaLaunchKernelEx(&config, kernel, b.x(), static_cast<T const*>(b.r()), b.w(), b.r(), b.y(),
+                        rows, static_cast<int>(hidden), 1e-6F);
                 });
             std::printf("%-5s %6lldx%-6lld g%d c%d b%d %-6s %2d blocks/SM (%4d threads) %8.2f us  %6.1f%% of copy "
                         "(copy %.2f us)\n",
                 dtype, static_cast<long long>(rows), static_cast<long long>(hidden), G, C, B, what, resident,
-                resident * B, us, 100.0 * copyUs / us, copyUs);
+                resident * B, us, 100.0 * b.copyUs / us, b.copyUs);
             std::fflush(stdout);
         }
     };
@@ -828,10 +849,6 @@ void occupancyShape(char const* dtype, int64_t rows, int64_t hidden)
         report("st-cs", ttp::addRmsNormKernel<T, kVec, G, C, B, true, ttp::CachePolicy::kEVICT_FIRST>);
     }
     report("plain", ttp::addRmsNormKernel<T, kVec, G, C, B, true>);
-    for (void* p : buf)
-    {
-        cudaFree(p);
-    }
 }
 
 template <typename T>
