@@ -3,8 +3,8 @@ interleaved in one process: each is captured once in a CUDA graph of 10 calls, t
 round after round in a rotating order, so that clocks, temperature and the L2's state fall on all alike. A2 is the
 control: the same compilation as A with its buffers elsewhere, so A2/A is the difference placement alone makes. Prints
 per-call GPU time of each (median and p20-p80 over the rounds), the medians of the per-round ratios B/A, A2/A and
-B/((A+A2)/2), and how many rounds B was faster; then the kernels of each under torch.profiler, profiled alternately;
-then each call's kernels in launch order with the idle time before each (medians over 30 calls).
+B/((A+A2)/2), and in how many rounds each was below 1; then the kernels of each under torch.profiler, profiled in
+turn; then each call's kernels in launch order with the idle time before each (medians over 30 calls).
 
     python scripts/decoder_ab.py [8x512x2048] [rounds]
 """
@@ -73,9 +73,9 @@ for r in range(rounds):
         times[name].append(measure(graphs[name]))
 
 
-def spread(values: list[float], digits: int = 4) -> str:
+def spread(values: list[float]) -> str:
     q = statistics.quantiles(values, n=5)
-    return f"median {statistics.median(values):.{digits}f} (p20-p80 {q[0]:.{digits}f}-{q[3]:.{digits}f})"
+    return f"median {statistics.median(values):.4f} (p20-p80 {q[0]:.4f}-{q[3]:.4f})"
 
 
 a, b, a2 = names
@@ -90,7 +90,7 @@ for label, num, den in (
     ratios = [n / d for n, d in zip(num, den, strict=True)]
     print(f"  ratio {label}: {spread(ratios)}; below 1 in {sum(v < 1 for v in ratios)} of {rounds} rounds")
 
-# Kernels, profiled alternately (A B A B).
+# Kernels, profiled in turn (A B A2 A B A2).
 totals = {name: {} for name in names}
 for r in range(2 * len(names)):
     name = names[r % len(names)]
