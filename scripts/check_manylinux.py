@@ -33,7 +33,7 @@ TORCH_LINKED = {
     "libtorchtrt_plugins_eager.so": {"libtorch_cpu.so"},
     "libtorchtrt_plugins_eager_native.so": {"libtorch_cpu.so", "libc10.so"},
 }
-TORCH_LIBRARIES = {"libtorch_cpu.so", "libc10.so"}
+TORCH_LIBRARIES = set().union(*TORCH_LINKED.values())
 _MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_")
 
 

@@ -124,7 +124,7 @@ def _eager_kernel_check(section: str) -> Check:
     detail = "; ".join(f"{flavour}: {text}" for flavour, (_, text) in states.items())
     if eager_kernel.disabled():
         return Check(section, name, INFO, f"{eager_kernel.ENV}=python: the Python path serves ({detail})")
-    serving = next((f for f in eager_kernel._chosen() if states[f][0]), None)
+    serving = next((f for f in eager_kernel.chosen() if states[f][0]), None)
     if serving is None:
         return Check(
             section,

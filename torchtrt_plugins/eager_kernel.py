@@ -313,7 +313,7 @@ def _load(flavour: str) -> ctypes.CDLL:
     return lib
 
 
-def _chosen() -> tuple[str, ...]:
+def chosen() -> tuple[str, ...]:
     """The flavours to try, in order: ``TORCHTRT_PLUGINS_EAGER=stable`` or ``native`` names one."""
     choice = os.environ.get(ENV, "").strip().lower()
     return (choice,) if choice in FLAVOURS else FLAVOURS
@@ -324,7 +324,7 @@ def library(flavour: str | None = None) -> ctypes.CDLL:
     ``TORCHTRT_PLUGINS_EAGER`` names) that serves here. Raises EagerKernelUnavailable with the reasons."""
     with _lock:
         reasons = []
-        for name in _chosen() if flavour is None else (flavour,):
+        for name in chosen() if flavour is None else (flavour,):
             _check_flavour(name)
             if name in _libraries:
                 return _libraries[name]

@@ -38,7 +38,6 @@ def test_doctor_reports_every_piece_and_exits_0(capsys):
     ):
         assert item in out
     assert "CUDA torch ops" not in out  # no torch extension any more: every op runs eagerly from its launchers
-
     checks = cli.collect_checks()
     assert all(c.fix for c in checks if c.state == cli.MISSING), [
         c for c in checks if c.state == cli.MISSING and not c.fix

@@ -133,7 +133,7 @@ def test_cuda_graph_capture_and_replay():
 
 
 def test_the_native_flavour_serves_where_it_builds():
-    if eager_kernel._chosen() != eager_kernel.FLAVOURS or eager_kernel.build_prerequisites("native"):
+    if eager_kernel.chosen() != eager_kernel.FLAVOURS or eager_kernel.build_prerequisites("native"):
         pytest.skip(f"{eager_kernel.ENV} picks a flavour, or the native one cannot build here")
     torch.ops.torchtrt.rms_norm(torch.randn(4, 64, device="cuda"), torch.ones(64, device="cuda"), 1e-6)
     assert eager_kernel._handles["torchtrt::rms_norm"].flavour == "native"
