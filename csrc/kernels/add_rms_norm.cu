@@ -43,7 +43,7 @@ __device__ __forceinline__ Vec<T, VEC> normVec(Vec<T, VEC> const& h, Vec<T, VEC>
 // against 141.7; within 1% elsewhere).
 // STORE: the cache policy of the two stores.
 template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true,
-    CachePolicy STORE = CachePolicy::kDEFAULT>
+    CachePolicy STORE = CachePolicy::kDEFAULT, CachePolicy SUM_STORE = STORE>
 __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ x, T const* residual,
     T const* __restrict__ w, T* residualOut, T* __restrict__ y, int64_t rows, int hidden, float eps)
 {
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         if (valid && i < nvec)
         {
             sum[c] = addVec(sum[c], res[c]);
-            storeVec<STORE>(ov + i, sum[c]);
+            storeVec<SUM_STORE>(ov + i, sum[c]);
             s += sumSquares(sum[c]);
         }
     }
@@ -138,13 +138,27 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormLongKernel(T const* __restric
     }
 }
 
-// streamStores: the sum and the norm written with evict-first stores, for launches whose writes exceed the L2: they
+// How the two stores ask L2 to keep their lines (16-byte vectors only).
+enum class Stores
+{
+    kDEFAULT,
+    kSTREAM,   // both evict-first: the writes exceed the L2
+    kKEEP_SUM, // the sum evict-last: the writes fit in an eighth of the L2
+};
+
+// kKEEP_SUM: the sum is the residual stream, read again by the next residual add after the layer's GEMMs have
+// streamed their weights through the L2; written with the default policy it is gone by then (ncu, H200, compiled
+// decoder block 1x128x2048: that add read 524 KB from DRAM, 0.3 KB with the sum kept). Compiled block with our pass
+// against inductor alone, three processes each on one lease (2026-11-28d/): 0.9932-0.9936 with it, 1.0000-1.0039
+// without; add_rms_norm alone at 1-128 x 4096 3-7% faster.
+
+// kSTREAM: the sum and the norm written with evict-first stores, for launches whose writes exceed the L2: they
 // cannot stay in it for the next kernel anyway, and streaming them keeps the lines the launch still reads (lab: bf16
 // 4096x12288 135.8 against 137.6 us, 2048x16384 fp16 92.1 against 95.4; where the writes fit, bf16 4096x2048 loses
 // 8-15% with them).
 template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
 cudaError_t launchConfig(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps,
-    bool streamStores, cudaStream_t stream)
+    Stores stores, cudaStream_t stream)
 {
     constexpr int64_t kRowsPerBlock = BLOCK / GROUP;
     int64_t const blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -155,9 +169,14 @@ cudaError_t launchConfig(T const* x, T const* r, T const* w, T* ro, T* y, int64_
     auto* kernel = addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W>;
     if constexpr (sizeof(T) * VEC == 16) // narrower stores take the default policy whatever is asked
     {
-        if (streamStores)
+        if (stores == Stores::kSTREAM)
         {
             kernel = addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W, CachePolicy::kEVICT_FIRST>;
+        }
+        else if (stores == Stores::kKEEP_SUM)
+        {
+            kernel = addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W, CachePolicy::kDEFAULT,
+                CachePolicy::kEVICT_LAST>;
         }
     }
     return launchKernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(BLOCK), stream, pdlSupported(), x, r, w, ro,
@@ -195,14 +214,14 @@ constexpr RowConfig kRowConfigs[] = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32
 // The first configuration from kRowConfigs[I] on that holds the row; past the last, the two-pass kernel.
 template <typename T, int VEC, size_t I = 0>
 cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps,
-    bool streamStores, cudaStream_t stream)
+    Stores stores, cudaStream_t stream)
 {
     if constexpr (I < std::size(kRowConfigs))
     {
         constexpr RowConfig kConfig = kRowConfigs[I];
         if constexpr (kConfig.onlyElementBytes != 0 && (kConfig.onlyElementBytes != sizeof(T) || VEC * sizeof(T) != 16))
         {
-            return launch<T, VEC, I + 1>(x, r, w, ro, y, rows, hidden, eps, streamStores, stream);
+            return launch<T, VEC, I + 1>(x, r, w, ro, y, rows, hidden, eps, stores, stream);
         }
         else if (hidden / VEC <= kConfig.group * kConfig.c)
         {
@@ -211,13 +230,13 @@ cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows
                 if (rows >= kManyRows)
                 {
                     return launchConfig<T, VEC, kConfig.group, kConfig.c, kConfig.block, false>(
-                        x, r, w, ro, y, rows, hidden, eps, streamStores, stream);
+                        x, r, w, ro, y, rows, hidden, eps, stores, stream);
                 }
             }
             return launchConfig<T, VEC, kConfig.group, kConfig.c, kConfig.block>(
-                x, r, w, ro, y, rows, hidden, eps, streamStores, stream);
+                x, r, w, ro, y, rows, hidden, eps, stores, stream);
         }
-        return launch<T, VEC, I + 1>(x, r, w, ro, y, rows, hidden, eps, streamStores, stream);
+        return launch<T, VEC, I + 1>(x, r, w, ro, y, rows, hidden, eps, stores, stream);
     }
     else
     {
@@ -244,9 +263,12 @@ cudaError_t dispatch(void const* x, void const* r, void const* w, void* ro, void
     auto* yt = static_cast<T*>(y);
     bool const vectorized = hidden % kVec == 0 && isAligned(x, 16) && isAligned(r, 16) && isAligned(w, 16)
                             && isAligned(ro, 16) && isAligned(y, 16);
-    bool const streamStores = 2 * rows * hidden * static_cast<int64_t>(sizeof(T)) > l2CacheBytes();
-    return vectorized ? launch<T, kVec>(xt, rt, wt, rot, yt, rows, hidden, eps, streamStores, stream)
-                      : launch<T, 1>(xt, rt, wt, rot, yt, rows, hidden, eps, streamStores, stream);
+    int64_t const writes = 2 * rows * hidden * static_cast<int64_t>(sizeof(T));
+    Stores const stores = writes > l2CacheBytes() ? Stores::kSTREAM
+                          : fitsL2Share(writes)   ? Stores::kKEEP_SUM
+                                                  : Stores::kDEFAULT;
+    return vectorized ? launch<T, kVec>(xt, rt, wt, rot, yt, rows, hidden, eps, stores, stream)
+                      : launch<T, 1>(xt, rt, wt, rot, yt, rows, hidden, eps, stores, stream);
 }
 
 } // namespace

@@ -287,6 +287,14 @@ inline int64_t l2CacheBytes()
     return known ? bytes : INT64_MAX;
 }
 
+// Whether a launch may ask L2 to keep `bytes` it writes or reads (evict-last): at most an eighth of the current
+// device's L2, so that what it keeps leaves the rest to the kernels between it and the next reader.
+inline bool fitsL2Share(int64_t bytes)
+{
+    int64_t const l2 = l2CacheBytes();
+    return l2 != INT64_MAX && bytes <= l2 / 8;
+}
+
 inline bool isAligned(void const* p, uintptr_t bytes)
 {
     return reinterpret_cast<uintptr_t>(p) % bytes == 0;
