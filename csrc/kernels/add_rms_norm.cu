@@ -41,7 +41,7 @@ __device__ __forceinline__ Vec<T, VEC> normVec(Vec<T, VEC> const& h, Vec<T, VEC>
 // The sum is stored as soon as it is made, so its writes drain during the reduction (scripts/kernel_lab/add_rms_lab.cu,
 // H100, graph timer: fp32 1024x2048 6.60 against 8.19 us, fp32 128x4096 3.55 against 4.04, bf16 4096x12288 139.0
 // against 141.7; within 1% elsewhere).
-// STORE: the cache policy of the two stores.
+// STORE: the cache policy of the norm's store, and of the sum's unless SUM_STORE names another.
 template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true,
     CachePolicy STORE = CachePolicy::kDEFAULT, CachePolicy SUM_STORE = STORE>
 __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ x, T const* residual,
@@ -148,7 +148,7 @@ enum class Stores
 
 // kKEEP_SUM: the sum is the residual stream, read again by the next residual add after the layer's GEMMs have
 // streamed their weights through the L2; written with the default policy it is gone by then (ncu, H200, compiled
-// decoder block 1x128x2048: that add read 524 KB from DRAM, 0.3 KB with the sum kept). Compiled block with our pass
+// decoder block 1x128x2048: that add read 524 KB from DRAM, 0-3 KB with the sum kept). Compiled block with our pass
 // against inductor alone, three processes each on one lease (2026-11-28d/): 0.9932-0.9936 with it, 1.0000-1.0039
 // without; add_rms_norm alone at 1-128 x 4096 3-7% faster.
 
