@@ -156,6 +156,14 @@ enum class Stores
 // cannot stay in it for the next kernel anyway, and streaming them keeps the lines the launch still reads (lab: bf16
 // 4096x12288 135.8 against 137.6 us, 2048x16384 fp16 92.1 against 95.4; where the writes fit, bf16 4096x2048 loses
 // 8-15% with them).
+// The stores of a rows x hidden launch: the sum and the norm are its writes.
+template <typename T>
+Stores storesFor(int64_t rows, int64_t hidden)
+{
+    int64_t const writes = 2 * rows * hidden * static_cast<int64_t>(sizeof(T));
+    return writes > l2CacheBytes() ? Stores::kSTREAM : fitsL2Share(writes) ? Stores::kKEEP_SUM : Stores::kDEFAULT;
+}
+
 template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
 cudaError_t launchConfig(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps,
     Stores stores, cudaStream_t stream)
@@ -263,10 +271,7 @@ cudaError_t dispatch(void const* x, void const* r, void const* w, void* ro, void
     auto* yt = static_cast<T*>(y);
     bool const vectorized = hidden % kVec == 0 && isAligned(x, 16) && isAligned(r, 16) && isAligned(w, 16)
                             && isAligned(ro, 16) && isAligned(y, 16);
-    int64_t const writes = 2 * rows * hidden * static_cast<int64_t>(sizeof(T));
-    Stores const stores = writes > l2CacheBytes() ? Stores::kSTREAM
-                          : fitsL2Share(writes)   ? Stores::kKEEP_SUM
-                                                  : Stores::kDEFAULT;
+    Stores const stores = storesFor<T>(rows, hidden);
     return vectorized ? launch<T, kVec>(xt, rt, wt, rot, yt, rows, hidden, eps, stores, stream)
                       : launch<T, 1>(xt, rt, wt, rot, yt, rows, hidden, eps, stores, stream);
 }

@@ -740,21 +740,23 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
     };
     report("auto",
         graphMicros([&](cudaStream_t s) { return ttp::addRmsNorm(x, r, w, r, y, rows, hidden, 1e-6F, kDType<T>, s); }));
+    constexpr ttp::Stores kPlain = ttp::Stores::kDEFAULT;
+    constexpr ttp::Stores kStream = ttp::Stores::kSTREAM;
 #define TTP_CONFIG(G, C, B)                                                                                            \
     if (nvec <= (G) * (C) && nvec > (G) * (C) / 3)                                                                     \
     {                                                                                                                  \
         report("g" #G " c" #C " b" #B,                                                                                 \
             graphMicros([&](cudaStream_t s)                                                                            \
-                { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, false, s); }));       \
+                { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, kPlain, s); }));      \
         report("g" #G " c" #C " b" #B " w-late", graphMicros(                                                          \
                                                      [&](cudaStream_t s)                                               \
                                                      {                                                                 \
                                                          return ttp::launchConfig<T, kVec, G, C, B, false>(            \
-                                                             x, r, w, r, y, rows, hidden, 1e-6F, false, s);            \
+                                                             x, r, w, r, y, rows, hidden, 1e-6F, kPlain, s);           \
                                                      }));                                                              \
         report("g" #G " c" #C " b" #B " st-cs",                                                                        \
             graphMicros([&](cudaStream_t s)                                                                            \
-                { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, true, s); }));        \
+                { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, kStream, s); }));     \
     }
     TTP_CONFIG(4, 4, 256)
     TTP_CONFIG(4, 8, 256)
@@ -808,7 +810,7 @@ void occupancyShape(char const* dtype, int64_t rows, int64_t hidden)
     int smPerSm = 0;
     check(cudaDeviceGetAttribute(&smPerBlockMax, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "attribute");
     check(cudaDeviceGetAttribute(&smPerSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0), "attribute");
-    bool const streamStores = 2 * rows * hidden * static_cast<int64_t>(sizeof(T)) > ttp::l2CacheBytes();
+    bool const streamStores = ttp::storesFor<T>(rows, hidden) == ttp::Stores::kSTREAM;
     auto report = [&](char const* what, auto* kernel)
     {
         cudaFuncAttributes attributes{};
