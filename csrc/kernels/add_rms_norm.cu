@@ -41,9 +41,10 @@ __device__ __forceinline__ Vec<T, VEC> normVec(Vec<T, VEC> const& h, Vec<T, VEC>
 // The sum is stored as soon as it is made, so its writes drain during the reduction (scripts/kernel_lab/add_rms_lab.cu,
 // H100, graph timer: fp32 1024x2048 6.60 against 8.19 us, fp32 128x4096 3.55 against 4.04, bf16 4096x12288 139.0
 // against 141.7; within 1% elsewhere).
-// STORE: the cache policy of the norm's store, and of the sum's unless SUM_STORE names another.
+// STORE: the cache policy of the norm's store, and of the sum's unless SUM_STORE names another; LOAD_X: x's load.
 template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true,
-    CachePolicy STORE = CachePolicy::kDEFAULT, CachePolicy SUM_STORE = STORE>
+    CachePolicy STORE = CachePolicy::kDEFAULT, CachePolicy SUM_STORE = STORE,
+    CachePolicy LOAD_X = CachePolicy::kEVICT_FIRST>
 __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ x, T const* residual,
     T const* __restrict__ w, T* residualOut, T* __restrict__ y, int64_t rows, int hidden, float eps)
 {
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
         int const i = lane + c * GROUP;
         if (valid && i < nvec)
         {
-            sum[c] = loadVec<CachePolicy::kEVICT_FIRST>(xv + i);
+            sum[c] = loadVec<LOAD_X>(xv + i);
             res[c] = rv[i];
             if constexpr (PREFETCH_W)
             {
@@ -138,12 +139,14 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormLongKernel(T const* __restric
     }
 }
 
-// How the two stores ask L2 to keep their lines (16-byte vectors only).
-enum class Stores
+// How a launch asks L2 to treat its lines (16-byte vectors only): x is read once, the norm is read by the next
+// kernel, the sum by the next residual add, after the layer's GEMMs.
+enum class CacheHints
 {
-    kDEFAULT,
-    kSTREAM,   // both evict-first: the writes exceed the L2
-    kKEEP_SUM, // the sum evict-last: the writes fit in an eighth of the L2
+    kDEFAULT,  // x read evict-first, both stores with the default policy
+    kKEEP_SUM, // the writes fit in an eighth of the L2: x read evict-first, the sum stored evict-last
+    kLARGE,    // the writes exceed the L2: x read with the default policy, the sum stored evict-last, the norm
+               // evict-first
 };
 
 // kKEEP_SUM: the sum is the residual stream, read again by the next residual add after the layer's GEMMs have
@@ -152,21 +155,24 @@ enum class Stores
 // against inductor alone, three processes each on one lease (2026-11-28d/): 0.9932-0.9936 with it, 1.0000-1.0039
 // without; add_rms_norm alone at 1-128 x 4096 3-7% faster.
 
-// kSTREAM: the sum and the norm written with evict-first stores, for launches whose writes exceed the L2: they
-// cannot stay in it for the next kernel anyway, and streaming them keeps the lines the launch still reads (lab: bf16
-// 4096x12288 135.8 against 137.6 us, 2048x16384 fp16 92.1 against 95.4; where the writes fit, bf16 4096x2048 loses
-// 8-15% with them).
-// The stores of a rows x hidden launch: the sum and the norm are its writes.
+// kLARGE: scripts/kernel_lab/peers_lab.py add_rms (H200, graph timer, beside Liger and inductor in one process,
+// docs/results/2026-11-28e/): against x read evict-first with both stores evict-first, 3-4.5% faster at 4096x12288
+// and 4096x4096 in every dtype (bf16 4096x12288 98.7 against 101.7 us, Liger 98.7). Reading x evict-first cost 1-2%;
+// storing the sum evict-first rather than evict-last 1.5-4%; the norm's policy moved it by under 1%. A GEMM reading
+// the norm right after (4096x12288 @ 12288x1024 bf16) ran no slower for the sum kept.
+// The hints of a rows x hidden launch: the sum and the norm are its writes.
 template <typename T>
-Stores storesFor(int64_t rows, int64_t hidden)
+CacheHints hintsFor(int64_t rows, int64_t hidden)
 {
     int64_t const writes = 2 * rows * hidden * static_cast<int64_t>(sizeof(T));
-    return writes > l2CacheBytes() ? Stores::kSTREAM : fitsL2Share(writes) ? Stores::kKEEP_SUM : Stores::kDEFAULT;
+    return writes > l2CacheBytes() ? CacheHints::kLARGE
+           : fitsL2Share(writes)   ? CacheHints::kKEEP_SUM
+                                   : CacheHints::kDEFAULT;
 }
 
 template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
 cudaError_t launchConfig(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps,
-    Stores stores, cudaStream_t stream)
+    CacheHints hints, cudaStream_t stream)
 {
     constexpr int64_t kRowsPerBlock = BLOCK / GROUP;
     int64_t const blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -175,13 +181,14 @@ cudaError_t launchConfig(T const* x, T const* r, T const* w, T* ro, T* y, int64_
         return cudaErrorInvalidConfiguration;
     }
     auto* kernel = addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W>;
-    if constexpr (sizeof(T) * VEC == 16) // narrower stores take the default policy whatever is asked
+    if constexpr (sizeof(T) * VEC == 16) // narrower accesses take the default policy whatever is asked
     {
-        if (stores == Stores::kSTREAM)
+        if (hints == CacheHints::kLARGE)
         {
-            kernel = addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W, CachePolicy::kEVICT_FIRST>;
+            kernel = addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W, CachePolicy::kEVICT_FIRST,
+                CachePolicy::kEVICT_LAST, CachePolicy::kDEFAULT>;
         }
-        else if (stores == Stores::kKEEP_SUM)
+        else if (hints == CacheHints::kKEEP_SUM)
         {
             kernel = addRmsNormKernel<T, VEC, GROUP, C, BLOCK, PREFETCH_W, CachePolicy::kDEFAULT,
                 CachePolicy::kEVICT_LAST>;
@@ -199,6 +206,7 @@ struct RowConfig
     int block;
     bool lateWeightBf16 = false; // bf16 with many rows: the weight loaded after the sum (PREFETCH_W false)
     int onlyElementBytes = 0;    // taken only by 16-byte vectors of elements of this size (0: by every launch)
+    bool onlyManyRows = false;   // taken only by launches of at least kManyRows rows
 };
 
 // Rows from which a launch is bandwidth-bound rather than latency-bound (the weight may then come late).
@@ -214,37 +222,42 @@ constexpr int64_t kManyRows = 1024;
 // dtypes lose with it (1x4096 bf16 46% against 58%). float32 rows of 2049-3072 vectors take 512 threads x 6 (Liger's
 // split; benchmarks' graph timer, H100: 2048x12288 136.7 against 138.0 us with 1024 x 3, 4096x12288 270.3 against
 // 271.2, 4096x10240 227.6 against 229.0; 384 x 8 and 512 x 6 with the weight loaded late measured between the two).
+// 16-bit rows of 257-512 vectors take 128 x 4, and float32 rows of 769-1024 vectors 1024 x 1 where there are many
+// (peers_lab.py add_rms, H200, kLARGE hints, / the faster of Liger and inductor at 4096x4096: bf16 1.001 and 1.005
+// against 1.005 and 1.003 with 256 x 2 in two runs, fp16 1.013 and 0.996 against 1.015 and 1.012, fp32 0.996 against
+// 1.005 with 512 x 2; the benchmark at 128x4096 fp32: 1024 x 1 took 3.42 us, 7% behind Liger).
 // Ordered by the rows they take.
-constexpr RowConfig kRowConfigs[] = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32, 1, 256}, {32, 2, 256}, {128, 1, 128},
-    {256, 1, 256}, {256, 2, 256}, {256, 3, 256}, {512, 2, 512, true}, {512, 3, 512}, {1024, 2, 1024, true},
-    {512, 6, 512, false, 4}, {1024, 3, 1024}, {1024, 4, 1024}};
+constexpr RowConfig kRowConfigs[]
+    = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32, 1, 256}, {32, 2, 256}, {128, 1, 128}, {256, 1, 256},
+        {128, 4, 128, false, 2}, {256, 2, 256}, {256, 3, 256}, {1024, 1, 1024, false, 4, true}, {512, 2, 512, true},
+        {512, 3, 512}, {1024, 2, 1024, true}, {512, 6, 512, false, 4}, {1024, 3, 1024}, {1024, 4, 1024}};
 
 // The first configuration from kRowConfigs[I] on that holds the row; past the last, the two-pass kernel.
 template <typename T, int VEC, size_t I = 0>
 cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows, int64_t hidden, float eps,
-    Stores stores, cudaStream_t stream)
+    CacheHints hints, cudaStream_t stream)
 {
     if constexpr (I < std::size(kRowConfigs))
     {
         constexpr RowConfig kConfig = kRowConfigs[I];
         if constexpr (kConfig.onlyElementBytes != 0 && (kConfig.onlyElementBytes != sizeof(T) || VEC * sizeof(T) != 16))
         {
-            return launch<T, VEC, I + 1>(x, r, w, ro, y, rows, hidden, eps, stores, stream);
+            return launch<T, VEC, I + 1>(x, r, w, ro, y, rows, hidden, eps, hints, stream);
         }
-        else if (hidden / VEC <= kConfig.group * kConfig.c)
+        else if (hidden / VEC <= kConfig.group * kConfig.c && (!kConfig.onlyManyRows || rows >= kManyRows))
         {
             if constexpr (kConfig.lateWeightBf16 && std::is_same_v<T, __nv_bfloat16>)
             {
                 if (rows >= kManyRows)
                 {
                     return launchConfig<T, VEC, kConfig.group, kConfig.c, kConfig.block, false>(
-                        x, r, w, ro, y, rows, hidden, eps, stores, stream);
+                        x, r, w, ro, y, rows, hidden, eps, hints, stream);
                 }
             }
             return launchConfig<T, VEC, kConfig.group, kConfig.c, kConfig.block>(
-                x, r, w, ro, y, rows, hidden, eps, stores, stream);
+                x, r, w, ro, y, rows, hidden, eps, hints, stream);
         }
-        return launch<T, VEC, I + 1>(x, r, w, ro, y, rows, hidden, eps, stores, stream);
+        return launch<T, VEC, I + 1>(x, r, w, ro, y, rows, hidden, eps, hints, stream);
     }
     else
     {
@@ -271,9 +284,9 @@ cudaError_t dispatch(void const* x, void const* r, void const* w, void* ro, void
     auto* yt = static_cast<T*>(y);
     bool const vectorized = hidden % kVec == 0 && isAligned(x, 16) && isAligned(r, 16) && isAligned(w, 16)
                             && isAligned(ro, 16) && isAligned(y, 16);
-    Stores const stores = storesFor<T>(rows, hidden);
-    return vectorized ? launch<T, kVec>(xt, rt, wt, rot, yt, rows, hidden, eps, stores, stream)
-                      : launch<T, 1>(xt, rt, wt, rot, yt, rows, hidden, eps, stores, stream);
+    CacheHints const hints = hintsFor<T>(rows, hidden);
+    return vectorized ? launch<T, kVec>(xt, rt, wt, rot, yt, rows, hidden, eps, hints, stream)
+                      : launch<T, 1>(xt, rt, wt, rot, yt, rows, hidden, eps, hints, stream);
 }
 
 } // namespace

@@ -1,10 +1,11 @@
 // add_rms_norm's row configurations (GROUP threads per row, C vectors each, BLOCK threads) timed against a copy of the
 // same bytes, as CUDA graphs of 20 calls on the same buffers (the benchmarks' graph timer), per dtype and shape: to
 // choose kRowConfigs. Also the production launcher ("auto"). With "large": issue 24's candidates (namespace lab,
-// below) at the widest shapes, each checked once against the shipped kernel's outputs before it is timed.
+// add_rms_candidates.cuh and below) at the widest shapes, each checked once against the shipped kernel's outputs before
+// it is timed.
 //   nvcc -std=c++17 -O3 -arch=sm_90 add_rms_lab.cu -o add_rms_lab && ./add_rms_lab [all|large|narrow|occupancy|small]
 //   [dtype]
-#include "../../csrc/kernels/add_rms_norm.cu"
+#include "add_rms_candidates.cuh"
 #include "graph_timer.cuh"
 
 #include <algorithm>
@@ -15,289 +16,9 @@
 #include <type_traits>
 #include <vector>
 
-// ---- issue 24: candidates for the widest rows (./add_rms_lab large) ----------------------------------------------
-// Lab-only kernels, 16-byte vectors only (every shape here is a multiple of 8 elements):
-//  - regKernel: BLOCK threads per row, C vectors each, the weight in registers. ONE: one block per row (the shipped
-//    kernel with its loads' cache hints made choices); STATIC / DYNAMIC: persistent blocks looping over rows (rows
-//    blockIdx.x + k * gridDim.x, or taken from a global counter), with PIPE the next row's x and residual loaded
-//    before the current row's stores and reduction (two rows' loads in flight per thread).
-//  - bulkKernel: persistent blocks whose thread 0 streams the rows' x and residual into shared memory with bulk
-//    asynchronous copies (cp.async.bulk, TMA's 1-D form) STAGES rows ahead, completion on an mbarrier; the threads
-//    read the row from shared memory and store from registers.
 namespace lab
 {
 using ttp::Vec;
-
-// Load hints (16-byte vectors): kPLAIN what the compiler picks (ld.global.nc where the pointer is const
-// __restrict__), kCS ld.global.cs (streaming), kNC ld.global.nc.L1::no_allocate, kNC256 the same with an L2 256-byte
-// prefetch, kEF ld.global.nc.L1::no_allocate with an L2 evict_first policy, kEL the same with evict_last.
-enum class Ld
-{
-    kPLAIN,
-    kCS,
-    kNC,
-    kNC256,
-    kEF,
-    kEL,
-};
-
-// Store hints: kPLAIN st.global, kCS st.global.cs (the shipped evict-first stores), kEF st.global.L1::no_allocate
-// with an L2 evict_first policy, kNA st.global.L1::no_allocate.
-enum class St
-{
-    kPLAIN,
-    kCS,
-    kEF,
-    kNA,
-};
-
-constexpr char const* name(Ld p)
-{
-    constexpr char const* kNames[] = {"plain", "cs", "nc", "nc256", "ef", "el"};
-    return kNames[static_cast<int>(p)];
-}
-constexpr char const* name(St p)
-{
-    constexpr char const* kNames[] = {"plain", "cs", "ef", "na"};
-    return kNames[static_cast<int>(p)];
-}
-
-template <Ld P, typename V>
-__device__ __forceinline__ V ld(V const* p)
-{
-    static_assert(sizeof(V) == 16, "16-byte vectors");
-    if constexpr (P == Ld::kPLAIN)
-    {
-        return *p;
-    }
-    else
-    {
-        uint4 r;
-        if constexpr (P == Ld::kCS)
-        {
-            r = __ldcs(reinterpret_cast<uint4 const*>(p));
-        }
-        else if constexpr (P == Ld::kNC)
-        {
-            asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                : "l"(p));
-        }
-        else if constexpr (P == Ld::kNC256)
-        {
-            asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                : "l"(p));
-        }
-        else
-        {
-            uint64_t policy = 0;
-            if constexpr (P == Ld::kEF)
-            {
-                asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-            }
-            else
-            {
-                asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-            }
-            asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                : "l"(p), "l"(policy));
-        }
-        V v;
-        *reinterpret_cast<uint4*>(&v) = r;
-        return v;
-    }
-}
-
-template <St P, typename V>
-__device__ __forceinline__ void st(V* p, V const& v)
-{
-    static_assert(sizeof(V) == 16, "16-byte vectors");
-    if constexpr (P == St::kPLAIN)
-    {
-        *p = v;
-    }
-    else
-    {
-        uint4 const r = *reinterpret_cast<uint4 const*>(&v);
-        if constexpr (P == St::kCS)
-        {
-            __stcs(reinterpret_cast<uint4*>(p), r);
-        }
-        else if constexpr (P == St::kNA)
-        {
-            asm volatile("st.global.L1::no_allocate.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r.x), "r"(r.y),
-                "r"(r.z), "r"(r.w)
-                : "memory");
-        }
-        else
-        {
-            uint64_t policy = 0;
-            asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-            asm volatile("st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p),
-                "r"(r.x), "r"(r.y), "r"(r.z), "r"(r.w), "l"(policy)
-                : "memory");
-        }
-    }
-}
-
-enum class Sched
-{
-    kONE,     // grid = rows, one row per block
-    kSTATIC,  // persistent, rows blockIdx.x + k * gridDim.x
-    kDYNAMIC, // persistent, rows from counter[0]
-};
-
-// The dynamic schedule's counters (next row, finished blocks) go back to zero when the last block leaves, so the
-// next launch (stream-ordered; a dependent launch waits for this grid before it reads them) starts from row 0.
-__device__ __forceinline__ void releaseCounter(int* counter)
-{
-    if (threadIdx.x == 0)
-    {
-        __threadfence();
-        if (atomicAdd(counter + 1, 1) == static_cast<int>(gridDim.x) - 1)
-        {
-            counter[0] = 0;
-            counter[1] = 0;
-            __threadfence();
-        }
-    }
-}
-
-template <typename T>
-constexpr int kVecOf = 16 / static_cast<int>(sizeof(T));
-
-template <typename T, int C, int BLOCK, Sched S, bool PIPE, Ld LX, Ld LR, Ld LW, St SP, bool WREG>
-__global__ void __launch_bounds__(BLOCK) regKernel(T const* __restrict__ x, T const* residual, T const* __restrict__ w,
-    T* residualOut, T* __restrict__ y, int rows, int hidden, float eps, int* counter)
-{
-    using V = Vec<T, kVecOf<T>>;
-    __shared__ float partial[BLOCK / ttp::kWarpSize];
-    __shared__ int nextRow[2];
-    ttp::allowDependents();
-    ttp::waitForPrerequisites();
-    int const nvec = hidden / kVecOf<T>;
-    int const tid = static_cast<int>(threadIdx.x);
-    V weight[C];
-#pragma unroll
-    for (int c = 0; c < C; ++c)
-    {
-        int const i = tid + c * BLOCK;
-        if (WREG && i < nvec)
-        {
-            weight[c] = ld<LW>(reinterpret_cast<V const*>(w) + i);
-        }
-    }
-    V xa[C];
-    V ra[C];
-    auto loadRow = [&](int row, V(&xs)[C], V(&rs)[C])
-    {
-        if (row < rows)
-        {
-            V const* xv = reinterpret_cast<V const*>(x + static_cast<int64_t>(row) * hidden);
-            V const* rv = reinterpret_cast<V const*>(residual + static_cast<int64_t>(row) * hidden);
-#pragma unroll
-            for (int c = 0; c < C; ++c)
-            {
-                int const i = tid + c * BLOCK;
-                if (i < nvec)
-                {
-                    xs[c] = ld<LX>(xv + i);
-                    rs[c] = ld<LR>(rv + i);
-                }
-            }
-        }
-    };
-    int row = static_cast<int>(blockIdx.x);
-    int next = rows;
-    if constexpr (S == Sched::kSTATIC)
-    {
-        next = row + static_cast<int>(gridDim.x);
-    }
-    else if constexpr (S == Sched::kDYNAMIC)
-    {
-        if (tid == 0)
-        {
-            nextRow[0] = static_cast<int>(gridDim.x) + atomicAdd(counter, 1);
-        }
-        __syncthreads();
-        next = nextRow[0];
-    }
-    if constexpr (PIPE)
-    {
-        loadRow(row, xa, ra);
-    }
-    for (int it = 1; row < rows; ++it)
-    {
-        V xb[C];
-        V rb[C];
-        if constexpr (PIPE)
-        {
-            loadRow(next, xb, rb);
-        }
-        else
-        {
-            loadRow(row, xa, ra);
-        }
-        if constexpr (S == Sched::kDYNAMIC)
-        {
-            if (tid == 0)
-            {
-                nextRow[it & 1] = static_cast<int>(gridDim.x) + atomicAdd(counter, 1);
-            }
-        }
-        V* ov = reinterpret_cast<V*>(residualOut + static_cast<int64_t>(row) * hidden);
-        float s = 0.F;
-#pragma unroll
-        for (int c = 0; c < C; ++c)
-        {
-            int const i = tid + c * BLOCK;
-            if (i < nvec)
-            {
-                xa[c] = ttp::addVec(xa[c], ra[c]);
-                st<SP>(ov + i, xa[c]);
-                s += ttp::sumSquares(xa[c]);
-            }
-        }
-        float const scale = rsqrtf(ttp::blockSum<BLOCK>(s, partial) / static_cast<float>(hidden) + eps);
-        int after = rows;
-        if constexpr (S == Sched::kSTATIC)
-        {
-            after = next + static_cast<int>(gridDim.x);
-        }
-        else if constexpr (S == Sched::kDYNAMIC)
-        {
-            after = nextRow[it & 1];
-        }
-        V* yv = reinterpret_cast<V*>(y + static_cast<int64_t>(row) * hidden);
-#pragma unroll
-        for (int c = 0; c < C; ++c)
-        {
-            int const i = tid + c * BLOCK;
-            if (i < nvec)
-            {
-                st<SP>(
-                    yv + i, ttp::normVec(xa[c], WREG ? weight[c] : ld<LW>(reinterpret_cast<V const*>(w) + i), scale));
-            }
-        }
-        if constexpr (PIPE)
-        {
-#pragma unroll
-            for (int c = 0; c < C; ++c)
-            {
-                xa[c] = xb[c];
-                ra[c] = rb[c];
-            }
-        }
-        row = next;
-        next = after;
-    }
-    if constexpr (S == Sched::kDYNAMIC)
-    {
-        releaseCounter(counter);
-    }
-}
 
 __device__ __forceinline__ uint32_t smemAddress(void const* p)
 {
@@ -740,8 +461,8 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
     };
     report("auto",
         graphMicros([&](cudaStream_t s) { return ttp::addRmsNorm(x, r, w, r, y, rows, hidden, 1e-6F, kDType<T>, s); }));
-    constexpr ttp::Stores kPlain = ttp::Stores::kDEFAULT;
-    constexpr ttp::Stores kStream = ttp::Stores::kSTREAM;
+    constexpr ttp::CacheHints kPlain = ttp::CacheHints::kDEFAULT;
+    constexpr ttp::CacheHints kLarge = ttp::CacheHints::kLARGE;
 #define TTP_CONFIG(G, C, B)                                                                                            \
     if (nvec <= (G) * (C) && nvec > (G) * (C) / 3)                                                                     \
     {                                                                                                                  \
@@ -754,9 +475,9 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
                                                          return ttp::launchConfig<T, kVec, G, C, B, false>(            \
                                                              x, r, w, r, y, rows, hidden, 1e-6F, kPlain, s);           \
                                                      }));                                                              \
-        report("g" #G " c" #C " b" #B " st-cs",                                                                        \
+        report("g" #G " c" #C " b" #B " large",                                                                        \
             graphMicros([&](cudaStream_t s)                                                                            \
-                { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, kStream, s); }));     \
+                { return ttp::launchConfig<T, kVec, G, C, B>(x, r, w, r, y, rows, hidden, 1e-6F, kLarge, s); }));      \
     }
     TTP_CONFIG(4, 4, 256)
     TTP_CONFIG(4, 8, 256)
@@ -810,7 +531,7 @@ void occupancyShape(char const* dtype, int64_t rows, int64_t hidden)
     int smPerSm = 0;
     check(cudaDeviceGetAttribute(&smPerBlockMax, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "attribute");
     check(cudaDeviceGetAttribute(&smPerSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0), "attribute");
-    bool const streamStores = ttp::storesFor<T>(rows, hidden) == ttp::Stores::kSTREAM;
+    bool const large = ttp::hintsFor<T>(rows, hidden) == ttp::CacheHints::kLARGE;
     auto report = [&](char const* what, auto* kernel)
     {
         cudaFuncAttributes attributes{};
@@ -846,9 +567,10 @@ void occupancyShape(char const* dtype, int64_t rows, int64_t hidden)
             std::fflush(stdout);
         }
     };
-    if (streamStores)
+    if (large)
     {
-        report("st-cs", ttp::addRmsNormKernel<T, kVec, G, C, B, true, ttp::CachePolicy::kEVICT_FIRST>);
+        report("large", ttp::addRmsNormKernel<T, kVec, G, C, B, true, ttp::CachePolicy::kEVICT_FIRST,
+                            ttp::CachePolicy::kEVICT_LAST, ttp::CachePolicy::kDEFAULT>);
     }
     report("plain", ttp::addRmsNormKernel<T, kVec, G, C, B, true>);
 }

@@ -1,9 +1,11 @@
 """Peer lab: candidate kernel configurations (peers_*.cu, built here with nvcc) timed with the benchmarks' own timers
-beside the peers in one process: rms_norm vs Liger-Kernel and inductor; pad_to and masked_rows vs a copy of the
-same bytes. Prints one line per (case, provider, timer), checks every candidate's output against the production
-kernel's.
+beside the peers in one process: rms_norm and add_rms_norm vs Liger-Kernel and inductor; pad_to and masked_rows vs a
+copy of the same bytes. Prints one line per (case, provider, timer), checks every candidate's output against the
+production kernel's (add_rms_norm: against the op's reference). add_rms alone builds only peers_add_rms.cu (or loads
+$LAB_ADD_RMS_SO, built beforehand with the same flags and -shared).
 
-    python scripts/kernel_lab/peers_lab.py [rms] [pad] [placement] [granule] [pad16] [masked] [patterns] | [dump]
+    python scripts/kernel_lab/peers_lab.py [rms] [add_rms] [pad] [placement] [granule] [pad16] [masked] [patterns]
+    python scripts/kernel_lab/peers_lab.py dump
 """
 
 # ruff: noqa: B023  (the closures are called before the loop moves on)
@@ -68,6 +70,21 @@ def build() -> ctypes.CDLL:
         for library in lib.masked_builds.values() if fn.startswith("lab_masked") else (lib,):
             getattr(library, fn).restype = restype
             getattr(library, fn).argtypes = argtypes
+    return lib
+
+
+def build_add_rms() -> ctypes.CDLL:
+    so = os.environ.get("LAB_ADD_RMS_SO")
+    if not so:
+        BUILD.mkdir(parents=True, exist_ok=True)
+        so = str(BUILD / "peers_add_rms.so")
+        subprocess.run(["nvcc", *FLAGS, "-shared", str(HERE / "peers_add_rms.cu"), "-o", so], check=True)
+    lib = ctypes.CDLL(so)
+    p, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+    lib.lab_add_rms_name.restype = ctypes.c_char_p
+    lib.lab_add_rms_name.argtypes = [i, i, ll]
+    lib.lab_add_rms.restype = i
+    lib.lab_add_rms.argtypes = [i, p, p, p, p, p, ll, ll, i, p, p]
     return lib
 
 
@@ -163,6 +180,82 @@ def rms_cases(lib: ctypes.CDLL) -> None:
         for fn in entries.values():
             fn()
         race(case, entries, timer_names, copy_fn, notes)
+
+
+ADD_RMS_DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+
+
+def add_rms_cases(lib: ctypes.CDLL, shapes) -> None:
+    """The benchmark's own providers (inductor, Liger, our op) beside the lab's launches, each updating a residual of
+    its own in place; "(sum to a new tensor)" writes the sum elsewhere, as Liger does."""
+    from torchtrt_plugins.benchmarks import bench_add_rms_norm as bench
+
+    for rows, hidden, dtype in shapes:
+        torch._dynamo.reset()
+        case = bench.make_case((rows, hidden), dtype, torch.device("cuda"))
+        x, residual0, weight = case.inputs
+        name = f"add_rms_norm {rows}x{hidden} {str(dtype)[6:]}"
+        entries = {
+            "torch.compile": bench.inductor(case),
+            "liger": bench.liger(case),
+            "torchtrt op": bench.torchtrt_op(case),
+        }
+        expected_y = bench.expected(case)
+        expected_sum = residual0 + x
+        counter = torch.zeros(2, dtype=torch.int32, device="cuda")
+        notes = {}
+        index = variant_index(lib.lab_add_rms_name, ADD_RMS_DTYPES[dtype], hidden)
+        for label, v in index.items():
+            for new_sum in (False, True) if v == 0 else (False,):
+                own = residual0.clone()
+
+                def call(v=v, label=label, new_sum=new_sum, r=own):
+                    y = torch.empty_like(x)
+                    ro = torch.empty_like(r) if new_sum else r
+                    err = lib.lab_add_rms(
+                        v,
+                        ptr(x),
+                        ptr(r),
+                        ptr(weight),
+                        ptr(ro),
+                        ptr(y),
+                        rows,
+                        hidden,
+                        ADD_RMS_DTYPES[dtype],
+                        ptr(counter),
+                        stream(),
+                    )
+                    if err:
+                        raise RuntimeError(f"{label}: CUDA error {err}")
+                    return y, ro
+
+                key = label + (" (sum to a new tensor)" if new_sum else "")
+                r = residual0.clone()
+                y, ro = call(r=r)
+                torch.cuda.synchronize()
+                if not torch.equal(ro, expected_sum) or not torch.allclose(
+                    y.float(), expected_y.float(), atol=2e-2, rtol=2e-2
+                ):
+                    notes[key] = "WRONG"
+                entries[key] = call
+        if os.environ.get("ADD_RMS_NEXT") == "gemm":
+            # Each call followed by a GEMM that reads its y and a weight that fits the L2 (what the next layer does):
+            # shows what the call's cache hints leave the next kernel.
+            wt = torch.randn(hidden, 1024 if dtype != torch.float32 else 128, dtype=dtype, device="cuda")
+            y0 = torch.randn_like(x)
+
+            def then_gemm(fn):
+                def call():
+                    out = fn()
+                    return torch.mm(out[0] if isinstance(out, (tuple, list)) else out, wt)
+
+                return call
+
+            entries = {"gemm alone": lambda: torch.mm(y0, wt)} | {k: then_gemm(f) for k, f in entries.items()}
+            name += " + gemm"
+        for fn in entries.values():
+            fn()
+        race(name, entries, ("graph",), common.copy_fn(case.nbytes, x.device), notes)
 
 
 def pad_cases(lib: ctypes.CDLL) -> None:
@@ -462,8 +555,20 @@ def main() -> None:
     if "dump" in what:
         dump_inductor()
         return
-    lib = build()
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
+    if "add_rms" in what:
+        # ADD_RMS_SHAPES (e.g. "4096x12288,4096x4096") and ADD_RMS_DTYPES (e.g. "bf16,fp32") narrow the run.
+        dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+        sizes = os.environ.get("ADD_RMS_SHAPES", "4096x12288,2048x12288,4096x4096").split(",")
+        shapes = [
+            (*map(int, size.split("x")), dtypes[dtype])
+            for size in sizes
+            for dtype in os.environ.get("ADD_RMS_DTYPES", "bf16,fp16,fp32").split(",")
+        ]
+        add_rms_cases(build_add_rms(), shapes)
+        if what == {"add_rms"}:
+            return
+    lib = build()
     if "rms" in what:
         rms_cases(lib)
     if "pad" in what:

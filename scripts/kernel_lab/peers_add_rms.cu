@@ -1,0 +1,128 @@
+// Peer lab, add_rms_norm part: the production launcher and candidate row splits and cache hints behind one C entry
+// point, so that peers_lab.py can time them with the benchmarks' own timers beside Liger-Kernel and inductor in one
+// process (issue 24: the wide rows, where the lab alone cannot say which peer is ahead).
+#include "add_rms_candidates.cuh"
+
+#include <vector>
+
+namespace
+{
+using lab::Ld;
+using lab::Sched;
+using lab::St;
+using ttp::CacheHints;
+using Launch
+    = cudaError_t (*)(void const*, void const*, void const*, void*, void*, int64_t, int64_t, int*, cudaStream_t);
+
+struct Variant
+{
+    char const* name;
+    Launch launch;
+    int vecs; // applies to rows of nvec vectors with vecs - per vector slot < nvec <= vecs (0: every row)
+    int slot;
+};
+
+template <typename T>
+cudaError_t prodV(
+    void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
+{
+    ttp::DType const dt = sizeof(T) == 4              ? ttp::DType::kFLOAT32
+                          : std::is_same_v<T, __half> ? ttp::DType::kFLOAT16
+                                                      : ttp::DType::kBFLOAT16;
+    return ttp::addRmsNorm(x, r, w, ro, y, rows, h, 1e-6F, dt, s);
+}
+
+// The shipped kernel at split BLOCK x C with the cache hints asked and the weight with the row (PF) or after the sum.
+template <typename T, int C, int B, bool PF, CacheHints ST>
+cudaError_t cfgV(
+    void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
+{
+    return ttp::launchConfig<T, 16 / sizeof(T), B, C, B, PF>(static_cast<T const*>(x), static_cast<T const*>(r),
+        static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), rows, h, 1e-6F, ST, s);
+}
+
+// The lab's row kernel, one row per block, with the load and store hints asked (SS the sum's store, SP the norm's);
+// a programmatic dependent launch where the shipped launcher makes one (TORCHTRT_PLUGINS_PDL=0: none).
+template <typename T, int C, int B, Ld LX, bool WREG, St SS, St SP, int MINB = 1>
+cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int* counter,
+    cudaStream_t s)
+{
+    return ttp::launchKernel(
+        lab::regKernel<T, C, B, Sched::kONE, false, LX, Ld::kPLAIN, Ld::kPLAIN, SP, WREG, SS, MINB>,
+        dim3(static_cast<unsigned>(rows)), dim3(B), s, ttp::pdlSupported(), static_cast<T const*>(x),
+        static_cast<T const*>(r), static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y),
+        static_cast<int>(rows), static_cast<int>(h), 1e-6F, counter);
+}
+
+// Per split: the shipped kernel with its hints for wide rows and the default ones, and the lab kernel with x's load
+// hint, the weight with the row or after the sum, and the sum's and the norm's store hints (Liger's: none, the weight
+// late).
+#define CFG(T, C, B, ST, NAME) {"cfg b" #B " c" #C " hints=" NAME, cfgV<T, C, B, true, ST>, (C) * (B), B}
+#define ROW(T, C, B, LX, WREG, SS, SP)                                                                                 \
+    {"row b" #B " c" #C " x:" #LX " w:" #WREG " sum:" #SS " y:" #SP,                                                   \
+        regV<T, C, B, Ld::k##LX, WREG, St::k##SS, St::k##SP>, (C) * (B), B}
+// MINB blocks per SM: 1536 threads' worth, registers capped to fit them.
+#define ROWMIN(T, C, B, WREG)                                                                                          \
+    {"row b" #B " c" #C " x:PLAIN w:" #WREG " sum:EL y:CS min-blocks",                                                 \
+        regV<T, C, B, Ld::kPLAIN, WREG, St::kEL, St::kCS, 1536 / (B)>, (C) * (B), B}
+#define SPLIT(T, C, B)                                                                                                 \
+    CFG(T, C, B, CacheHints::kLARGE, "large"), ROW(T, C, B, PLAIN, false, PLAIN, PLAIN),                               \
+        ROW(T, C, B, PLAIN, false, EL, CS), ROWMIN(T, C, B, true), ROWMIN(T, C, B, false)
+
+template <typename T>
+std::vector<Variant> const& variants()
+{
+    static std::vector<Variant> const v
+        = sizeof(T) == 2 ? std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 3, 512),
+                               SPLIT(T, 4, 384), SPLIT(T, 2, 256), SPLIT(T, 1, 512), SPLIT(T, 4, 128)}
+                         : std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 6, 512),
+                               SPLIT(T, 4, 768), SPLIT(T, 2, 512), SPLIT(T, 1, 1024)};
+    return v;
+}
+
+#undef SPLIT
+#undef ROW
+#undef ROWMIN
+#undef CFG
+
+template <typename F>
+auto withDType(int dtype, F&& f)
+{
+    return dtype == 0 ? f(float{}) : dtype == 1 ? f(__half{}) : f(__nv_bfloat16{});
+}
+
+} // namespace
+
+extern "C"
+{
+    // dtype: 0 fp32, 1 fp16, 2 bf16 (ttp::DType). Name of variant `v` for rows of `hidden`: "" when it does not
+    // apply, nullptr past the last.
+    char const* lab_add_rms_name(int v, int dtype, long long hidden)
+    {
+        return withDType(dtype,
+            [&](auto t) -> char const*
+            {
+                using T = decltype(t);
+                auto const& list = variants<T>();
+                if (v < 0 || v >= static_cast<int>(list.size()))
+                {
+                    return nullptr;
+                }
+                long long const nvec = hidden / (16 / sizeof(T));
+                Variant const& e = list[v];
+                return e.vecs == 0 || (nvec > e.vecs - e.slot && nvec <= e.vecs) ? e.name : "";
+            });
+    }
+
+    int lab_add_rms(int v, void const* x, void const* r, void const* w, void* ro, void* y, long long rows,
+        long long hidden, int dtype, void* counter, void* stream)
+    {
+        return withDType(dtype,
+            [&](auto t)
+            {
+                using T = decltype(t);
+                return static_cast<int>(variants<T>()[v].launch(
+                    x, r, w, ro, y, rows, hidden, static_cast<int*>(counter), static_cast<cudaStream_t>(stream)));
+            });
+    }
+}
