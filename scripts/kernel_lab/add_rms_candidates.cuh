@@ -55,6 +55,22 @@ constexpr char const* name(St p)
     return kNames[static_cast<int>(p)];
 }
 
+// An L2 cache policy covering a whole access: evict_last when LAST, else evict_first.
+template <bool LAST>
+__device__ __forceinline__ uint64_t l2Policy()
+{
+    uint64_t policy = 0;
+    if constexpr (LAST)
+    {
+        asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    }
+    else
+    {
+        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    }
+    return policy;
+}
+
 template <Ld P, typename V>
 __device__ __forceinline__ V ld(V const* p)
 {
@@ -84,15 +100,7 @@ __device__ __forceinline__ V ld(V const* p)
         }
         else
         {
-            uint64_t policy = 0;
-            if constexpr (P == Ld::kEF)
-            {
-                asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-            }
-            else
-            {
-                asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-            }
+            uint64_t const policy = l2Policy<P == Ld::kEL>();
             asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                 : "l"(p), "l"(policy));
@@ -126,15 +134,7 @@ __device__ __forceinline__ void st(V* p, V const& v)
         }
         else
         {
-            uint64_t policy = 0;
-            if constexpr (P == St::kEF)
-            {
-                asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-            }
-            else
-            {
-                asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-            }
+            uint64_t const policy = l2Policy<P == St::kEL>();
             asm volatile("st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p),
                 "r"(r.x), "r"(r.y), "r"(r.z), "r"(r.w), "l"(policy)
                 : "memory");
@@ -167,6 +167,26 @@ __device__ __forceinline__ void releaseCounter(int* counter)
 
 template <typename T>
 constexpr int kVecOf = 16 / static_cast<int>(sizeof(T));
+
+// A row's slots (thread tid's C vectors, BLOCK apart): h[c] = sumAt(c, i) for vector i of the row, stored at ov + i
+// with hint SS; returns their sum of squares.
+template <St SS, int C, int BLOCK, typename V, typename SumAt>
+__device__ __forceinline__ float addAndStore(V (&h)[C], V* ov, int tid, int nvec, SumAt const& sumAt)
+{
+    float s = 0.F;
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+    {
+        int const i = tid + c * BLOCK;
+        if (i < nvec)
+        {
+            h[c] = sumAt(c, i);
+            st<SS>(ov + i, h[c]);
+            s += ttp::sumSquares(h[c]);
+        }
+    }
+    return s;
+}
 
 // SS: the sum's store hint (default: SP, the norm's); MINB: blocks per SM the registers must allow.
 template <typename T, int C, int BLOCK, Sched S, bool PIPE, Ld LX, Ld LR, Ld LW, St SP, bool WREG, St SS = SP,
@@ -250,18 +270,8 @@ __global__ void __launch_bounds__(BLOCK, MINB) regKernel(T const* __restrict__ x
             }
         }
         V* ov = reinterpret_cast<V*>(residualOut + static_cast<int64_t>(row) * hidden);
-        float s = 0.F;
-#pragma unroll
-        for (int c = 0; c < C; ++c)
-        {
-            int const i = tid + c * BLOCK;
-            if (i < nvec)
-            {
-                xa[c] = ttp::addVec(xa[c], ra[c]);
-                st<SS>(ov + i, xa[c]);
-                s += ttp::sumSquares(xa[c]);
-            }
-        }
+        float const s
+            = addAndStore<SS, C, BLOCK>(xa, ov, tid, nvec, [&](int c, int) { return ttp::addVec(xa[c], ra[c]); });
         float const scale = rsqrtf(ttp::blockSum<BLOCK>(s, partial) / static_cast<float>(hidden) + eps);
         int after = rows;
         if constexpr (S == Sched::kSTATIC)

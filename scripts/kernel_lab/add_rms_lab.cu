@@ -155,18 +155,8 @@ __global__ void __launch_bounds__(BLOCK) bulkKernel(T const* __restrict__ x, T c
         V const* rs = reinterpret_cast<V const*>(stages + static_cast<size_t>(2 * s + 1) * rowBytes);
         V* ov = reinterpret_cast<V*>(residualOut + static_cast<int64_t>(row) * hidden);
         V h[C];
-        float sq = 0.F;
-#pragma unroll
-        for (int c = 0; c < C; ++c)
-        {
-            int const i = tid + c * BLOCK;
-            if (i < nvec)
-            {
-                h[c] = ttp::addVec(xs[i], rs[i]);
-                st<SP>(ov + i, h[c]);
-                sq += ttp::sumSquares(h[c]);
-            }
-        }
+        float const sq
+            = addAndStore<SP, C, BLOCK>(h, ov, tid, nvec, [&](int, int i) { return ttp::addVec(xs[i], rs[i]); });
         // blockSum's barriers: every thread has read stage s before thread 0 refills it.
         float const scale = rsqrtf(ttp::blockSum<BLOCK>(sq, partial) / static_cast<float>(hidden) + eps);
         if (tid == 0)
