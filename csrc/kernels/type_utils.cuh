@@ -89,15 +89,19 @@ __device__ __forceinline__ float warpSum(float v)
     return groupSum<kWarpSize>(v);
 }
 
-// Sum over the block; `partial` holds one float per warp. Safe to call repeatedly with the same buffer.
-template <int BLOCK>
+// Sum over the block; `partial` holds one float per warp. Safe to call repeatedly with the same buffer, unless ONCE:
+// then the block calls it once per `partial` and skips the barrier that waits for the previous call's readers.
+template <int BLOCK, bool ONCE = false>
 __device__ __forceinline__ float blockSum(float v, float* partial)
 {
     constexpr int kWarps = BLOCK / kWarpSize;
     int const lane = threadIdx.x % kWarpSize;
     int const warp = threadIdx.x / kWarpSize;
     v = warpSum(v);
-    __syncthreads(); // the previous call's readers are done with `partial`
+    if constexpr (!ONCE)
+    {
+        __syncthreads(); // the previous call's readers are done with `partial`
+    }
     if (lane == 0)
     {
         partial[warp] = v;

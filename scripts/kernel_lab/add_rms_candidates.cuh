@@ -188,9 +188,10 @@ __device__ __forceinline__ float addAndStore(V (&h)[C], V* ov, int tid, int nvec
     return s;
 }
 
-// SS: the sum's store hint (default: SP, the norm's); MINB: blocks per SM the registers must allow.
+// SS: the sum's store hint (default: SP, the norm's); MINB: blocks per SM the registers must allow; ONE_BARRIER: one
+// row per block (kONE) reduces with blockSum<BLOCK, true> (one barrier, as Liger's Triton kernel).
 template <typename T, int C, int BLOCK, Sched S, bool PIPE, Ld LX, Ld LR, Ld LW, St SP, bool WREG, St SS = SP,
-    int MINB = 1>
+    int MINB = 1, bool ONE_BARRIER = false>
 __global__ void __launch_bounds__(BLOCK, MINB) regKernel(T const* __restrict__ x, T const* residual,
     T const* __restrict__ w, T* residualOut, T* __restrict__ y, int rows, int hidden, float eps, int* counter)
 {
@@ -272,7 +273,8 @@ __global__ void __launch_bounds__(BLOCK, MINB) regKernel(T const* __restrict__ x
         V* ov = reinterpret_cast<V*>(residualOut + static_cast<int64_t>(row) * hidden);
         float const s
             = addAndStore<SS, C, BLOCK>(xa, ov, tid, nvec, [&](int c, int) { return ttp::addVec(xa[c], ra[c]); });
-        float const scale = rsqrtf(ttp::blockSum<BLOCK>(s, partial) / static_cast<float>(hidden) + eps);
+        static_assert(!ONE_BARRIER || S == Sched::kONE, "one barrier: one reduction per block");
+        float const scale = rsqrtf(ttp::blockSum<BLOCK, ONE_BARRIER>(s, partial) / static_cast<float>(hidden) + eps);
         int after = rows;
         if constexpr (S == Sched::kSTATIC)
         {

@@ -43,12 +43,12 @@ cudaError_t cfgV(
 
 // The lab's row kernel, one row per block, with the load and store hints asked (SS the sum's store, SP the norm's);
 // a programmatic dependent launch where the shipped launcher makes one (TORCHTRT_PLUGINS_PDL=0: none).
-template <typename T, int C, int B, Ld LX, bool WREG, St SS, St SP, int MINB = 1>
+template <typename T, int C, int B, Ld LX, bool WREG, St SS, St SP, int MINB = 1, bool ONE_BARRIER = false>
 cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int* counter,
     cudaStream_t s)
 {
     return ttp::launchKernel(
-        lab::regKernel<T, C, B, Sched::kONE, false, LX, Ld::kPLAIN, Ld::kPLAIN, SP, WREG, SS, MINB>,
+        lab::regKernel<T, C, B, Sched::kONE, false, LX, Ld::kPLAIN, Ld::kPLAIN, SP, WREG, SS, MINB, ONE_BARRIER>,
         dim3(static_cast<unsigned>(rows)), dim3(B), s, ttp::pdlSupported(), static_cast<T const*>(x),
         static_cast<T const*>(r), static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y),
         static_cast<int>(rows), static_cast<int>(h), 1e-6F, counter);
@@ -61,13 +61,14 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
 #define ROW(T, C, B, LX, WREG, SS, SP)                                                                                 \
     {"row b" #B " c" #C " x:" #LX " w:" #WREG " sum:" #SS " y:" #SP,                                                   \
         regV<T, C, B, Ld::k##LX, WREG, St::k##SS, St::k##SP>, (C) * (B), B}
-// MINB blocks per SM: 1536 threads' worth, registers capped to fit them.
-#define ROWMIN(T, C, B, WREG)                                                                                          \
-    {"row b" #B " c" #C " x:PLAIN w:" #WREG " sum:EL y:CS min-blocks",                                                 \
-        regV<T, C, B, Ld::kPLAIN, WREG, St::kEL, St::kCS, 1536 / (B)>, (C) * (B), B}
+// The shipped large-launch hints (x plain, the weight in registers, the sum evict-last, the norm evict-first) with
+// one barrier in the reduction.
+#define ROW1(T, C, B)                                                                                                  \
+    {"row b" #B " c" #C " x:PLAIN w:true sum:EL y:CS one-barrier",                                                     \
+        regV<T, C, B, Ld::kPLAIN, true, St::kEL, St::kCS, 1, true>, (C) * (B), B}
 #define SPLIT(T, C, B)                                                                                                 \
     CFG(T, C, B, CacheHints::kLARGE, "large"), ROW(T, C, B, PLAIN, false, PLAIN, PLAIN),                               \
-        ROW(T, C, B, PLAIN, false, EL, CS), ROWMIN(T, C, B, true), ROWMIN(T, C, B, false)
+        ROW(T, C, B, PLAIN, true, EL, CS), ROW1(T, C, B)
 
 template <typename T>
 std::vector<Variant> const& variants()
@@ -82,7 +83,7 @@ std::vector<Variant> const& variants()
 
 #undef SPLIT
 #undef ROW
-#undef ROWMIN
+#undef ROW1
 #undef CFG
 
 template <typename F>
