@@ -5,6 +5,7 @@
 #include "../../csrc/kernels/add_rms_norm.cu"
 
 #include <cstdint>
+#include <type_traits>
 
 // ---- issue 24: candidates for the widest rows (./add_rms_lab large) ----------------------------------------------
 // Lab-only kernels, 16-byte vectors only (every shape here is a multiple of 8 elements):
@@ -167,6 +168,12 @@ __device__ __forceinline__ void releaseCounter(int* counter)
 
 template <typename T>
 constexpr int kVecOf = 16 / static_cast<int>(sizeof(T));
+
+// The launcher ABI's dtype of element type T.
+template <typename T>
+constexpr ttp::DType kDType = sizeof(T) == 4              ? ttp::DType::kFLOAT32
+                              : std::is_same_v<T, __half> ? ttp::DType::kFLOAT16
+                                                          : ttp::DType::kBFLOAT16;
 
 // A row's slots (thread tid's C vectors, BLOCK apart): h[c] = sumAt(c, i) for vector i of the row, stored at ov + i
 // with hint SS; returns their sum of squares.

@@ -384,11 +384,6 @@ double copyMicros(size_t moved)
     return us;
 }
 
-template <typename T>
-constexpr ttp::DType kDType = sizeof(T) == 4              ? ttp::DType::kFLOAT32
-                              : std::is_same_v<T, __half> ? ttp::DType::kFLOAT16
-                                                          : ttp::DType::kBFLOAT16;
-
 // x, the residual (worked on in place), the weight and y of a rows x hidden call, each the size of x and filled with
 // 0x11 bytes; and the time of a copy of the bytes the call moves.
 template <typename T>
@@ -449,8 +444,8 @@ void shape(char const* dtype, int64_t rows, int64_t hidden)
         std::printf("%-5s %6lldx%-6lld %-24s %8.2f us  %6.1f%% of copy (copy %.2f us)\n", dtype,
             static_cast<long long>(rows), static_cast<long long>(hidden), name, us, 100.0 * copyUs / us, copyUs);
     };
-    report("auto",
-        graphMicros([&](cudaStream_t s) { return ttp::addRmsNorm(x, r, w, r, y, rows, hidden, 1e-6F, kDType<T>, s); }));
+    report("auto", graphMicros([&](cudaStream_t s)
+                       { return ttp::addRmsNorm(x, r, w, r, y, rows, hidden, 1e-6F, lab::kDType<T>, s); }));
     constexpr ttp::CacheHints kPlain = ttp::CacheHints::kDEFAULT;
     constexpr ttp::CacheHints kLarge = ttp::CacheHints::kLARGE;
 #define TTP_CONFIG(G, C, B)                                                                                            \
@@ -604,7 +599,7 @@ void largeShape(char const* dtype, int rows, int hidden)
     check(cudaMemset(counter, 0, 2 * sizeof(int)), "memset");
     check(cudaMalloc(&bad, sizeof(unsigned long long)), "malloc");
     check(cudaMemcpy(refR, r0, bytes, cudaMemcpyDeviceToDevice), "copy");
-    check(ttp::addRmsNorm(x, refR, w, refR, refY, rows, hidden, 1e-6F, kDType<T>, nullptr), "reference");
+    check(ttp::addRmsNorm(x, refR, w, refR, refY, rows, hidden, 1e-6F, lab::kDType<T>, nullptr), "reference");
     check(cudaDeviceSynchronize(), "reference");
     size_t const moved = 4 * bytes + static_cast<size_t>(hidden) * sizeof(T);
     double const copyUs = copyMicros(moved);
@@ -644,11 +639,11 @@ void largeShape(char const* dtype, int rows, int hidden)
         line(label, graphMicros(fn), wrong);
     };
     report("auto (shipped)",
-        [&](cudaStream_t s) { return ttp::addRmsNorm(x, r, w, r, y, rows, hidden, 1e-6F, kDType<T>, s); });
+        [&](cudaStream_t s) { return ttp::addRmsNorm(x, r, w, r, y, rows, hidden, 1e-6F, lab::kDType<T>, s); });
     // What the in-place update costs: the residual read from its start and the sum written to another buffer, as
     // Liger's fused kernel does (it returns a new residual).
     report("auto, the sum to another buffer (not in place)",
-        [&](cudaStream_t s) { return ttp::addRmsNorm(x, r0, w, r, y, rows, hidden, 1e-6F, kDType<T>, s); });
+        [&](cudaStream_t s) { return ttp::addRmsNorm(x, r0, w, r, y, rows, hidden, 1e-6F, lab::kDType<T>, s); });
     lab::Buffers const b{x, r, w, y, rows, hidden, counter};
     bool const widest = static_cast<int64_t>(rows) * hidden >= 4096LL * 12288;
     if constexpr (sizeof(T) == 2)

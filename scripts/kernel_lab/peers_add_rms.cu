@@ -26,18 +26,15 @@ template <typename T>
 cudaError_t prodV(
     void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
 {
-    ttp::DType const dt = sizeof(T) == 4              ? ttp::DType::kFLOAT32
-                          : std::is_same_v<T, __half> ? ttp::DType::kFLOAT16
-                                                      : ttp::DType::kBFLOAT16;
-    return ttp::addRmsNorm(x, r, w, ro, y, rows, h, 1e-6F, dt, s);
+    return ttp::addRmsNorm(x, r, w, ro, y, rows, h, 1e-6F, lab::kDType<T>, s);
 }
 
-// The shipped kernel at split BLOCK x C with the cache hints asked and the weight with the row (PF) or after the sum.
-template <typename T, int C, int B, bool PF, CacheHints ST>
+// The shipped kernel at split BLOCK x C with the cache hints asked.
+template <typename T, int C, int B, CacheHints ST>
 cudaError_t cfgV(
     void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
 {
-    return ttp::launchConfig<T, 16 / sizeof(T), B, C, B, PF>(static_cast<T const*>(x), static_cast<T const*>(r),
+    return ttp::launchConfig<T, 16 / sizeof(T), B, C, B>(static_cast<T const*>(x), static_cast<T const*>(r),
         static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), rows, h, 1e-6F, ST, s);
 }
 
@@ -54,10 +51,9 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
         static_cast<int>(rows), static_cast<int>(h), 1e-6F, counter);
 }
 
-// Per split: the shipped kernel with its hints for wide rows and the default ones, and the lab kernel with x's load
-// hint, the weight with the row or after the sum, and the sum's and the norm's store hints (Liger's: none, the weight
-// late).
-#define CFG(T, C, B, ST, NAME) {"cfg b" #B " c" #C " hints=" NAME, cfgV<T, C, B, true, ST>, (C) * (B), B}
+// Per split: the shipped kernel with its large-launch hints; the lab kernel with Liger's recipe (x plain, the weight
+// after the sum, plain stores), with the shipped large-launch hints, and with those and one barrier.
+#define CFG(T, C, B, ST, NAME) {"cfg b" #B " c" #C " hints=" NAME, cfgV<T, C, B, ST>, (C) * (B), B}
 #define ROW(T, C, B, LX, WREG, SS, SP)                                                                                 \
     {"row b" #B " c" #C " x:" #LX " w:" #WREG " sum:" #SS " y:" #SP,                                                   \
         regV<T, C, B, Ld::k##LX, WREG, St::k##SS, St::k##SP>, (C) * (B), B}
