@@ -23,7 +23,7 @@ from torchtrt_plugins.benchmarks import common
 
 HERE = Path(__file__).resolve().parent
 BUILD = Path(os.environ.get("LAB_BUILD", "/tmp/peers_lab"))
-DTYPES = {torch.float32: 0, torch.bfloat16: 2, torch.int8: 3, torch.bool: 6, torch.int32: 4}
+DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int8: 3, torch.bool: 6, torch.int32: 4}
 
 
 FLAGS = ["-std=c++17", "-O3", "-arch=sm_90", "-Xcompiler", "-fPIC", "-lineinfo"]
@@ -182,9 +182,6 @@ def rms_cases(lib: ctypes.CDLL) -> None:
         race(case, entries, timer_names, copy_fn, notes)
 
 
-ADD_RMS_DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-
-
 def add_rms_cases(lib: ctypes.CDLL, shapes) -> None:
     """The benchmark's own providers (inductor, Liger, our op) beside the lab's launches, each updating a residual of
     its own in place; "(sum to a new tensor)" writes the sum elsewhere, as Liger does."""
@@ -204,7 +201,7 @@ def add_rms_cases(lib: ctypes.CDLL, shapes) -> None:
         expected_sum = residual0 + x
         counter = torch.zeros(2, dtype=torch.int32, device="cuda")
         notes = {}
-        index = variant_index(lib.lab_add_rms_name, ADD_RMS_DTYPES[dtype], hidden)
+        index = variant_index(lib.lab_add_rms_name, DTYPES[dtype], hidden)
         for label, v in index.items():
             for new_sum in (False, True) if v == 0 else (False,):
                 own = residual0.clone()
@@ -221,7 +218,7 @@ def add_rms_cases(lib: ctypes.CDLL, shapes) -> None:
                         ptr(y),
                         rows,
                         hidden,
-                        ADD_RMS_DTYPES[dtype],
+                        DTYPES[dtype],
                         ptr(counter),
                         stream(),
                     )
@@ -558,10 +555,9 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     if "add_rms" in what:
         # ADD_RMS_SHAPES (e.g. "4096x12288,4096x4096") and ADD_RMS_DTYPES (e.g. "bf16,fp32") narrow the run.
-        dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
         sizes = os.environ.get("ADD_RMS_SHAPES", "4096x12288,2048x12288,4096x4096").split(",")
         shapes = [
-            (*map(int, size.split("x")), dtypes[dtype])
+            (*map(int, size.split("x")), common.DTYPE_NAMES[dtype])
             for size in sizes
             for dtype in os.environ.get("ADD_RMS_DTYPES", "bf16,fp16,fp32").split(",")
         ]
