@@ -22,7 +22,8 @@ using ttp::Vec;
 
 // Load hints (16-byte vectors): kPLAIN what the compiler picks (ld.global.nc where the pointer is const
 // __restrict__), kCS ld.global.cs (streaming), kNC ld.global.nc.L1::no_allocate, kNC256 the same with an L2 256-byte
-// prefetch, kEF ld.global.nc.L1::no_allocate with an L2 evict_first policy, kEL the same with evict_last.
+// prefetch, kEF ld.global.nc.L1::no_allocate with an L2 evict_first policy, kEL the same with evict_last, kCOH
+// ld.global (the coherent path, as Liger's Triton kernel reads x).
 enum class Ld
 {
     kPLAIN,
@@ -31,6 +32,7 @@ enum class Ld
     kNC256,
     kEF,
     kEL,
+    kCOH,
 };
 
 // Store hints: kPLAIN st.global, kCS st.global.cs (the norm's store past the L2, CacheHints::kLARGE), kEF
@@ -47,7 +49,7 @@ enum class St
 
 constexpr char const* name(Ld p)
 {
-    constexpr char const* kNames[] = {"plain", "cs", "nc", "nc256", "ef", "el"};
+    constexpr char const* kNames[] = {"plain", "cs", "nc", "nc256", "ef", "el", "coh"};
     return kNames[static_cast<int>(p)];
 }
 constexpr char const* name(St p)
@@ -92,6 +94,10 @@ __device__ __forceinline__ V ld(V const* p)
             asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                 : "l"(p));
+        }
+        else if constexpr (P == Ld::kCOH) // not volatile: the compiler may schedule it as a plain load
+        {
+            asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
         }
         else if constexpr (P == Ld::kNC256)
         {

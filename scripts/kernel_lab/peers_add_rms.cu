@@ -38,14 +38,16 @@ cudaError_t cfgV(
         static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), rows, h, 1e-6F, ST, s);
 }
 
-// The lab's row kernel, one row per block, with the load and store hints asked (SS the sum's store, SP the norm's);
-// a programmatic dependent launch where the shipped launcher makes one (TORCHTRT_PLUGINS_PDL=0: none).
-template <typename T, int C, int B, Ld LX, bool WREG, St SS, St SP, int MINB = 1, bool ONE_BARRIER = false>
+// The lab's row kernel, one row per block, with the load and store hints asked (SS the sum's store, SP the norm's,
+// LR the residual's load); a programmatic dependent launch where the shipped launcher makes one
+// (TORCHTRT_PLUGINS_PDL=0: none).
+template <typename T, int C, int B, Ld LX, bool WREG, St SS, St SP, int MINB = 1, bool ONE_BARRIER = false,
+    Ld LR = Ld::kPLAIN>
 cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int* counter,
     cudaStream_t s)
 {
     return ttp::launchKernel(
-        lab::regKernel<T, C, B, Sched::kONE, false, LX, Ld::kPLAIN, Ld::kPLAIN, SP, WREG, SS, MINB, ONE_BARRIER>,
+        lab::regKernel<T, C, B, Sched::kONE, false, LX, LR, Ld::kPLAIN, SP, WREG, SS, MINB, ONE_BARRIER>,
         dim3(static_cast<unsigned>(rows)), dim3(B), s, ttp::pdlSupported(), static_cast<T const*>(x),
         static_cast<T const*>(r), static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y),
         static_cast<int>(rows), static_cast<int>(h), 1e-6F, counter);
@@ -62,9 +64,18 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
 #define ROW1(T, C, B)                                                                                                  \
     {"row b" #B " c" #C " x:PLAIN w:true sum:EL y:CS one-barrier",                                                     \
         regV<T, C, B, Ld::kPLAIN, true, St::kEL, St::kCS, 1, true>, (C) * (B), B}
+// The shipped large-launch hints with the residual read with hint LR (the line the sum then overwrites).
+#define ROWR(T, C, B, LR)                                                                                              \
+    {"row b" #B " c" #C " x:PLAIN r:" #LR " w:true sum:EL y:CS",                                                       \
+        regV<T, C, B, Ld::kPLAIN, true, St::kEL, St::kCS, 1, false, Ld::k##LR>, (C) * (B), B}
+// Liger's recipe with x read coherently and one barrier (what its Triton kernel compiles to, in place or not).
+#define LIGER(T, C, B)                                                                                                 \
+    {"row b" #B " c" #C " x:COH w:false sum:PLAIN y:PLAIN one-barrier",                                                \
+        regV<T, C, B, Ld::kCOH, false, St::kPLAIN, St::kPLAIN, 1, true>, (C) * (B), B}
 #define SPLIT(T, C, B)                                                                                                 \
     CFG(T, C, B, CacheHints::kLARGE, "large"), ROW(T, C, B, PLAIN, false, PLAIN, PLAIN),                               \
-        ROW(T, C, B, PLAIN, true, EL, CS), ROW1(T, C, B)
+        ROW(T, C, B, PLAIN, true, EL, CS), ROW1(T, C, B), ROWR(T, C, B, EF), ROWR(T, C, B, NC), ROWR(T, C, B, CS),     \
+        ROW(T, C, B, COH, true, EL, CS), LIGER(T, C, B)
 
 template <typename T>
 std::vector<Variant> const& variants()
@@ -80,6 +91,8 @@ std::vector<Variant> const& variants()
 #undef SPLIT
 #undef ROW
 #undef ROW1
+#undef ROWR
+#undef LIGER
 #undef CFG
 
 template <typename F>

@@ -2,9 +2,12 @@
 beside the peers in one process: rms_norm and add_rms_norm vs Liger-Kernel and inductor; pad_to and masked_rows vs a
 copy of the same bytes. Prints one line per (case, provider, timer), checks every candidate's output against the
 production kernel's (add_rms_norm: against the op's reference). add_rms alone builds only peers_add_rms.cu (or loads
-$LAB_ADD_RMS_SO, built beforehand with the same flags and -shared).
+$LAB_ADD_RMS_SO, built beforehand with the same flags and -shared; several, colon-separated, each built from its own
+copy of the sources, time a change to the shipped kernel against the one before in one process: from each library
+after the first, its shipped-kernel variants only, tagged with the file's stem).
 
-    python scripts/kernel_lab/peers_lab.py [rms] [add_rms] [pad] [placement] [granule] [pad16] [masked] [patterns]
+    python scripts/kernel_lab/peers_lab.py [rms] [add_rms] [add_rms_placed] [pad] [placement] [granule] [pad16]
+        [masked] [patterns]
     python scripts/kernel_lab/peers_lab.py dump
 """
 
@@ -73,19 +76,24 @@ def build() -> ctypes.CDLL:
     return lib
 
 
-def build_add_rms() -> ctypes.CDLL:
-    so = os.environ.get("LAB_ADD_RMS_SO")
-    if not so:
+def build_add_rms() -> dict[str, ctypes.CDLL]:
+    """The add_rms lab libraries by tag: "" for the first, "[stem] " for each further one (loaded side by side,
+    RTLD_LOCAL)."""
+    paths = [so for so in os.environ.get("LAB_ADD_RMS_SO", "").split(":") if so]
+    if not paths:
         BUILD.mkdir(parents=True, exist_ok=True)
-        so = str(BUILD / "peers_add_rms.so")
-        subprocess.run(["nvcc", *FLAGS, "-shared", str(HERE / "peers_add_rms.cu"), "-o", so], check=True)
-    lib = ctypes.CDLL(so)
+        paths = [str(BUILD / "peers_add_rms.so")]
+        subprocess.run(["nvcc", *FLAGS, "-shared", str(HERE / "peers_add_rms.cu"), "-o", paths[0]], check=True)
     p, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
-    lib.lab_add_rms_name.restype = ctypes.c_char_p
-    lib.lab_add_rms_name.argtypes = [i, i, ll]
-    lib.lab_add_rms.restype = i
-    lib.lab_add_rms.argtypes = [i, p, p, p, p, p, ll, ll, i, p, p]
-    return lib
+    libs = {}
+    for n, so in enumerate(paths):
+        lib = ctypes.CDLL(so)
+        lib.lab_add_rms_name.restype = ctypes.c_char_p
+        lib.lab_add_rms_name.argtypes = [i, i, ll]
+        lib.lab_add_rms.restype = i
+        lib.lab_add_rms.argtypes = [i, p, p, p, p, p, ll, ll, i, p, p]
+        libs[f"[{Path(so).stem}] " if n else ""] = lib
+    return libs
 
 
 def stream() -> ctypes.c_void_p:
@@ -182,7 +190,36 @@ def rms_cases(lib: ctypes.CDLL) -> None:
         race(case, entries, timer_names, copy_fn, notes)
 
 
-def add_rms_cases(lib: ctypes.CDLL, shapes) -> None:
+NEW_SUM = " (sum to a new tensor)"
+
+
+def add_variant(entries, notes, lib, label, v, new_sum, case, expected_y, counter) -> None:
+    """Adds lab variant `v` of `lib` to `entries` as `label`, updating a residual of its own in place (new_sum: writing
+    the sum to a new tensor), noted WRONG in `notes` unless it matches the reference first."""
+    x, residual0, weight = case.inputs
+    rows, hidden = x.shape
+    dtype = x.dtype
+    own = residual0.clone()
+
+    def call(r=own):
+        y = torch.empty_like(x)
+        ro = torch.empty_like(r) if new_sum else r
+        err = lib.lab_add_rms(
+            v, ptr(x), ptr(r), ptr(weight), ptr(ro), ptr(y), rows, hidden, DTYPES[dtype], ptr(counter), stream()
+        )
+        if err:
+            raise RuntimeError(f"{label}: CUDA error {err}")
+        return y, ro
+
+    key = label + (NEW_SUM if new_sum else "")
+    y, ro = call(r=residual0.clone())
+    torch.cuda.synchronize()
+    if not torch.equal(ro, residual0 + x) or not torch.allclose(y.float(), expected_y.float(), atol=2e-2, rtol=2e-2):
+        notes[key] = "WRONG"
+    entries[key] = call
+
+
+def add_rms_cases(libs: dict[str, ctypes.CDLL], shapes) -> None:
     """The benchmark's own providers (inductor, Liger, our op) beside the lab's launches, each updating a residual of
     its own in place; "(sum to a new tensor)" writes the sum elsewhere, as Liger does."""
     from torchtrt_plugins.benchmarks import bench_add_rms_norm as bench
@@ -198,43 +235,14 @@ def add_rms_cases(lib: ctypes.CDLL, shapes) -> None:
             "torchtrt op": bench.torchtrt_op(case),
         }
         expected_y = bench.expected(case)
-        expected_sum = residual0 + x
         counter = torch.zeros(2, dtype=torch.int32, device="cuda")
         notes = {}
-        index = variant_index(lib.lab_add_rms_name, DTYPES[dtype], hidden)
-        for label, v in index.items():
-            for new_sum in (False, True) if v == 0 else (False,):
-                own = residual0.clone()
-
-                def call(v=v, label=label, new_sum=new_sum, r=own):
-                    y = torch.empty_like(x)
-                    ro = torch.empty_like(r) if new_sum else r
-                    err = lib.lab_add_rms(
-                        v,
-                        ptr(x),
-                        ptr(r),
-                        ptr(weight),
-                        ptr(ro),
-                        ptr(y),
-                        rows,
-                        hidden,
-                        DTYPES[dtype],
-                        ptr(counter),
-                        stream(),
-                    )
-                    if err:
-                        raise RuntimeError(f"{label}: CUDA error {err}")
-                    return y, ro
-
-                key = label + (" (sum to a new tensor)" if new_sum else "")
-                r = residual0.clone()
-                y, ro = call(r=r)
-                torch.cuda.synchronize()
-                if not torch.equal(ro, expected_sum) or not torch.allclose(
-                    y.float(), expected_y.float(), atol=2e-2, rtol=2e-2
-                ):
-                    notes[key] = "WRONG"
-                entries[key] = call
+        for tag, lib in libs.items():
+            for label, v in variant_index(lib.lab_add_rms_name, DTYPES[dtype], hidden).items():
+                if tag and not label.startswith(("production", "cfg")):
+                    continue
+                for new_sum in (False, True) if v == 0 and not tag else (False,):
+                    add_variant(entries, notes, lib, tag + label, v, new_sum, case, expected_y, counter)
         if os.environ.get("ADD_RMS_NEXT") == "gemm":
             # Each call followed by a GEMM that reads its y and a weight that fits the L2 (what the next layer does):
             # shows what the call's cache hints leave the next kernel.
@@ -253,6 +261,90 @@ def add_rms_cases(lib: ctypes.CDLL, shapes) -> None:
         for fn in entries.values():
             fn()
         race(name, entries, ("graph",), common.copy_fn(case.nbytes, x.device), notes)
+
+
+def liger_in_place(case):
+    """Liger's fused add + RMSNorm kernel launched as its Python wrapper launches it, but writing the sum over the
+    residual (Liger's API writes it to a new tensor; our op updates the residual in place)."""
+    from liger_kernel.ops.fused_add_rms_norm import _fused_add_rms_norm_forward_kernel as kernel
+    from liger_kernel.ops.utils import calculate_settings
+
+    from torchtrt_plugins.benchmarks import bench_add_rms_norm as bench
+
+    x, residual, weight = case.inputs
+    r = residual.clone()
+    rows, hidden = x.shape
+    block, warps = calculate_settings(hidden)
+    rstd = torch.empty(rows, dtype=torch.float32, device=x.device)
+    gemma = 1
+
+    def call():
+        y = torch.empty_like(x)
+        kernel[(rows,)](
+            y, y.stride(0), r, r.stride(0), x, x.stride(0), r, r.stride(0), weight, weight.stride(0), rstd,
+            rstd.stride(0), hidden, bench.EPS, 0.0, gemma, BLOCK_SIZE=block, num_warps=warps, num_stages=2,
+        )  # fmt: skip
+        return y
+
+    return call
+
+
+def add_rms_placed_cases(libs: dict[str, ctypes.CDLL], shapes, placements: int) -> None:
+    """Inductor, Liger (as its API runs it, and writing the sum in place) and our op beside each library's production
+    launcher (and the first library's variants named in $ADD_RMS_VARIANTS, comma-separated, each writing the sum to a
+    new tensor where its name ends so), on `placements` placements of their buffers: speeds against our op."""
+    import dataclasses
+
+    from torchtrt_plugins.benchmarks import bench_add_rms_norm as bench
+
+    extra = [n for n in os.environ.get("ADD_RMS_VARIANTS", "").split(",") if n]
+    for rows, hidden, dtype in shapes:
+        counter = torch.zeros(2, dtype=torch.int32, device="cuda")
+
+        def make_calls(spacer, rows=rows, hidden=hidden, dtype=dtype):
+            torch._dynamo.reset()  # a new placement compiles inductor's kernel again (the last one is done)
+            case = bench.make_case((rows, hidden), dtype, torch.device("cuda"))
+            inputs = []
+            for t in case.inputs:
+                spacer()
+                inputs.append(t.clone())
+            case = dataclasses.replace(case, inputs=tuple(inputs))
+            expected_y = bench.expected(case)
+            calls, notes = {}, {}
+            for name, factory in (
+                ("torch.compile", bench.inductor),
+                ("liger", bench.liger),
+                ("liger (sum in place)", liger_in_place),
+                ("torchtrt op", bench.torchtrt_op),
+            ):
+                spacer()
+                calls[name] = factory(case)
+            y = calls["liger (sum in place)"]()
+            if not torch.allclose(y.float(), expected_y.float(), atol=2e-2, rtol=2e-2):
+                sys.exit(f"add_rms_placed: liger (sum in place) WRONG at {rows}x{hidden} {dtype}")
+            for tag, lib in libs.items():
+                index = variant_index(lib.lab_add_rms_name, DTYPES[dtype], hidden)
+                for label in ["production addRmsNorm()", *(extra if not tag else ())]:
+                    variant = label.removesuffix(NEW_SUM)
+                    if variant in index:
+                        spacer()
+                        add_variant(
+                            calls,
+                            notes,
+                            lib,
+                            tag + variant,
+                            index[variant],
+                            label != variant,
+                            case,
+                            expected_y,
+                            counter,
+                        )
+            if notes:
+                sys.exit(f"add_rms_placed: WRONG output from {sorted(notes)} at {rows}x{hidden} {dtype}")
+            return calls
+
+        case = f"placed add_rms_norm {rows}x{hidden} {str(dtype)[6:]}"
+        race_on_placements(case, make_calls, "torchtrt op", placements, seed=0, timer_names=("graph",))
 
 
 def pad_cases(lib: ctypes.CDLL) -> None:
@@ -393,7 +485,9 @@ def variant_index(name_fn, *args) -> dict[str, int]:
     return index
 
 
-def race_on_placements(case: str, make_calls, baseline: str, placements: int, seed: int) -> None:
+def race_on_placements(
+    case: str, make_calls, baseline: str, placements: int, seed: int, timer_names=("graph", "do_bench")
+) -> None:
     """The same kernels on several placements of their buffers in memory: `make_calls(spacer)` allocates one set of
     buffers, calling `spacer()` between them (a free block of a random size), and returns {name: call}. The timers saw
     one kernel's time shift by up to 8% with where its buffers lie, more than the differences between candidates, so
@@ -415,7 +509,7 @@ def race_on_placements(case: str, make_calls, baseline: str, placements: int, se
         names = list(calls)
         for fn in calls.values():
             fn()
-        for timer in ("graph", "do_bench"):
+        for timer in timer_names:
             times: dict[str, list[float]] = {}
             for r in range(2):
                 for n in names[r % len(names) :] + names[: r % len(names)]:
@@ -553,7 +647,7 @@ def main() -> None:
         dump_inductor()
         return
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
-    if "add_rms" in what:
+    if what & {"add_rms", "add_rms_placed"}:
         # ADD_RMS_SHAPES (e.g. "4096x12288,4096x4096") and ADD_RMS_DTYPES (e.g. "bf16,fp32") narrow the run.
         sizes = os.environ.get("ADD_RMS_SHAPES", "4096x12288,2048x12288,4096x4096").split(",")
         shapes = [
@@ -561,8 +655,11 @@ def main() -> None:
             for size in sizes
             for dtype in os.environ.get("ADD_RMS_DTYPES", "bf16,fp16,fp32").split(",")
         ]
-        add_rms_cases(build_add_rms(), shapes)
-        if what == {"add_rms"}:
+        if "add_rms" in what:
+            add_rms_cases(build_add_rms(), shapes)
+        if "add_rms_placed" in what:
+            add_rms_placed_cases(build_add_rms(), shapes, int(os.environ.get("ADD_RMS_PLACEMENTS", "8")))
+        if what <= {"add_rms", "add_rms_placed"}:
             return
     lib = build()
     if "rms" in what:
