@@ -519,6 +519,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             timers=common.parse_timers(args.timer),
             repeats=args.repeats,
             sizes=common.parse_sizes(args.sizes),
+            placements=args.placements,
         )
     except ValueError as err:
         _say(f"bench: {err}")

@@ -147,6 +147,7 @@ def test_csv_columns_values_and_append(tmp_path):
             "timestamp",
             "timer",
             "repeats",
+            "placements",
         )
     )
     assert sum(1 for line in lines if line[0] == "op") == 1  # header written once
@@ -553,7 +554,79 @@ def test_csv_rows_carry_timer_and_repeats_and_old_files_still_read(tmp_path):
         writer.writeheader()
         writer.writerow({k: v for k, v in row.items() if k in common.LEGACY_COLUMNS})
     (read,) = common.read_results(legacy)
-    assert (read["timer"], read["repeats"]) == ("do_bench", "1")
+    assert (read["timer"], read["repeats"], read["placements"]) == ("do_bench", "1", "1")
+
+
+def test_placements_column_and_files_written_before_it(tmp_path):
+    result = common.Result("op", "p", "2x2", "float32", "cuda", "ok", timing=common.Timing(1, 1, 1), timer="graph")
+    result.repeats, result.placements = 3, 8
+    assert common.REPEATS_COLUMNS + ("placements",) == common.COLUMNS
+    assert result.row(_env())["placements"] == "8"
+    assert "timer=graph x3 repeats on 8 placements" in common.format_table([result])
+    # A file from before the placements column (and one from before timer and repeats) reads as one placement, and
+    # the next run appends to it after rewriting its header, its rows kept.
+    for columns, kept in ((common.REPEATS_COLUMNS, ("graph", "3")), (common.LEGACY_COLUMNS, ("do_bench", "1"))):
+        old = tmp_path / f"old{len(columns)}.csv"
+        with open(old, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(columns))
+            writer.writeheader()
+            writer.writerow({k: v for k, v in result.row(_env()).items() if k in columns})
+        (read,) = common.read_results(old)
+        assert (read["timer"], read["repeats"], read["placements"]) == (*kept, "1")
+        common.write_results([result], _env("2026-01-02T00:00:00+00:00"), old)
+        rows = common.read_results(old)
+        assert [(r["timer"], r["repeats"], r["placements"]) for r in rows] == [(*kept, "1"), ("graph", "3", "8")]
+        assert old.read_text().splitlines()[0] == ",".join(common.COLUMNS)
+
+
+def test_placements_build_the_case_again_and_time_every_provider_on_each(monkeypatch):
+    calls, built = [], []
+
+    def fake_time_fn(fn, device, quick=False, timer="do_bench"):
+        calls.append(getattr(fn, "tag", "copy"))
+        return common.Timing(float(len(calls)), 0.0, 0.0)
+
+    def make_case(shape, dtype, device):
+        built.append(shape)
+        return _make_case(shape, dtype, device)
+
+    def tagged(tag, fail_on=None):
+        def factory(case):
+            if len(built) == fail_on:
+                raise RuntimeError("out of memory on this placement")
+
+            def fn():
+                return case.inputs[0] * 2
+
+            fn.tag = tag
+            return fn
+
+        return factory
+
+    monkeypatch.setattr(common, "time_fn", fake_time_fn)
+    plan = common.Plan(((4, 8),), (torch.float32,))
+    benchmark = common.Benchmark(
+        "double",
+        make_case,
+        [common.Provider("a", tagged("a")), common.Provider("b", tagged("b", fail_on=2))],
+        plan,
+        plan,
+        plan,
+        plan,
+        expected=lambda case: case.inputs[0] * 2,
+    )
+    with pytest.raises(ValueError, match="placements"):
+        common.RunContext(torch.device("cpu"), placements=0)
+    ctx = common.RunContext(torch.device("cpu"), repeats=2, placements=3)
+    results = {r.provider: r for r in common.run(benchmark, ctx)}
+    assert len(built) == 3  # the case built once per placement
+    # Each placement: two rotated rounds of the providers prepared there (b could not be on the second).
+    assert calls == ["copy", "a", "b", "a", "b", "copy", "copy", "a", "a", "copy", "copy", "a", "b", "a", "b", "copy"]
+    a = results["a"]
+    assert (a.status, a.repeats, a.placements) == ("ok", 2, 3)
+    assert a.timing.median_ms == pytest.approx(8.5)  # the median of all six of a's timings: 2, 4, 8, 9, 12, 14
+    assert results["b"].status == "error" and "placement 1" in results["b"].reason
+    assert results["copy"].status == "ok"
 
 
 def test_a_recompile_while_timing_is_an_error_not_eager(monkeypatch):

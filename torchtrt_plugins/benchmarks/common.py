@@ -23,6 +23,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import random
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from torchtrt_plugins.benchmarks.results import (  # noqa: F401
     LEGACY_COLUMNS,
     NOT_RUN_COLUMNS,
     NOT_RUN_FILE,
+    REPEATS_COLUMNS,
     Result,
     format_bytes,
     format_not_run,
@@ -558,68 +560,69 @@ def _run_case(
     progress: Progress | None,
 ) -> list[Result]:
     """Prepare every provider (build, first call, output check), then time them: once per repeat and timer, the
-    providers interleaved (copy first), so that a drift of the machine spreads over all of them alike."""
+    providers interleaved (copy first), so that a drift of the machine spreads over all of them alike. With
+    ``ctx.placements`` > 1 all of it again on each placement: the case's inputs and every provider's own buffers
+    allocated anew with a free block of a random size (1-64 MB) before each, so that where the buffers lie in memory
+    (which moved one kernel's time by up to 2% on the H200, as much as the gaps between providers) spreads over all
+    of them alike; each provider's result is over the repeats of every placement."""
     label = f"{benchmark.name} {dtype_name(dtype)} {format_shape(shape)}"
     results: list[Result] = []
 
     def result(provider: str, status: str, reason: str, timer: str, **kw: Any) -> Result:
         where = (benchmark.name, provider, format_shape(shape), dtype_name(dtype), ctx.device.type)
-        return Result(*where, status, reason, timer=timer, repeats=ctx.repeats, **kw)
+        return Result(*where, status, reason, timer=timer, repeats=ctx.repeats, placements=ctx.placements, **kw)
 
     def record(provider: str, status: str, reason: str = "") -> None:
         results.extend(result(provider, status, reason, timer) for timer in ctx.timers)
         if progress is not None:
             progress.update(f"{label} {provider}")
 
-    try:
-        case = benchmark.make_case(shape, dtype, ctx.device)
-        # Only where a provider runs: the reference may need what the skipped ones lack (e.g. torchvision).
-        runs = any(not static[p.name] for p in chosen)
-        expected = benchmark.expected(case) if benchmark.expected and runs else None
-    except Exception as err:  # noqa: BLE001 - e.g. out of memory: every provider of the case errors
-        for name in [COPY_PROVIDER, *(p.name for p in chosen)]:
-            record(name, "error", f"could not build the inputs: {_first_line(err)}")
-        return results
-    # torch.compile per shape: a clean dynamo cache for this case, before any provider compiles.
-    torch._dynamo.reset()
-    # name -> (timer -> a zero-argument timing, the mismatch found by the output check or "")
-    prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]] = {}
+    spacers: list[torch.Tensor] = []  # alive until the case is done, so that each placement differs
+    rng = random.Random(f"{label} placements")
+
+    def spacer() -> None:
+        if ctx.placements > 1 and ctx.device.type == "cuda":
+            spacers.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device=ctx.device))
+
+    # timer -> provider -> its timings so far; provider -> (status, reason) where a later placement failed it
+    samples: dict[str, dict[str, list[Timing]]] = {timer: {} for timer in ctx.timers}
+    failed: dict[str, dict[str, tuple[str, str]]] = {timer: {} for timer in ctx.timers}
+    mismatches: dict[str, str] = {}
     own_nbytes: dict[str, int | None] = {}
-    if case.nbytes:
+    case = None
+    for placement in range(ctx.placements):
+        spacer()
         try:
-            copy = copy_fn(case.nbytes, ctx.device)
-            prepared[COPY_PROVIDER] = (lambda timer: lambda: time_fn(copy, ctx.device, ctx.quick, timer), "")
-        except Exception as err:  # noqa: BLE001
-            record(COPY_PROVIDER, "error", _first_line(err))
-    elif progress is not None:
-        progress.update(f"{label} (not memory-bound: no copy)")
-    for provider in chosen:
-        if static[provider.name]:
-            record(provider.name, "skipped", static[provider.name])
-            continue
-        try:
-            if provider.nbytes is not None:
-                own_nbytes[provider.name] = provider.nbytes(case)
-            if provider.measure is not None:
-                prepared[provider.name] = (lambda timer, p=provider: _measure_provider(p, case, timer), "")
-                continue
-            fn = provider.factory(case)
-            out = fn()
-            _sync(ctx.device)
-            mismatch = _compare(benchmark, expected, out, dtype) if provider.check else None
-            del out
-            prepared[provider.name] = (
-                lambda timer, fn=fn: lambda: time_fn(fn, ctx.device, ctx.quick, timer),
-                mismatch or "",
-            )
-        except Skip as err:
-            record(provider.name, "skipped", str(err))
-        except Exception as err:  # noqa: BLE001 - reported, the run goes on
-            record(provider.name, "error", _first_line(err))
+            case = benchmark.make_case(shape, dtype, ctx.device)
+            # Only where a provider runs: the reference may need what the skipped ones lack (e.g. torchvision).
+            runs = any(not static[p.name] for p in chosen)
+            expected = benchmark.expected(case) if benchmark.expected and runs else None
+        except Exception as err:  # noqa: BLE001 - e.g. out of memory: every provider of the case errors
+            results.clear()
+            for name in [COPY_PROVIDER, *(p.name for p in chosen)]:
+                record(name, "error", f"could not build the inputs: {_first_line(err)}")
+            return results
+        # torch.compile per shape: a clean dynamo cache for this case, before any provider compiles.
+        torch._dynamo.reset()
+        first = placement == 0
+        prepared = _prepare(benchmark, ctx, case, expected, chosen, static, first, record, spacer, label, progress)
+        if first:
+            ran = list(prepared)
+        else:
+            for name in [n for n in ran if n not in prepared]:
+                for timer in ctx.timers:
+                    failed[timer].setdefault(name, ("error", f"placement {placement}: could not be prepared"))
+        for name, (_make, mismatch, nbytes) in prepared.items():
+            if mismatch:
+                mismatches.setdefault(name, mismatch)
+            own_nbytes.setdefault(name, nbytes)
+        for timer in ctx.timers:
+            for name, outcome in _time_rounds(ctx, prepared, timer, samples[timer]).items():
+                failed[timer].setdefault(name, outcome)
     for timer in ctx.timers:
-        results += _time_prepared(ctx, case, prepared, timer, result, own_nbytes)
+        results += _timed_results(case, samples[timer], failed[timer], mismatches, timer, result, own_nbytes)
     if progress is not None:
-        for name in prepared:
+        for name in ran:
             progress.update(f"{label} {name}")
     # Providers in their declared order, the copy first, whatever order they finished in; timers in the given order.
     order = {name: i for i, name in enumerate([COPY_PROVIDER, *(p.name for p in chosen)])}
@@ -627,22 +630,74 @@ def _run_case(
     return results
 
 
-def _time_prepared(
+# provider -> (timer -> a zero-argument timing, the mismatch found by the output check or "", its own bytes or None)
+Prepared = dict[str, tuple[Callable[[str], Callable[[], Timing]], str, int | None]]
+
+
+def _prepare(
+    benchmark: Benchmark,
     ctx: RunContext,
     case: Case,
-    prepared: dict[str, tuple[Callable[[str], Callable[[], Timing]], str]],
-    timer: str,
-    result: Callable[..., Result],
-    own_nbytes: dict[str, int | None] | None = None,
-) -> list[Result]:
+    expected: Any,
+    chosen: Sequence[Provider],
+    static: dict[str, str | None],
+    first: bool,
+    record: Callable[..., None],
+    spacer: Callable[[], None],
+    label: str,
+    progress: Progress | None,
+) -> Prepared:
+    """The copy and every provider that runs, built and called once on `case` (`spacer()` before each); what is
+    skipped or fails is recorded on the `first` placement (on a later one it is left out)."""
+    prepared: Prepared = {}
+    if case.nbytes:
+        try:
+            copy = copy_fn(case.nbytes, ctx.device)
+            prepared[COPY_PROVIDER] = (lambda timer: lambda: time_fn(copy, ctx.device, ctx.quick, timer), "", None)
+        except Exception as err:  # noqa: BLE001
+            if first:
+                record(COPY_PROVIDER, "error", _first_line(err))
+    elif progress is not None and first:
+        progress.update(f"{label} (not memory-bound: no copy)")
+    for provider in chosen:
+        if static[provider.name]:
+            if first:
+                record(provider.name, "skipped", static[provider.name])
+            continue
+        try:
+            spacer()
+            nbytes = provider.nbytes(case) if provider.nbytes is not None else None
+            if provider.measure is not None:
+                prepared[provider.name] = (lambda timer, p=provider: _measure_provider(p, case, timer), "", nbytes)
+                continue
+            fn = provider.factory(case)
+            out = fn()
+            _sync(ctx.device)
+            mismatch = _compare(benchmark, expected, out, dtype=case.dtype) if provider.check else None
+            del out
+            prepared[provider.name] = (
+                lambda timer, fn=fn: lambda: time_fn(fn, ctx.device, ctx.quick, timer),
+                mismatch or "",
+                nbytes,
+            )
+        except Skip as err:
+            if first:
+                record(provider.name, "skipped", str(err))
+        except Exception as err:  # noqa: BLE001 - reported, the run goes on
+            if first:
+                record(provider.name, "error", _first_line(err))
+    return prepared
+
+
+def _time_rounds(
+    ctx: RunContext, prepared: Prepared, timer: str, samples: dict[str, list[Timing]]
+) -> dict[str, tuple[str, str]]:
     """Every prepared provider timed with ``timer``, ``ctx.repeats`` times, interleaved, the order rotated by one each
     repeat (on the H100 a provider's time at 64-128 MB was seen to shift by up to 7% between rounds, with the state
-    of the device, so no provider always runs in the same place); one Result each, made by
-    ``result(provider, status, reason, timer, **timing_fields)``; ``own_nbytes``: providers that move other bytes
-    than the case's (their copy time scaled to them)."""
-    samples: dict[str, list[Timing]] = {name: [] for name in prepared}
+    of the device, so no provider always runs in the same place), each timing appended to ``samples[provider]``;
+    returns the providers that failed, as (status, reason)."""
     failed: dict[str, tuple[str, str]] = {}
-    timings = {name: make(timer) for name, (make, _mismatch) in prepared.items()}
+    timings = {name: make(timer) for name, (make, _mismatch, _nbytes) in prepared.items()}
     with no_recompile():
         names = list(timings)
         for repeat in range(ctx.repeats):
@@ -651,23 +706,38 @@ def _time_prepared(
                 if name in failed:
                     continue
                 try:
-                    samples[name].append(timings[name]())
+                    samples.setdefault(name, []).append(timings[name]())
                 except (Skip, NotCapturable) as err:
                     failed[name] = ("skipped", str(err))
                 except Exception as err:  # noqa: BLE001 - e.g. a recompile during timing: reported
                     failed[name] = ("error", _first_line(err))
+    return failed
+
+
+def _timed_results(
+    case: Case,
+    samples: dict[str, list[Timing]],
+    failed: dict[str, tuple[str, str]],
+    mismatches: dict[str, str],
+    timer: str,
+    result: Callable[..., Result],
+    own_nbytes: dict[str, int | None],
+) -> list[Result]:
+    """One Result a provider, made by ``result(provider, status, reason, timer, **timing_fields)``; ``own_nbytes``:
+    providers that move other bytes than the case's (their copy time scaled to them)."""
     copy_ms = None
-    if COPY_PROVIDER in prepared and COPY_PROVIDER not in failed:
+    if samples.get(COPY_PROVIDER) and COPY_PROVIDER not in failed:
         copy_ms = combine_repeats(samples[COPY_PROVIDER]).median_ms
     results = []
-    for name, (_make, mismatch) in prepared.items():
+    for name in dict.fromkeys([*samples, *failed]):
         if name in failed:
             results.append(result(name, *failed[name], timer))
             continue
         timing = combine_repeats(samples[name])
+        mismatch = mismatches.get(name, "")
         status = "mismatch" if mismatch else "ok"
         nbytes, copy = case.nbytes, copy_ms
-        if own_nbytes and own_nbytes.get(name) and case.nbytes:
+        if own_nbytes.get(name) and case.nbytes:
             nbytes = own_nbytes[name]
             copy = copy_ms * nbytes / case.nbytes if copy_ms is not None else None
         results.append(result(name, status, mismatch, timer, timing=timing, nbytes=nbytes, copy_ms=copy))
@@ -707,9 +777,10 @@ def run_suite(
     timers: Sequence[str] = ("do_bench",),
     repeats: int = 1,
     sizes: Sequence[tuple[int, ...]] | None = None,
+    placements: int = 1,
 ) -> Report:
     """Run benchmarks side by side in one process, append the CSV, return the report."""
-    ctx = RunContext(resolve_device(device), quick, tuple(timers), repeats)
+    ctx = RunContext(resolve_device(device), quick, tuple(timers), repeats, placements)
     if providers:
         known = {name for b in benchmarks for name in b.provider_names}
         unknown = [pat for pat in providers if not any(fnmatch.fnmatchcase(n, pat) for n in known)]
@@ -763,6 +834,13 @@ def add_timing_arguments(parser: Any) -> None:
         "--repeats", type=int, default=1, help="time every provider this many times, interleaved; report the spread"
     )
     parser.add_argument(
+        "--placements",
+        type=int,
+        default=1,
+        help="build each case this many times, its inputs and each provider's buffers placed anew in memory (behind "
+        "a free block of a random size), and time every provider --repeats times on each; results over all of them",
+    )
+    parser.add_argument(
         "--sizes",
         help="comma-separated shapes replacing the plans' sizes, e.g. 1x4096,8x4096 (benchmarks whose "
         "shapes have that many dimensions)",
@@ -792,6 +870,7 @@ def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
             timers=parse_timers(args.timer),
             repeats=args.repeats,
             sizes=parse_sizes(args.sizes),
+            placements=args.placements,
         )
     except ValueError as err:
         parser.error(str(err))

@@ -79,6 +79,8 @@ class RunContext:
     #: Each provider is timed with every one of these, side by side (one result row each).
     timers: tuple[str, ...] = ("do_bench",)
     repeats: int = 1
+    #: Each case is built and timed this many times, its buffers placed anew each time (common._run_case).
+    placements: int = 1
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.timers if t not in TIMERS]
@@ -86,6 +88,8 @@ class RunContext:
             raise ValueError(f"unknown timer(s) {unknown or list(self.timers)}; use any of {list(TIMERS)}")
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        if self.placements < 1:
+            raise ValueError(f"placements must be >= 1, got {self.placements}")
 
 
 Requirement = Callable[[RunContext], str | None]

@@ -30,9 +30,12 @@ COLUMNS = (
     "timestamp",
     "timer",
     "repeats",
+    "placements",
 )
-#: Results CSVs written before the timer and repeats columns: read as do_bench, one repeat.
-LEGACY_COLUMNS = COLUMNS[:-2]
+#: Results CSVs written before the timer and repeats columns: read as do_bench, one repeat, one placement.
+LEGACY_COLUMNS = COLUMNS[:-3]
+#: Results CSVs written before the placements column: read as one placement.
+REPEATS_COLUMNS = COLUMNS[:-1]
 #: Columns of the file listing what did not run (next to the results CSV).
 NOT_RUN_COLUMNS = ("op", "provider", "shape", "dtype", "device", "status", "reason", "timestamp")
 NOT_RUN_FILE = "skipped.csv"
@@ -52,7 +55,8 @@ class Result:
     nbytes: int | None = None
     copy_ms: float | None = None
     timer: str = "do_bench"
-    repeats: int = 1
+    repeats: int = 1  # timings a placement
+    placements: int = 1  # placements of the buffers (the timing is over repeats x placements timings)
 
     @property
     def timed(self) -> bool:
@@ -89,6 +93,7 @@ class Result:
             "timestamp": env.timestamp,
             "timer": self.timer,
             "repeats": str(self.repeats),
+            "placements": str(self.placements),
         }
 
 
@@ -113,6 +118,7 @@ def format_bytes(nbytes: int) -> str:
 def write_results(results: Sequence[Result], env: Environment, path: os.PathLike | None = None) -> Path:
     """Append the timed results to the CSV (header written once) and what did not run to skipped.csv beside it."""
     path = Path(path) if path else DEFAULT_CSV
+    _upgrade(path)
     _append(path, COLUMNS, [r.row(env) for r in results if r.timed])
     not_run = [
         {
@@ -130,6 +136,20 @@ def write_results(results: Sequence[Result], env: Environment, path: os.PathLike
     ]
     _append(path.with_name(NOT_RUN_FILE), NOT_RUN_COLUMNS, not_run)
     return path
+
+
+def _upgrade(path: Path) -> None:
+    """A results CSV written by an earlier version (fewer columns) rewritten with today's, its rows kept."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, newline="") as handle:
+        header = tuple(next(csv.reader(handle), []))
+    if header in (LEGACY_COLUMNS, REPEATS_COLUMNS):
+        rows = read_results(path)
+        with open(path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(COLUMNS))
+            writer.writeheader()
+            writer.writerows(rows)
 
 
 def _append(path: Path, columns: Sequence[str], rows: Sequence[dict]) -> None:
@@ -154,7 +174,9 @@ def read_results(path: os.PathLike) -> list[dict[str, str]]:
         reader = csv.DictReader(handle)
         columns = tuple(reader.fieldnames or ())
         if columns == LEGACY_COLUMNS:
-            return [dict(row, timer="do_bench", repeats="1") for row in reader]
+            return [dict(row, timer="do_bench", repeats="1", placements="1") for row in reader]
+        if columns == REPEATS_COLUMNS:
+            return [dict(row, placements="1") for row in reader]
         if columns != COLUMNS:
             raise ValueError(f"{path} is not a results CSV: columns {reader.fieldnames}, expected {list(COLUMNS)}")
         return list(reader)
@@ -178,6 +200,7 @@ def format_table(results: Sequence[Result]) -> str:
         nbytes = next((r.nbytes for r in timed if r.nbytes), None)
         moved = f"  {format_bytes(nbytes)} moved" if nbytes else ""
         how = f"  timer={timed[0].timer}" + (f" x{timed[0].repeats} repeats" if timed[0].repeats > 1 else "")
+        how += f" on {timed[0].placements} placements" if timed[0].placements > 1 else ""
         lines.append(f"{op}  {dtype}  {shape}  device={device}{moved}{how}")
         lines.append(header)
         for r in timed:
