@@ -599,8 +599,9 @@ def _run_case(
             expected = benchmark.expected(case) if benchmark.expected and runs else None
         except Exception as err:  # noqa: BLE001 - e.g. out of memory: every provider of the case errors
             results.clear()
+            where = f" (placement {placement})" if placement else ""
             for name in [COPY_PROVIDER, *(p.name for p in chosen)]:
-                record(name, "error", f"could not build the inputs: {_first_line(err)}")
+                record(name, "error", f"could not build the inputs{where}: {_first_line(err)}")
             return results
         # torch.compile per shape: a clean dynamo cache for this case, before any provider compiles.
         torch._dynamo.reset()
@@ -617,8 +618,7 @@ def _run_case(
                 mismatches.setdefault(name, mismatch)
             own_nbytes.setdefault(name, nbytes)
         for timer in ctx.timers:
-            for name, outcome in _time_rounds(ctx, prepared, timer, samples[timer]).items():
-                failed[timer].setdefault(name, outcome)
+            _time_rounds(ctx, prepared, timer, samples[timer], failed[timer])
     for timer in ctx.timers:
         results += _timed_results(case, samples[timer], failed[timer], mismatches, timer, result, own_nbytes)
     if progress is not None:
@@ -690,13 +690,16 @@ def _prepare(
 
 
 def _time_rounds(
-    ctx: RunContext, prepared: Prepared, timer: str, samples: dict[str, list[Timing]]
-) -> dict[str, tuple[str, str]]:
-    """Every prepared provider timed with ``timer``, ``ctx.repeats`` times, interleaved, the order rotated by one each
-    repeat (on the H100 a provider's time at 64-128 MB was seen to shift by up to 7% between rounds, with the state
-    of the device, so no provider always runs in the same place), each timing appended to ``samples[provider]``;
-    returns the providers that failed, as (status, reason)."""
-    failed: dict[str, tuple[str, str]] = {}
+    ctx: RunContext,
+    prepared: Prepared,
+    timer: str,
+    samples: dict[str, list[Timing]],
+    failed: dict[str, tuple[str, str]],
+) -> None:
+    """Every prepared provider not yet in ``failed`` timed with ``timer``, ``ctx.repeats`` times, interleaved, the
+    order rotated by one each repeat (on the H100 a provider's time at 64-128 MB was seen to shift by up to 7% between
+    rounds, with the state of the device, so no provider always runs in the same place), each timing appended to
+    ``samples[provider]``; a provider that fails goes to ``failed`` as (status, reason)."""
     timings = {name: make(timer) for name, (make, _mismatch, _nbytes) in prepared.items()}
     with no_recompile():
         names = list(timings)
@@ -711,7 +714,6 @@ def _time_rounds(
                     failed[name] = ("skipped", str(err))
                 except Exception as err:  # noqa: BLE001 - e.g. a recompile during timing: reported
                     failed[name] = ("error", _first_line(err))
-    return failed
 
 
 def _timed_results(
