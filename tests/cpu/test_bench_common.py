@@ -493,6 +493,29 @@ def test_timer_and_size_arguments():
         common.RunContext(torch.device("cpu"), repeats=0)
 
 
+def _tagged(tag, fails=lambda: False):
+    """A provider factory whose call doubles the input, tagged for the fake timers (raising where `fails()`)."""
+
+    def factory(case):
+        if fails():
+            raise RuntimeError("out of memory on this placement")
+
+        def fn():
+            return case.inputs[0] * 2
+
+        fn.tag = tag
+        return fn
+
+    return factory
+
+
+def _doubling(make_case, providers):
+    plan = common.Plan(((4, 8),), (torch.float32,))
+    return common.Benchmark(
+        "double", make_case, providers, plan, plan, plan, plan, expected=lambda case: case.inputs[0] * 2
+    )
+
+
 def test_repeats_interleave_providers_and_report_each_timer(monkeypatch):
     calls = []
 
@@ -502,28 +525,8 @@ def test_repeats_interleave_providers_and_report_each_timer(monkeypatch):
             raise common.NotCapturable("the graph timer needs a CUDA GPU (this run is on CPU)")
         return common.Timing(float(len(calls)), 0.0, 0.0)
 
-    def tagged(tag):
-        def factory(case):
-            def fn():
-                return case.inputs[0] * 2
-
-            fn.tag = tag
-            return fn
-
-        return factory
-
     monkeypatch.setattr(common, "time_fn", fake_time_fn)
-    plan = common.Plan(((4, 8),), (torch.float32,))
-    benchmark = common.Benchmark(
-        "double",
-        _make_case,
-        [common.Provider("a", tagged("a")), common.Provider("b", tagged("b"))],
-        plan,
-        plan,
-        plan,
-        plan,
-        expected=lambda case: case.inputs[0] * 2,
-    )
+    benchmark = _doubling(_make_case, [common.Provider("a", _tagged("a")), common.Provider("b", _tagged("b"))])
     ctx = common.RunContext(torch.device("cpu"), timers=("do_bench", "graph"), repeats=3)
     results = common.run(benchmark, ctx)
     do_bench = [c for c in calls if c[1] == "do_bench"]
@@ -590,31 +593,9 @@ def test_placements_build_the_case_again_and_time_every_provider_on_each(monkeyp
         built.append(shape)
         return _make_case(shape, dtype, device)
 
-    def tagged(tag, fail_on=None):
-        def factory(case):
-            if len(built) == fail_on:
-                raise RuntimeError("out of memory on this placement")
-
-            def fn():
-                return case.inputs[0] * 2
-
-            fn.tag = tag
-            return fn
-
-        return factory
-
     monkeypatch.setattr(common, "time_fn", fake_time_fn)
-    plan = common.Plan(((4, 8),), (torch.float32,))
-    benchmark = common.Benchmark(
-        "double",
-        make_case,
-        [common.Provider("a", tagged("a")), common.Provider("b", tagged("b", fail_on=2))],
-        plan,
-        plan,
-        plan,
-        plan,
-        expected=lambda case: case.inputs[0] * 2,
-    )
+    b = common.Provider("b", _tagged("b", fails=lambda: len(built) == 2))
+    benchmark = _doubling(make_case, [common.Provider("a", _tagged("a")), b])
     with pytest.raises(ValueError, match="placements"):
         common.RunContext(torch.device("cpu"), placements=0)
     ctx = common.RunContext(torch.device("cpu"), repeats=2, placements=3)
