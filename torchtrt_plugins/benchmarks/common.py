@@ -584,7 +584,7 @@ def _run_case(
         if ctx.placements > 1 and ctx.device.type == "cuda":
             spacers.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device=ctx.device))
 
-    # timer -> provider -> its timings so far; provider -> (status, reason) where a later placement failed it
+    # timer -> provider -> its timings so far, and (status, reason) for a provider that failed on some placement
     samples: dict[str, dict[str, list[Timing]]] = {timer: {} for timer in ctx.timers}
     failed: dict[str, dict[str, tuple[str, str]]] = {timer: {} for timer in ctx.timers}
     mismatches: dict[str, str] = {}
@@ -606,7 +606,10 @@ def _run_case(
         # torch.compile per shape: a clean dynamo cache for this case, before any provider compiles.
         torch._dynamo.reset()
         first = placement == 0
-        prepared = _prepare(benchmark, ctx, case, expected, chosen, static, first, record, spacer, label, progress)
+        if first and not case.nbytes and progress is not None:
+            progress.update(f"{label} (not memory-bound: no copy)")
+        # What is skipped or fails is recorded on the first placement; on a later one it is left out.
+        prepared = _prepare(benchmark, ctx, case, expected, chosen, static, record if first else _ignore, spacer)
         if first:
             ran = list(prepared)
         else:
@@ -634,6 +637,10 @@ def _run_case(
 Prepared = dict[str, tuple[Callable[[str], Callable[[], Timing]], str, int | None]]
 
 
+def _ignore(*_args: Any) -> None:
+    pass
+
+
 def _prepare(
     benchmark: Benchmark,
     ctx: RunContext,
@@ -641,28 +648,21 @@ def _prepare(
     expected: Any,
     chosen: Sequence[Provider],
     static: dict[str, str | None],
-    first: bool,
     record: Callable[..., None],
     spacer: Callable[[], None],
-    label: str,
-    progress: Progress | None,
 ) -> Prepared:
     """The copy and every provider that runs, built and called once on `case` (`spacer()` before each); what is
-    skipped or fails is recorded on the `first` placement (on a later one it is left out)."""
+    skipped or fails goes to `record(provider, status, reason)`."""
     prepared: Prepared = {}
     if case.nbytes:
         try:
             copy = copy_fn(case.nbytes, ctx.device)
             prepared[COPY_PROVIDER] = (lambda timer: lambda: time_fn(copy, ctx.device, ctx.quick, timer), "", None)
         except Exception as err:  # noqa: BLE001
-            if first:
-                record(COPY_PROVIDER, "error", _first_line(err))
-    elif progress is not None and first:
-        progress.update(f"{label} (not memory-bound: no copy)")
+            record(COPY_PROVIDER, "error", _first_line(err))
     for provider in chosen:
         if static[provider.name]:
-            if first:
-                record(provider.name, "skipped", static[provider.name])
+            record(provider.name, "skipped", static[provider.name])
             continue
         try:
             spacer()
@@ -681,11 +681,9 @@ def _prepare(
                 nbytes,
             )
         except Skip as err:
-            if first:
-                record(provider.name, "skipped", str(err))
+            record(provider.name, "skipped", str(err))
         except Exception as err:  # noqa: BLE001 - reported, the run goes on
-            if first:
-                record(provider.name, "error", _first_line(err))
+            record(provider.name, "error", _first_line(err))
     return prepared
 
 
