@@ -100,6 +100,24 @@ def stream() -> ctypes.c_void_p:
     return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
 
+def matches(y: torch.Tensor, expected: torch.Tensor) -> bool:
+    """A candidate's output against the reference (or the production kernel's), at the lab's tolerance."""
+    return torch.allclose(y.float(), expected.float(), atol=2e-2, rtol=2e-2)
+
+
+def add_rms_peers(case, before_each=lambda: None) -> dict:
+    """The add_rms_norm benchmark's own providers (inductor, Liger as its API runs it, our op) on `case`, calling
+    `before_each()` before making each (a placement's spacer)."""
+    from torchtrt_plugins.benchmarks import bench_add_rms_norm as bench
+
+    peers = {}
+    factories = {"torch.compile": bench.inductor, "liger": bench.liger, "torchtrt op": bench.torchtrt_op}
+    for name, factory in factories.items():
+        before_each()
+        peers[name] = factory(case)
+    return peers
+
+
 def ptr(t: torch.Tensor) -> ctypes.c_void_p:
     return ctypes.c_void_p(t.data_ptr())
 
@@ -182,7 +200,7 @@ def rms_cases(lib: ctypes.CDLL) -> None:
 
             y = call()
             torch.cuda.synchronize()
-            if not torch.allclose(y.float(), expected.float(), atol=2e-2, rtol=2e-2):
+            if not matches(y, expected):
                 notes[label] = f"WRONG max err {(y.float() - expected.float()).abs().max().item():.3g}"
             entries[label] = call
         for fn in entries.values():
@@ -214,7 +232,7 @@ def add_variant(entries, notes, lib, label, v, new_sum, case, expected_y, counte
     key = label + (NEW_SUM if new_sum else "")
     y, ro = call(r=residual0.clone())
     torch.cuda.synchronize()
-    if not torch.equal(ro, residual0 + x) or not torch.allclose(y.float(), expected_y.float(), atol=2e-2, rtol=2e-2):
+    if not torch.equal(ro, residual0 + x) or not matches(y, expected_y):
         notes[key] = "WRONG"
     entries[key] = call
 
@@ -229,11 +247,7 @@ def add_rms_cases(libs: dict[str, ctypes.CDLL], shapes) -> None:
         case = bench.make_case((rows, hidden), dtype, torch.device("cuda"))
         x, residual0, weight = case.inputs
         name = f"add_rms_norm {rows}x{hidden} {str(dtype)[6:]}"
-        entries = {
-            "torch.compile": bench.inductor(case),
-            "liger": bench.liger(case),
-            "torchtrt op": bench.torchtrt_op(case),
-        }
+        entries = add_rms_peers(case)
         expected_y = bench.expected(case)
         counter = torch.zeros(2, dtype=torch.int32, device="cuda")
         notes = {}
@@ -310,17 +324,11 @@ def add_rms_placed_cases(libs: dict[str, ctypes.CDLL], shapes, placements: int) 
                 inputs.append(t.clone())
             case = dataclasses.replace(case, inputs=tuple(inputs))
             expected_y = bench.expected(case)
-            calls, notes = {}, {}
-            for name, factory in (
-                ("torch.compile", bench.inductor),
-                ("liger", bench.liger),
-                ("liger (sum in place)", liger_in_place),
-                ("torchtrt op", bench.torchtrt_op),
-            ):
-                spacer()
-                calls[name] = factory(case)
+            calls, notes = add_rms_peers(case, spacer), {}
+            spacer()
+            calls["liger (sum in place)"] = liger_in_place(case)
             y = calls["liger (sum in place)"]()
-            if not torch.allclose(y.float(), expected_y.float(), atol=2e-2, rtol=2e-2):
+            if not matches(y, expected_y):
                 sys.exit(f"add_rms_placed: liger (sum in place) WRONG at {rows}x{hidden} {dtype}")
             for tag, lib in libs.items():
                 index = variant_index(lib.lab_add_rms_name, DTYPES[dtype], hidden)

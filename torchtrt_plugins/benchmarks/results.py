@@ -146,10 +146,12 @@ def _upgrade(path: Path) -> None:
         header = tuple(next(csv.reader(handle), []))
     if header in (LEGACY_COLUMNS, REPEATS_COLUMNS):
         rows = read_results(path)
-        with open(path, "w", newline="") as handle:
+        upgraded = path.with_name(path.name + ".upgrading")
+        with open(upgraded, "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(COLUMNS))
             writer.writeheader()
             writer.writerows(rows)
+        os.replace(upgraded, path)  # an interrupted upgrade leaves the old file whole
 
 
 def _append(path: Path, columns: Sequence[str], rows: Sequence[dict]) -> None:
