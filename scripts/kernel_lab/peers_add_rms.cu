@@ -38,6 +38,15 @@ cudaError_t cfgV(
         static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), rows, h, 1e-6F, ST, s);
 }
 
+// The shipped kernel at split BLOCK x C, the weight loaded after the sum, with the cache hints asked.
+template <typename T, int C, int B, CacheHints ST>
+cudaError_t cfgLateV(
+    void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
+{
+    return ttp::launchConfig<T, 16 / sizeof(T), B, C, B, false>(static_cast<T const*>(x), static_cast<T const*>(r),
+        static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), rows, h, 1e-6F, ST, s);
+}
+
 // The lab's row kernel, one row per block, with the load and store hints asked (SS the sum's store, SP the norm's,
 // LR the residual's load); a programmatic dependent launch where the shipped launcher makes one
 // (TORCHTRT_PLUGINS_PDL=0: none).
@@ -56,6 +65,8 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
 // Per split: the shipped kernel with its large-launch hints; the lab kernel with Liger's recipe (x plain, the weight
 // after the sum, plain stores), with the shipped large-launch hints, and with those and one barrier.
 #define CFG(T, C, B, ST, NAME) {"cfg b" #B " c" #C " hints=" NAME, cfgV<T, C, B, ST>, (C) * (B), B}
+#define CFG_LATE(T, C, B)                                                                                              \
+    {"cfg b" #B " c" #C " hints=large late-w", cfgLateV<T, C, B, CacheHints::kLARGE>, (C) * (B), B}
 #define ROW(T, C, B, LX, WREG, SS, SP)                                                                                 \
     {"row b" #B " c" #C " x:" #LX " w:" #WREG " sum:" #SS " y:" #SP,                                                   \
         regV<T, C, B, Ld::k##LX, WREG, St::k##SS, St::k##SP>, (C) * (B), B}
@@ -81,10 +92,12 @@ template <typename T>
 std::vector<Variant> const& variants()
 {
     static std::vector<Variant> const v
-        = sizeof(T) == 2 ? std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 3, 512),
-                               SPLIT(T, 4, 384), SPLIT(T, 2, 256), SPLIT(T, 1, 512), SPLIT(T, 4, 128)}
-                         : std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 6, 512),
-                               SPLIT(T, 4, 768), SPLIT(T, 2, 512), SPLIT(T, 1, 1024)};
+        = sizeof(T) == 2
+              ? std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 3, 512), CFG_LATE(T, 3, 512),
+                    SPLIT(T, 2, 768), CFG_LATE(T, 2, 768), CFG(T, 2, 1024, CacheHints::kLARGE, "large"),
+                    CFG_LATE(T, 2, 1024), SPLIT(T, 4, 384), SPLIT(T, 2, 256), SPLIT(T, 1, 512), SPLIT(T, 4, 128)}
+              : std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 6, 512), SPLIT(T, 4, 768),
+                    SPLIT(T, 2, 512), SPLIT(T, 1, 1024)};
     return v;
 }
 
@@ -94,6 +107,7 @@ std::vector<Variant> const& variants()
 #undef ROWR
 #undef LIGER
 #undef CFG
+#undef CFG_LATE
 
 template <typename F>
 auto withDType(int dtype, F&& f)
