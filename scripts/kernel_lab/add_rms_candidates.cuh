@@ -33,6 +33,8 @@ enum class Ld
     kEF,
     kEL,
     kCOH,
+    kCOH_EL, // ld.global.L1::no_allocate with an L2 evict_last policy: coherent (for the residual, which the kernel
+    kCOH_EF, // overwrites), kCOH_EF the same with evict_first
 };
 
 // Store hints: kPLAIN st.global, kCS st.global.cs (the norm's store past the L2, CacheHints::kLARGE), kEF
@@ -49,7 +51,7 @@ enum class St
 
 constexpr char const* name(Ld p)
 {
-    constexpr char const* kNames[] = {"plain", "cs", "nc", "nc256", "ef", "el", "coh"};
+    constexpr char const* kNames[] = {"plain", "cs", "nc", "nc256", "ef", "el", "coh", "coh-el", "coh-ef"};
     return kNames[static_cast<int>(p)];
 }
 constexpr char const* name(St p)
@@ -104,6 +106,13 @@ __device__ __forceinline__ V ld(V const* p)
             asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                 : "l"(p));
+        }
+        else if constexpr (P == Ld::kCOH_EL || P == Ld::kCOH_EF)
+        {
+            uint64_t const policy = l2Policy<P == Ld::kCOH_EL>();
+            asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                : "l"(p), "l"(policy));
         }
         else
         {
@@ -323,6 +332,70 @@ __global__ void __launch_bounds__(BLOCK, MINB) regKernel(T const* __restrict__ x
     if constexpr (S == Sched::kDYNAMIC)
     {
         releaseCounter(counter);
+    }
+}
+// Vectors base + u * BLOCK (u < U) of a row after thread tid's own (zero past the row's nvec) from x (hint LX) and the
+// residual (LR).
+template <Ld LX, Ld LR, int BLOCK, int U, typename V>
+__device__ __forceinline__ void loadChunk(V (&a)[U], V (&b)[U], V const* xv, V const* rv, int tid, int base, int nvec)
+{
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+    {
+        int const k = base + u * BLOCK;
+        bool const inRow = tid + k < nvec;
+        a[u] = inRow ? ld<LX>(xv + k) : V{};
+        b[u] = inRow ? ld<LR>(rv + k) : V{};
+    }
+}
+
+// Inductor's structure for this op (its generated Triton kernel, torch 2.11, H200: a looped reduction, one row per
+// program): pass 1 reads the row's x and residual keeping them in the L2 (evict_last) and sums the squares of their
+// sum; pass 2 reads them again from the L2 (evict_first), stores the sum over the residual and the norm. Registers
+// hold only a chunk of BLOCK * U vectors, whatever the row's length. SS, SP: the sum's and the norm's store hints.
+template <typename T, int BLOCK, int U, St SS, St SP>
+__global__ void __launch_bounds__(BLOCK) twoPassKernel(T const* __restrict__ x, T const* residual,
+    T const* __restrict__ w, T* residualOut, T* __restrict__ y, int rows, int hidden, float eps)
+{
+    using V = Vec<T, kVecOf<T>>;
+    __shared__ float partial[BLOCK / ttp::kWarpSize];
+    ttp::allowDependents();
+    ttp::waitForPrerequisites();
+    int const nvec = hidden / kVecOf<T>;
+    int const tid = static_cast<int>(threadIdx.x);
+    int64_t const offset = static_cast<int64_t>(blockIdx.x) * hidden;
+    V const* xv = reinterpret_cast<V const*>(x + offset) + tid;
+    V const* rv = reinterpret_cast<V const*>(residual + offset) + tid;
+    V const* wv = reinterpret_cast<V const*>(w) + tid;
+    V* ov = reinterpret_cast<V*>(residualOut + offset) + tid;
+    V* yv = reinterpret_cast<V*>(y + offset) + tid;
+    V a[U];
+    V b[U];
+    float s = 0.F;
+    for (int base = 0; base < nvec; base += BLOCK * U)
+    {
+        loadChunk<Ld::kEL, Ld::kCOH_EL, BLOCK>(a, b, xv, rv, tid, base, nvec);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+        {
+            s += ttp::sumSquares(ttp::addVec(a[u], b[u])); // zero past the row
+        }
+    }
+    float const scale = rsqrtf(ttp::blockSum<BLOCK>(s, partial) / static_cast<float>(hidden) + eps);
+    for (int base = 0; base < nvec; base += BLOCK * U)
+    {
+        loadChunk<Ld::kEF, Ld::kCOH_EF, BLOCK>(a, b, xv, rv, tid, base, nvec);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+        {
+            int const k = base + u * BLOCK;
+            if (tid + k < nvec)
+            {
+                V const h = ttp::addVec(a[u], b[u]);
+                st<SS>(ov + k, h);
+                st<SP>(yv + k, ttp::normVec(h, ld<Ld::kEL>(wv + k), scale));
+            }
+        }
     }
 }
 } // namespace lab

@@ -47,6 +47,29 @@ cudaError_t cfgLateV(
         static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), rows, h, 1e-6F, ST, s);
 }
 
+// The shipped kernel at split BLOCK x C (one row per block) with the policies asked for the norm's store (SP), the
+// sum's (SS) and x's load (LX); the weight loaded when the shipped launcher loads it at this split.
+template <typename T, int C, int B, ttp::CachePolicy SP, ttp::CachePolicy SS, ttp::CachePolicy LX>
+cudaError_t polV(
+    void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
+{
+    constexpr bool kLateWeight = std::is_same_v<T, __nv_bfloat16> && C == 2 && (B == 512 || B == 1024);
+    return ttp::launchKernel(ttp::addRmsNormKernel<T, 16 / sizeof(T), B, C, B, !kLateWeight, SP, SS, LX>,
+        dim3(static_cast<unsigned>(rows)), dim3(B), s, ttp::pdlSupported(), static_cast<T const*>(x),
+        static_cast<T const*>(r), static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), rows,
+        static_cast<int>(h), 1e-6F);
+}
+
+// Inductor's two-pass structure (lab::twoPassKernel), one row per block, any row length.
+template <typename T, int B, int U, St SS, St SP>
+cudaError_t twoPassV(
+    void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
+{
+    return ttp::launchKernel(lab::twoPassKernel<T, B, U, SS, SP>, dim3(static_cast<unsigned>(rows)), dim3(B), s,
+        ttp::pdlSupported(), static_cast<T const*>(x), static_cast<T const*>(r), static_cast<T const*>(w),
+        static_cast<T*>(ro), static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(h), 1e-6F);
+}
+
 // The lab's row kernel, one row per block, with the load and store hints asked (SS the sum's store, SP the norm's,
 // LR the residual's load); a programmatic dependent launch where the shipped launcher makes one
 // (TORCHTRT_PLUGINS_PDL=0: none).
@@ -67,6 +90,17 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
 #define CFG(T, C, B, ST, NAME) {"cfg b" #B " c" #C " hints=" NAME, cfgV<T, C, B, ST>, (C) * (B), B}
 #define CFG_LATE(T, C, B)                                                                                              \
     {"cfg b" #B " c" #C " hints=large late-w", cfgLateV<T, C, B, CacheHints::kLARGE>, (C) * (B), B}
+// Policies named norm/sum/x: D default, F evict-first, L evict-last.
+#define POL(T, C, B, SP, SS, LX, NAME)                                                                                 \
+    {"pol b" #B " c" #C " " NAME,                                                                                      \
+        polV<T, C, B, ttp::CachePolicy::k##SP, ttp::CachePolicy::k##SS, ttp::CachePolicy::k##LX>, (C) * (B), B}
+#define POLS(T, C, B)                                                                                                  \
+    POL(T, C, B, EVICT_FIRST, DEFAULT, DEFAULT, "F/D/D"), POL(T, C, B, DEFAULT, DEFAULT, DEFAULT, "D/D/D"),            \
+        POL(T, C, B, EVICT_FIRST, EVICT_FIRST, DEFAULT, "F/F/D"), POL(T, C, B, DEFAULT, DEFAULT, EVICT_FIRST, "D/D/F")
+// Two passes, plain stores (as inductor's kernel) and with the shipped large-launch store hints.
+#define TWO(T, B, U)                                                                                                   \
+    {"two-pass b" #B " u" #U " sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN>, 0, 0},                   \
+        {"two-pass b" #B " u" #U " sum:EL y:CS", twoPassV<T, B, U, St::kEL, St::kCS>, 0, 0}
 #define ROW(T, C, B, LX, WREG, SS, SP)                                                                                 \
     {"row b" #B " c" #C " x:" #LX " w:" #WREG " sum:" #SS " y:" #SP,                                                   \
         regV<T, C, B, Ld::k##LX, WREG, St::k##SS, St::k##SP>, (C) * (B), B}
@@ -95,9 +129,12 @@ std::vector<Variant> const& variants()
         = sizeof(T) == 2
               ? std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 3, 512), CFG_LATE(T, 3, 512),
                     SPLIT(T, 2, 768), CFG_LATE(T, 2, 768), CFG(T, 2, 1024, CacheHints::kLARGE, "large"),
-                    CFG_LATE(T, 2, 1024), SPLIT(T, 4, 384), SPLIT(T, 2, 256), SPLIT(T, 1, 512), SPLIT(T, 4, 128)}
+                    CFG_LATE(T, 2, 1024), SPLIT(T, 4, 384), SPLIT(T, 2, 256), SPLIT(T, 1, 512), SPLIT(T, 4, 128),
+                    POLS(T, 4, 128), POLS(T, 2, 512), POLS(T, 2, 1024), TWO(T, 256, 1), TWO(T, 256, 2), TWO(T, 512, 1),
+                    TWO(T, 512, 2), TWO(T, 1024, 1)}
               : std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 6, 512), SPLIT(T, 4, 768),
-                    SPLIT(T, 2, 512), SPLIT(T, 1, 1024)};
+                    SPLIT(T, 2, 512), SPLIT(T, 1, 1024), TWO(T, 256, 1), TWO(T, 256, 2), TWO(T, 512, 1), TWO(T, 512, 2),
+                    TWO(T, 1024, 1)};
     return v;
 }
 
@@ -107,6 +144,9 @@ std::vector<Variant> const& variants()
 #undef ROWR
 #undef LIGER
 #undef CFG
+#undef TWO
+#undef POL
+#undef POLS
 #undef CFG_LATE
 
 template <typename F>
