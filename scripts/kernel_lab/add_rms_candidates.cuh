@@ -35,6 +35,8 @@ enum class Ld
     kCOH,
     kCOH_EL, // ld.global.L1::no_allocate with an L2 evict_last policy: coherent (for the residual, which the kernel
     kCOH_EF, // overwrites), kCOH_EF the same with evict_first
+    kL1_EL,  // ld.global.L1::evict_last with an L2 evict_last policy (what Triton emits for eviction_policy=
+    kL1_EF,  // 'evict_last'), kL1_EF the same with evict_first in both
 };
 
 // Store hints: kPLAIN st.global, kCS st.global.cs (the norm's store past the L2, CacheHints::kLARGE), kEF
@@ -51,7 +53,8 @@ enum class St
 
 constexpr char const* name(Ld p)
 {
-    constexpr char const* kNames[] = {"plain", "cs", "nc", "nc256", "ef", "el", "coh", "coh-el", "coh-ef"};
+    constexpr char const* kNames[]
+        = {"plain", "cs", "nc", "nc256", "ef", "el", "coh", "coh-el", "coh-ef", "l1-el", "l1-ef"};
     return kNames[static_cast<int>(p)];
 }
 constexpr char const* name(St p)
@@ -111,6 +114,20 @@ __device__ __forceinline__ V ld(V const* p)
         {
             uint64_t const policy = l2Policy<P == Ld::kCOH_EL>();
             asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                : "l"(p), "l"(policy));
+        }
+        else if constexpr (P == Ld::kL1_EL)
+        {
+            uint64_t const policy = l2Policy<true>();
+            asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                : "l"(p), "l"(policy));
+        }
+        else if constexpr (P == Ld::kL1_EF)
+        {
+            uint64_t const policy = l2Policy<false>();
+            asm volatile("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                 : "l"(p), "l"(policy));
         }
@@ -191,8 +208,8 @@ constexpr ttp::DType kDType = sizeof(T) == 4              ? ttp::DType::kFLOAT32
                                                           : ttp::DType::kBFLOAT16;
 
 // A row's slots (thread tid's C vectors, BLOCK apart): h[c] = sumAt(c, i) for vector i of the row, stored at ov + i
-// with hint SS; returns their sum of squares.
-template <St SS, int C, int BLOCK, typename V, typename SumAt>
+// with hint SS unless LATE (the caller stores it); returns their sum of squares.
+template <St SS, int C, int BLOCK, bool LATE = false, typename V, typename SumAt>
 __device__ __forceinline__ float addAndStore(V (&h)[C], V* ov, int tid, int nvec, SumAt const& sumAt)
 {
     float s = 0.F;
@@ -203,7 +220,10 @@ __device__ __forceinline__ float addAndStore(V (&h)[C], V* ov, int tid, int nvec
         if (i < nvec)
         {
             h[c] = sumAt(c, i);
-            st<SS>(ov + i, h[c]);
+            if constexpr (!LATE)
+            {
+                st<SS>(ov + i, h[c]);
+            }
             s += ttp::sumSquares(h[c]);
         }
     }
@@ -211,9 +231,10 @@ __device__ __forceinline__ float addAndStore(V (&h)[C], V* ov, int tid, int nvec
 }
 
 // SS: the sum's store hint (default: SP, the norm's); MINB: blocks per SM the registers must allow; ONE_BARRIER: one
-// row per block (kONE) reduces with blockSum<BLOCK, true> (one barrier, as Liger's Triton kernel).
+// row per block (kONE) reduces with blockSum<BLOCK, true> (one barrier, as Liger's Triton kernel); LATE_SUM: the sum
+// stored after the reduction, beside the norm (as inductor's kernel stores it), not as soon as it is made.
 template <typename T, int C, int BLOCK, Sched S, bool PIPE, Ld LX, Ld LR, Ld LW, St SP, bool WREG, St SS = SP,
-    int MINB = 1, bool ONE_BARRIER = false>
+    int MINB = 1, bool ONE_BARRIER = false, bool LATE_SUM = false>
 __global__ void __launch_bounds__(BLOCK, MINB) regKernel(T const* __restrict__ x, T const* residual,
     T const* __restrict__ w, T* residualOut, T* __restrict__ y, int rows, int hidden, float eps, int* counter)
 {
@@ -293,8 +314,8 @@ __global__ void __launch_bounds__(BLOCK, MINB) regKernel(T const* __restrict__ x
             }
         }
         V* ov = reinterpret_cast<V*>(residualOut + static_cast<int64_t>(row) * hidden);
-        float const s
-            = addAndStore<SS, C, BLOCK>(xa, ov, tid, nvec, [&](int c, int) { return ttp::addVec(xa[c], ra[c]); });
+        float const s = addAndStore<SS, C, BLOCK, LATE_SUM>(
+            xa, ov, tid, nvec, [&](int c, int) { return ttp::addVec(xa[c], ra[c]); });
         static_assert(!ONE_BARRIER || S == Sched::kONE, "one barrier: one reduction per block");
         float const scale = rsqrtf(ttp::blockSum<BLOCK, ONE_BARRIER>(s, partial) / static_cast<float>(hidden) + eps);
         int after = rows;
@@ -313,6 +334,10 @@ __global__ void __launch_bounds__(BLOCK, MINB) regKernel(T const* __restrict__ x
             int const i = tid + c * BLOCK;
             if (i < nvec)
             {
+                if constexpr (LATE_SUM)
+                {
+                    st<SS>(ov + i, xa[c]);
+                }
                 st<SP>(
                     yv + i, ttp::normVec(xa[c], WREG ? weight[c] : ld<LW>(reinterpret_cast<V const*>(w) + i), scale));
             }
@@ -350,10 +375,12 @@ __device__ __forceinline__ void loadChunk(V (&a)[U], V (&b)[U], V const* xv, V c
 }
 
 // Inductor's structure for this op (its generated Triton kernel, torch 2.11, H200: a looped reduction, one row per
-// program): pass 1 reads the row's x and residual keeping them in the L2 (evict_last) and sums the squares of their
-// sum; pass 2 reads them again from the L2 (evict_first), stores the sum over the residual and the norm. Registers
-// hold only a chunk of BLOCK * U vectors, whatever the row's length. SS, SP: the sum's and the norm's store hints.
-template <typename T, int BLOCK, int U, St SS, St SP>
+// program): pass 1 reads the row's x and residual with evict_last and sums the squares of their sum; pass 2 reads them
+// again with evict_first, stores the sum over the residual and the norm. Registers hold only a chunk of BLOCK * U
+// vectors, whatever the row's length. L1: the loads' L1 hints as Triton emits them (evict_last, then evict_first: a
+// 512-thread row of 4096 16-bit elements re-reads 16 KB, which the L1 can hold), else L1::no_allocate (re-read from
+// the L2). SS, SP: the sum's and the norm's store hints.
+template <typename T, int BLOCK, int U, St SS, St SP, bool L1>
 __global__ void __launch_bounds__(BLOCK) twoPassKernel(T const* __restrict__ x, T const* residual,
     T const* __restrict__ w, T* residualOut, T* __restrict__ y, int rows, int hidden, float eps)
 {
@@ -374,7 +401,7 @@ __global__ void __launch_bounds__(BLOCK) twoPassKernel(T const* __restrict__ x, 
     float s = 0.F;
     for (int base = 0; base < nvec; base += BLOCK * U)
     {
-        loadChunk<Ld::kEL, Ld::kCOH_EL, BLOCK>(a, b, xv, rv, tid, base, nvec);
+        loadChunk<L1 ? Ld::kL1_EL : Ld::kEL, L1 ? Ld::kL1_EL : Ld::kCOH_EL, BLOCK>(a, b, xv, rv, tid, base, nvec);
 #pragma unroll
         for (int u = 0; u < U; ++u)
         {
@@ -384,7 +411,7 @@ __global__ void __launch_bounds__(BLOCK) twoPassKernel(T const* __restrict__ x, 
     float const scale = rsqrtf(ttp::blockSum<BLOCK>(s, partial) / static_cast<float>(hidden) + eps);
     for (int base = 0; base < nvec; base += BLOCK * U)
     {
-        loadChunk<Ld::kEF, Ld::kCOH_EF, BLOCK>(a, b, xv, rv, tid, base, nvec);
+        loadChunk<L1 ? Ld::kL1_EF : Ld::kEF, L1 ? Ld::kL1_EF : Ld::kCOH_EF, BLOCK>(a, b, xv, rv, tid, base, nvec);
 #pragma unroll
         for (int u = 0; u < U; ++u)
         {
@@ -393,7 +420,7 @@ __global__ void __launch_bounds__(BLOCK) twoPassKernel(T const* __restrict__ x, 
             {
                 V const h = ttp::addVec(a[u], b[u]);
                 st<SS>(ov + k, h);
-                st<SP>(yv + k, ttp::normVec(h, ld<Ld::kEL>(wv + k), scale));
+                st<SP>(yv + k, ttp::normVec(h, ld<L1 ? Ld::kL1_EL : Ld::kEL>(wv + k), scale));
             }
         }
     }

@@ -61,11 +61,11 @@ cudaError_t polV(
 }
 
 // Inductor's two-pass structure (lab::twoPassKernel), one row per block, any row length.
-template <typename T, int B, int U, St SS, St SP>
+template <typename T, int B, int U, St SS, St SP, bool L1>
 cudaError_t twoPassV(
     void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
 {
-    return ttp::launchKernel(lab::twoPassKernel<T, B, U, SS, SP>, dim3(static_cast<unsigned>(rows)), dim3(B), s,
+    return ttp::launchKernel(lab::twoPassKernel<T, B, U, SS, SP, L1>, dim3(static_cast<unsigned>(rows)), dim3(B), s,
         ttp::pdlSupported(), static_cast<T const*>(x), static_cast<T const*>(r), static_cast<T const*>(w),
         static_cast<T*>(ro), static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(h), 1e-6F);
 }
@@ -74,12 +74,12 @@ cudaError_t twoPassV(
 // LR the residual's load); a programmatic dependent launch where the shipped launcher makes one
 // (TORCHTRT_PLUGINS_PDL=0: none).
 template <typename T, int C, int B, Ld LX, bool WREG, St SS, St SP, int MINB = 1, bool ONE_BARRIER = false,
-    Ld LR = Ld::kPLAIN>
+    Ld LR = Ld::kPLAIN, bool LATE_SUM = false>
 cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int* counter,
     cudaStream_t s)
 {
     return ttp::launchKernel(
-        lab::regKernel<T, C, B, Sched::kONE, false, LX, LR, Ld::kPLAIN, SP, WREG, SS, MINB, ONE_BARRIER>,
+        lab::regKernel<T, C, B, Sched::kONE, false, LX, LR, Ld::kPLAIN, SP, WREG, SS, MINB, ONE_BARRIER, LATE_SUM>,
         dim3(static_cast<unsigned>(rows)), dim3(B), s, ttp::pdlSupported(), static_cast<T const*>(x),
         static_cast<T const*>(r), static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y),
         static_cast<int>(rows), static_cast<int>(h), 1e-6F, counter);
@@ -97,10 +97,22 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
 #define POLS(T, C, B)                                                                                                  \
     POL(T, C, B, EVICT_FIRST, DEFAULT, DEFAULT, "F/D/D"), POL(T, C, B, DEFAULT, DEFAULT, DEFAULT, "D/D/D"),            \
         POL(T, C, B, EVICT_FIRST, EVICT_FIRST, DEFAULT, "F/F/D"), POL(T, C, B, DEFAULT, DEFAULT, EVICT_FIRST, "D/D/F")
-// Two passes, plain stores (as inductor's kernel) and with the shipped large-launch store hints.
+// Two passes: plain stores and Triton's L1 hints (as inductor's kernel); the same re-reading from the L2; Triton's L1
+// hints with the shipped large-launch store hints.
 #define TWO(T, B, U)                                                                                                   \
-    {"two-pass b" #B " u" #U " sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN>, 0, 0},                   \
-        {"two-pass b" #B " u" #U " sum:EL y:CS", twoPassV<T, B, U, St::kEL, St::kCS>, 0, 0}
+    {"two-pass b" #B " u" #U " l1 sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true>, 0, 0},          \
+        {"two-pass b" #B " u" #U " l2 sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, false>, 0, 0},     \
+        {"two-pass b" #B " u" #U " l1 sum:EL y:CS", twoPassV<T, B, U, St::kEL, St::kCS, true>, 0, 0}
+// The shipped large-launch hints with the weight in registers or not, the sum stored after the reduction.
+#define LATE_SUM(T, C, B)                                                                                              \
+    {"row b" #B " c" #C " x:PLAIN w:true sum:EL y:CS late-sum",                                                        \
+        regV<T, C, B, Ld::kPLAIN, true, St::kEL, St::kCS, 1, false, Ld::kPLAIN, true>, (C) * (B), B},                  \
+        {"row b" #B " c" #C " x:PLAIN w:false sum:EL y:CS late-sum",                                                   \
+            regV<T, C, B, Ld::kPLAIN, false, St::kEL, St::kCS, 1, false, Ld::kPLAIN, true>, (C) * (B), B},             \
+    {                                                                                                                  \
+        "row b" #B " c" #C " x:PLAIN w:false sum:EL y:CS", regV<T, C, B, Ld::kPLAIN, false, St::kEL, St::kCS>,         \
+            (C) * (B), B                                                                                               \
+    }
 #define ROW(T, C, B, LX, WREG, SS, SP)                                                                                 \
     {"row b" #B " c" #C " x:" #LX " w:" #WREG " sum:" #SS " y:" #SP,                                                   \
         regV<T, C, B, Ld::k##LX, WREG, St::k##SS, St::k##SP>, (C) * (B), B}
@@ -126,15 +138,15 @@ template <typename T>
 std::vector<Variant> const& variants()
 {
     static std::vector<Variant> const v
-        = sizeof(T) == 2
-              ? std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 3, 512), CFG_LATE(T, 3, 512),
-                    SPLIT(T, 2, 768), CFG_LATE(T, 2, 768), CFG(T, 2, 1024, CacheHints::kLARGE, "large"),
-                    CFG_LATE(T, 2, 1024), SPLIT(T, 4, 384), SPLIT(T, 2, 256), SPLIT(T, 1, 512), SPLIT(T, 4, 128),
-                    POLS(T, 4, 128), POLS(T, 2, 512), POLS(T, 2, 1024), TWO(T, 256, 1), TWO(T, 256, 2), TWO(T, 512, 1),
-                    TWO(T, 512, 2), TWO(T, 1024, 1)}
-              : std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 6, 512), SPLIT(T, 4, 768),
-                    SPLIT(T, 2, 512), SPLIT(T, 1, 1024), TWO(T, 256, 1), TWO(T, 256, 2), TWO(T, 512, 1), TWO(T, 512, 2),
-                    TWO(T, 1024, 1)};
+        = sizeof(T) == 2 ? std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 3, 512),
+                               CFG_LATE(T, 3, 512), SPLIT(T, 2, 768), CFG_LATE(T, 2, 768),
+                               CFG(T, 2, 1024, CacheHints::kLARGE, "large"), CFG_LATE(T, 2, 1024), SPLIT(T, 4, 384),
+                               SPLIT(T, 2, 256), SPLIT(T, 1, 512), SPLIT(T, 4, 128), POLS(T, 4, 128), POLS(T, 2, 512),
+                               POLS(T, 2, 1024), LATE_SUM(T, 4, 128), LATE_SUM(T, 2, 512), LATE_SUM(T, 2, 1024),
+                               TWO(T, 256, 1), TWO(T, 256, 2), TWO(T, 512, 1), TWO(T, 512, 2), TWO(T, 1024, 1)}
+                         : std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 6, 512),
+                               SPLIT(T, 4, 768), SPLIT(T, 2, 512), SPLIT(T, 1, 1024), TWO(T, 256, 1), TWO(T, 256, 2),
+                               TWO(T, 512, 1), TWO(T, 512, 2), TWO(T, 1024, 1)};
     return v;
 }
 
@@ -144,6 +156,7 @@ std::vector<Variant> const& variants()
 #undef ROWR
 #undef LIGER
 #undef CFG
+#undef LATE_SUM
 #undef TWO
 #undef POL
 #undef POLS

@@ -306,7 +306,8 @@ def liger_in_place(case):
 def add_rms_placed_cases(libs: dict[str, ctypes.CDLL], shapes, placements: int) -> None:
     """Inductor, Liger (as its API runs it, and writing the sum in place) and our op beside each library's production
     launcher (and the first library's variants named in $ADD_RMS_VARIANTS, comma-separated, each writing the sum to a
-    new tensor where its name ends so), on `placements` placements of their buffers: speeds against our op."""
+    new tensor where its name ends so), on `placements` placements of their buffers: speeds against our op. A variant
+    whose output is wrong is reported and left out."""
     import dataclasses
 
     from torchtrt_plugins.benchmarks import bench_add_rms_norm as bench
@@ -347,8 +348,9 @@ def add_rms_placed_cases(libs: dict[str, ctypes.CDLL], shapes, placements: int) 
                             expected_y,
                             counter,
                         )
-            if notes:
-                sys.exit(f"add_rms_placed: WRONG output from {sorted(notes)} at {rows}x{hidden} {dtype}")
+            for label in notes:  # a wrong lab variant is dropped (on every placement: it is wrong on each)
+                print(f"add_rms_placed: {label} WRONG at {rows}x{hidden} {dtype}: not timed", flush=True)
+                del calls[label]
             return calls
 
         case = f"placed add_rms_norm {rows}x{hidden} {str(dtype)[6:]}"
