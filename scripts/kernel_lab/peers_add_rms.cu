@@ -29,31 +29,36 @@ cudaError_t prodV(
     return ttp::addRmsNorm(x, r, w, ro, y, rows, h, 1e-6F, lab::kDType<T>, s);
 }
 
-// The shipped kernel at split BLOCK x C with the cache hints asked.
-template <typename T, int C, int B, CacheHints ST>
+// The shipped kernel at split BLOCK x C with the cache hints asked (PREFETCH_W false: the weight loaded after the sum).
+template <typename T, int C, int B, CacheHints ST, bool PREFETCH_W = true>
 cudaError_t cfgV(
     void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
 {
-    return ttp::launchConfig<T, 16 / sizeof(T), B, C, B>(static_cast<T const*>(x), static_cast<T const*>(r),
+    return ttp::launchConfig<T, 16 / sizeof(T), B, C, B, PREFETCH_W>(static_cast<T const*>(x), static_cast<T const*>(r),
         static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), rows, h, 1e-6F, ST, s);
 }
 
-// The shipped kernel at split BLOCK x C, the weight loaded after the sum, with the cache hints asked.
-template <typename T, int C, int B, CacheHints ST>
-cudaError_t cfgLateV(
-    void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
+// Whether the shipped launcher loads the weight after the sum at split BLOCK x C in bf16 (from many rows on).
+template <int C, int B>
+constexpr bool lateWeightBf16At()
 {
-    return ttp::launchConfig<T, 16 / sizeof(T), B, C, B, false>(static_cast<T const*>(x), static_cast<T const*>(r),
-        static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), rows, h, 1e-6F, ST, s);
+    for (ttp::RowConfig const& k : ttp::kRowConfigs)
+    {
+        if (k.group == B && k.block == B && k.c == C)
+        {
+            return k.lateWeightBf16;
+        }
+    }
+    return false;
 }
 
 // The shipped kernel at split BLOCK x C (one row per block) with the policies asked for the norm's store (SP), the
-// sum's (SS) and x's load (LX); the weight loaded when the shipped launcher loads it at this split.
+// sum's (SS) and x's load (LX); the weight loaded when the shipped launcher loads it at this split, with many rows.
 template <typename T, int C, int B, ttp::CachePolicy SP, ttp::CachePolicy SS, ttp::CachePolicy LX>
 cudaError_t polV(
     void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
 {
-    constexpr bool kLateWeight = std::is_same_v<T, __nv_bfloat16> && C == 2 && (B == 512 || B == 1024);
+    constexpr bool kLateWeight = std::is_same_v<T, __nv_bfloat16> && lateWeightBf16At<C, B>();
     return ttp::launchKernel(ttp::addRmsNormKernel<T, 16 / sizeof(T), B, C, B, !kLateWeight, SP, SS, LX>,
         dim3(static_cast<unsigned>(rows)), dim3(B), s, ttp::pdlSupported(), static_cast<T const*>(x),
         static_cast<T const*>(r), static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), rows,
@@ -89,7 +94,7 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
 // after the sum, plain stores), with the shipped large-launch hints, and with those and one barrier.
 #define CFG(T, C, B, ST, NAME) {"cfg b" #B " c" #C " hints=" NAME, cfgV<T, C, B, ST>, (C) * (B), B}
 #define CFG_LATE(T, C, B)                                                                                              \
-    {"cfg b" #B " c" #C " hints=large late-w", cfgLateV<T, C, B, CacheHints::kLARGE>, (C) * (B), B}
+    {"cfg b" #B " c" #C " hints=large late-w", cfgV<T, C, B, CacheHints::kLARGE, false>, (C) * (B), B}
 // Policies named norm/sum/x: D default, F evict-first, L evict-last.
 #define POL(T, C, B, SP, SS, LX, NAME)                                                                                 \
     {"pol b" #B " c" #C " " NAME,                                                                                      \
@@ -103,16 +108,14 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
     {"two-pass b" #B " u" #U " l1 sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true>, 0, 0},          \
         {"two-pass b" #B " u" #U " l2 sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, false>, 0, 0},     \
         {"two-pass b" #B " u" #U " l1 sum:EL y:CS", twoPassV<T, B, U, St::kEL, St::kCS, true>, 0, 0}
-// The shipped large-launch hints with the weight in registers or not, the sum stored after the reduction.
+// The shipped large-launch hints with the weight in registers or not, the sum stored after the reduction; and the
+// same with the sum stored as made, the weight after the sum.
 #define LATE_SUM(T, C, B)                                                                                              \
     {"row b" #B " c" #C " x:PLAIN w:true sum:EL y:CS late-sum",                                                        \
         regV<T, C, B, Ld::kPLAIN, true, St::kEL, St::kCS, 1, false, Ld::kPLAIN, true>, (C) * (B), B},                  \
         {"row b" #B " c" #C " x:PLAIN w:false sum:EL y:CS late-sum",                                                   \
             regV<T, C, B, Ld::kPLAIN, false, St::kEL, St::kCS, 1, false, Ld::kPLAIN, true>, (C) * (B), B},             \
-    {                                                                                                                  \
-        "row b" #B " c" #C " x:PLAIN w:false sum:EL y:CS", regV<T, C, B, Ld::kPLAIN, false, St::kEL, St::kCS>,         \
-            (C) * (B), B                                                                                               \
-    }
+        ROW(T, C, B, PLAIN, false, EL, CS)
 #define ROW(T, C, B, LX, WREG, SS, SP)                                                                                 \
     {"row b" #B " c" #C " x:" #LX " w:" #WREG " sum:" #SS " y:" #SP,                                                   \
         regV<T, C, B, Ld::k##LX, WREG, St::k##SS, St::k##SP>, (C) * (B), B}
