@@ -79,6 +79,13 @@ __device__ __forceinline__ uint64_t l2Policy()
     return policy;
 }
 
+// A 16-byte load into uint4 r from p: INSTR, an ld with .L2::cache_hint, under the L2 policy evict_last where LAST,
+// else evict_first.
+#define LAB_LD_HINTED(INSTR, LAST)                                                                                     \
+    asm volatile(INSTR ".v4.u32 {%0, %1, %2, %3}, [%4], %5;"                                                           \
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)                                                                   \
+        : "l"(p), "l"(l2Policy<(LAST)>()))
+
 template <Ld P, typename V>
 __device__ __forceinline__ V ld(V const* p)
 {
@@ -112,37 +119,27 @@ __device__ __forceinline__ V ld(V const* p)
         }
         else if constexpr (P == Ld::kCOH_EL || P == Ld::kCOH_EF)
         {
-            uint64_t const policy = l2Policy<P == Ld::kCOH_EL>();
-            asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                : "l"(p), "l"(policy));
+            LAB_LD_HINTED("ld.global.L1::no_allocate.L2::cache_hint", P == Ld::kCOH_EL);
         }
         else if constexpr (P == Ld::kL1_EL)
         {
-            uint64_t const policy = l2Policy<true>();
-            asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                : "l"(p), "l"(policy));
+            LAB_LD_HINTED("ld.global.L1::evict_last.L2::cache_hint", true);
         }
         else if constexpr (P == Ld::kL1_EF)
         {
-            uint64_t const policy = l2Policy<false>();
-            asm volatile("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                : "l"(p), "l"(policy));
+            LAB_LD_HINTED("ld.global.L1::evict_first.L2::cache_hint", false);
         }
         else
         {
-            uint64_t const policy = l2Policy<P == Ld::kEL>();
-            asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                : "l"(p), "l"(policy));
+            LAB_LD_HINTED("ld.global.nc.L1::no_allocate.L2::cache_hint", P == Ld::kEL);
         }
         V v;
         *reinterpret_cast<uint4*>(&v) = r;
         return v;
     }
 }
+
+#undef LAB_LD_HINTED
 
 template <St P, typename V>
 __device__ __forceinline__ void st(V* p, V const& v)
@@ -396,12 +393,17 @@ __global__ void __launch_bounds__(BLOCK) twoPassKernel(T const* __restrict__ x, 
     V const* wv = reinterpret_cast<V const*>(w) + tid;
     V* ov = reinterpret_cast<V*>(residualOut + offset) + tid;
     V* yv = reinterpret_cast<V*>(y + offset) + tid;
+    // Pass 1 keeps the row's lines (and the weight's), pass 2 lets them go; the residual is read coherently.
+    constexpr Ld kKeepX = L1 ? Ld::kL1_EL : Ld::kEL;
+    constexpr Ld kKeepR = L1 ? Ld::kL1_EL : Ld::kCOH_EL;
+    constexpr Ld kDropX = L1 ? Ld::kL1_EF : Ld::kEF;
+    constexpr Ld kDropR = L1 ? Ld::kL1_EF : Ld::kCOH_EF;
     V a[U];
     V b[U];
     float s = 0.F;
     for (int base = 0; base < nvec; base += BLOCK * U)
     {
-        loadChunk<L1 ? Ld::kL1_EL : Ld::kEL, L1 ? Ld::kL1_EL : Ld::kCOH_EL, BLOCK>(a, b, xv, rv, tid, base, nvec);
+        loadChunk<kKeepX, kKeepR, BLOCK>(a, b, xv, rv, tid, base, nvec);
 #pragma unroll
         for (int u = 0; u < U; ++u)
         {
@@ -411,7 +413,7 @@ __global__ void __launch_bounds__(BLOCK) twoPassKernel(T const* __restrict__ x, 
     float const scale = rsqrtf(ttp::blockSum<BLOCK>(s, partial) / static_cast<float>(hidden) + eps);
     for (int base = 0; base < nvec; base += BLOCK * U)
     {
-        loadChunk<L1 ? Ld::kL1_EF : Ld::kEF, L1 ? Ld::kL1_EF : Ld::kCOH_EF, BLOCK>(a, b, xv, rv, tid, base, nvec);
+        loadChunk<kDropX, kDropR, BLOCK>(a, b, xv, rv, tid, base, nvec);
 #pragma unroll
         for (int u = 0; u < U; ++u)
         {
@@ -420,7 +422,7 @@ __global__ void __launch_bounds__(BLOCK) twoPassKernel(T const* __restrict__ x, 
             {
                 V const h = ttp::addVec(a[u], b[u]);
                 st<SS>(ov + k, h);
-                st<SP>(yv + k, ttp::normVec(h, ld<L1 ? Ld::kL1_EL : Ld::kEL>(wv + k), scale));
+                st<SP>(yv + k, ttp::normVec(h, ld<kKeepX>(wv + k), scale));
             }
         }
     }
