@@ -143,6 +143,70 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormLongKernel(T const* __restric
     }
 }
 
+// Inductor's structure for this op (its generated Triton kernel: a looped reduction, one row per program), for launches
+// whose writes far exceed the L2: pass 1 reads a chunk of BLOCK * U vectors of the row's x and residual at a time,
+// keeping them in L1, and sums the squares of their sum; pass 2 reads them again, from L1, and stores the sum and the
+// norm. Only a chunk is held in registers, so more rows are resident per SM than with addRmsNormKernel.
+template <typename T, int BLOCK, int U>
+__global__ void __launch_bounds__(BLOCK) addRmsNormTwoPassKernel(T const* __restrict__ x, T const* residual,
+    T const* __restrict__ w, T* residualOut, T* __restrict__ y, int hidden, float eps)
+{
+    using V = Vec<T, 16 / sizeof(T)>;
+    __shared__ float partial[BLOCK / kWarpSize];
+    allowDependents();
+    waitForPrerequisites();
+    int const nvec = hidden / static_cast<int>(16 / sizeof(T));
+    int const tid = static_cast<int>(threadIdx.x);
+    int64_t const offset = static_cast<int64_t>(blockIdx.x) * hidden;
+    V const* xv = reinterpret_cast<V const*>(x + offset) + tid;
+    V const* rv = reinterpret_cast<V const*>(residual + offset) + tid;
+    V const* wv = reinterpret_cast<V const*>(w) + tid;
+    V* ov = reinterpret_cast<V*>(residualOut + offset) + tid;
+    V* yv = reinterpret_cast<V*>(y + offset) + tid;
+    // The pass's chunk of x and residual, zero past the row (coherent loads: residualOut may alias the residual).
+    auto load = [&](auto policy, V(&a)[U], V(&b)[U], int base)
+    {
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+        {
+            int const k = base + u * BLOCK;
+            bool const inRow = tid + k < nvec;
+            a[u] = inRow ? loadVec<decltype(policy)::value>(xv + k) : V{};
+            b[u] = inRow ? loadVec<decltype(policy)::value>(rv + k) : V{};
+        }
+    };
+    using Keep = std::integral_constant<CachePolicy, CachePolicy::kKEEP_L1>;
+    using LastRead = std::integral_constant<CachePolicy, CachePolicy::kLAST_READ>;
+    V a[U];
+    V b[U];
+    float s = 0.F;
+    for (int base = 0; base < nvec; base += BLOCK * U)
+    {
+        load(Keep{}, a, b, base);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+        {
+            s += sumSquares(addVec(a[u], b[u]));
+        }
+    }
+    float const scale = rsqrtf(blockSum<BLOCK>(s, partial) / static_cast<float>(hidden) + eps);
+    for (int base = 0; base < nvec; base += BLOCK * U)
+    {
+        load(LastRead{}, a, b, base);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+        {
+            int const k = base + u * BLOCK;
+            if (tid + k < nvec)
+            {
+                V const h = addVec(a[u], b[u]);
+                ov[k] = h;
+                yv[k] = normVec(h, loadVec<CachePolicy::kKEEP_L1>(wv + k), scale);
+            }
+        }
+    }
+}
+
 // How a launch asks L2 to treat its lines (16-byte vectors only): x is read once, the norm is read by the next
 // kernel, the sum by the next residual add, after the layer's GEMMs.
 enum class CacheHints
@@ -276,6 +340,25 @@ cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows
     }
 }
 
+// 16-bit rows of 512 or 1024 vectors whose launch writes over four times the L2 take the two-pass kernel, 256 threads x
+// 2 vectors or 512 x 1 (peers_lab.py add_rms_placed, H200, graph timer, 2-3 placements, 2026-11-28h/, speed against
+// addRmsNormKernel, inductor's beside it: bf16 65536x4096 1.036-1.040 (inductor 1.036-1.041), 16384x4096 1.035
+// (1.038), 16384x8192 1.021-1.038 (1.029-1.032), 8192x8192 1.041 (1.025); fp16 65536x4096 1.031-1.032 (1.040-1.042),
+// 16384x8192 1.027-1.030 (1.028-1.031)). It loses where the writes are nearer the L2 (bf16 4096x4096 0.991), at
+// other widths (bf16 4096x12288 0.90-0.95, 32768x16384 0.83-1.00 at every split) and in float32 (0.61-0.99).
+template <typename T>
+int twoPassBlock(int64_t rows, int64_t hidden)
+{
+    constexpr int64_t kVec = 16 / sizeof(T);
+    int64_t const writes = 2 * rows * hidden * static_cast<int64_t>(sizeof(T));
+    int64_t const l2 = l2CacheBytes();
+    if (l2 == INT64_MAX || writes <= 4 * l2 || rows > 0x7fffffff)
+    {
+        return 0;
+    }
+    return hidden == 512 * kVec ? 256 : hidden == 1024 * kVec ? 512 : 0;
+}
+
 template <typename T>
 cudaError_t dispatch(void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t hidden,
     float eps, cudaStream_t stream)
@@ -288,6 +371,15 @@ cudaError_t dispatch(void const* x, void const* r, void const* w, void* ro, void
     auto* yt = static_cast<T*>(y);
     bool const vectorized = hidden % kVec == 0 && isAligned(x, 16) && isAligned(r, 16) && isAligned(w, 16)
                             && isAligned(ro, 16) && isAligned(y, 16);
+    if constexpr (sizeof(T) == 2)
+    {
+        if (int const block = vectorized ? twoPassBlock<T>(rows, hidden) : 0; block != 0)
+        {
+            return launchKernel(block == 256 ? addRmsNormTwoPassKernel<T, 256, 2> : addRmsNormTwoPassKernel<T, 512, 1>,
+                dim3(static_cast<unsigned>(rows)), dim3(block), stream, pdlSupported(), xt, rt, wt, rot, yt,
+                static_cast<int>(hidden), eps);
+        }
+    }
     CacheHints const hints = hintsFor<T>(rows, hidden);
     return vectorized ? launch<T, kVec>(xt, rt, wt, rot, yt, rows, hidden, eps, hints, stream)
                       : launch<T, 1>(xt, rt, wt, rot, yt, rows, hidden, eps, hints, stream);

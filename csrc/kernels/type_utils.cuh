@@ -126,6 +126,10 @@ enum class CachePolicy
     // Loads only: the coherent path (ld.global) instead of the read-only one the compiler picks for a const
     // __restrict__ pointer (ld.global.nc), normal priority; stores take the default.
     kCOHERENT,
+    // Loads only, coherent: kKEEP_L1 keeps the line in L1 and L2 (evict_last in both: the block reads it again soon),
+    // kLAST_READ lets it go from both (evict_first). Triton's loads with eviction_policy evict_last and evict_first.
+    kKEEP_L1,
+    kLAST_READ,
 };
 
 template <CachePolicy P, typename V>
@@ -149,6 +153,22 @@ __device__ __forceinline__ V loadVec(V const* p)
                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                 : "l"(p), "l"(policy));
         }
+        else if constexpr (P == CachePolicy::kKEEP_L1)
+        {
+            uint64_t policy = 0;
+            asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+            asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                : "l"(p), "l"(policy));
+        }
+        else if constexpr (P == CachePolicy::kLAST_READ)
+        {
+            uint64_t policy = 0;
+            asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+            asm volatile("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                : "l"(p), "l"(policy));
+        }
         else
         {
             r = __ldcs(reinterpret_cast<uint4 const*>(p));
@@ -165,7 +185,7 @@ template <CachePolicy P, typename V>
 __device__ __forceinline__ void storeVec(V* p, V const& v)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if constexpr (P != CachePolicy::kDEFAULT && P != CachePolicy::kCOHERENT && sizeof(V) == 16)
+    if constexpr ((P == CachePolicy::kEVICT_LAST || P == CachePolicy::kEVICT_FIRST) && sizeof(V) == 16)
     {
         uint4 r;
         std::memcpy(&r, &v, sizeof(r));

@@ -376,9 +376,10 @@ __device__ __forceinline__ void loadChunk(V (&a)[U], V (&b)[U], V const* xv, V c
 // again with evict_first, stores the sum over the residual and the norm. Registers hold only a chunk of BLOCK * U
 // vectors, whatever the row's length. L1: the loads' L1 hints as Triton emits them (evict_last, then evict_first: a
 // 512-thread row of 4096 16-bit elements re-reads 16 KB, which the L1 can hold), else L1::no_allocate (re-read from
-// the L2). SS, SP: the sum's and the norm's store hints.
-template <typename T, int BLOCK, int U, St SS, St SP, bool L1>
-__global__ void __launch_bounds__(BLOCK) twoPassKernel(T const* __restrict__ x, T const* residual,
+// the L2). SS, SP: the sum's and the norm's store hints. Y_FIRST: the norm stored before the sum (inductor's order).
+// MINB: blocks an SM must hold (2048 / BLOCK: every thread slot, as inductor's 26-32 registers allow).
+template <typename T, int BLOCK, int U, St SS, St SP, bool L1, bool Y_FIRST = false, int MINB = 1>
+__global__ void __launch_bounds__(BLOCK, MINB) twoPassKernel(T const* __restrict__ x, T const* residual,
     T const* __restrict__ w, T* residualOut, T* __restrict__ y, int rows, int hidden, float eps)
 {
     using V = Vec<T, kVecOf<T>>;
@@ -421,8 +422,15 @@ __global__ void __launch_bounds__(BLOCK) twoPassKernel(T const* __restrict__ x, 
             if (tid + k < nvec)
             {
                 V const h = ttp::addVec(a[u], b[u]);
-                st<SS>(ov + k, h);
+                if constexpr (!Y_FIRST)
+                {
+                    st<SS>(ov + k, h);
+                }
                 st<SP>(yv + k, ttp::normVec(h, ld<kKeepX>(wv + k), scale));
+                if constexpr (Y_FIRST)
+                {
+                    st<SS>(ov + k, h);
+                }
             }
         }
     }

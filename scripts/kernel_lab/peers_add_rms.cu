@@ -66,13 +66,15 @@ cudaError_t polV(
 }
 
 // Inductor's two-pass structure (lab::twoPassKernel), one row per block, any row length.
-template <typename T, int B, int U, St SS, St SP, bool L1>
+// PDL false: a plain launch (inductor's).
+template <typename T, int B, int U, St SS, St SP, bool L1, bool Y_FIRST = false, int MINB = 1, bool PDL = true>
 cudaError_t twoPassV(
     void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
 {
-    return ttp::launchKernel(lab::twoPassKernel<T, B, U, SS, SP, L1>, dim3(static_cast<unsigned>(rows)), dim3(B), s,
-        ttp::pdlSupported(), static_cast<T const*>(x), static_cast<T const*>(r), static_cast<T const*>(w),
-        static_cast<T*>(ro), static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(h), 1e-6F);
+    return ttp::launchKernel(lab::twoPassKernel<T, B, U, SS, SP, L1, Y_FIRST, MINB>, dim3(static_cast<unsigned>(rows)),
+        dim3(B), s, PDL && ttp::pdlSupported(), static_cast<T const*>(x), static_cast<T const*>(r),
+        static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(h),
+        1e-6F);
 }
 
 // The lab's row kernel, one row per block, with the load and store hints asked (SS the sum's store, SP the norm's,
@@ -108,6 +110,16 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
     {"two-pass b" #B " u" #U " l1 sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true>, 0, 0},          \
         {"two-pass b" #B " u" #U " l2 sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, false>, 0, 0},     \
         {"two-pass b" #B " u" #U " l1 sum:EL y:CS", twoPassV<T, B, U, St::kEL, St::kCS, true>, 0, 0}
+// Inductor's form with its store order, without a programmatic launch, and held to every thread slot of an SM.
+#define TWO_X(T, B, U)                                                                                                 \
+    {"two-pass b" #B " u" #U " l1 y-first", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true, true>, 0, 0},              \
+        {"two-pass b" #B " u" #U " l1 y-first no-pdl",                                                                 \
+            twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true, true, 1, false>, 0, 0},                                    \
+        {"two-pass b" #B " u" #U " l1 y-first full-occupancy",                                                         \
+            twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true, true, 2048 / (B)>, 0, 0}
+// Inductor's form alone, at more splits of the row.
+#define TWO_L1(T, B, U)                                                                                                \
+    {"two-pass b" #B " u" #U " l1 sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true>, 0, 0}
 // The shipped large-launch hints with the weight in registers or not, the sum stored after the reduction; and the
 // same with the sum stored as made, the weight after the sum.
 #define LATE_SUM(T, C, B)                                                                                              \
@@ -141,15 +153,18 @@ template <typename T>
 std::vector<Variant> const& variants()
 {
     static std::vector<Variant> const v
-        = sizeof(T) == 2 ? std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 3, 512),
-                               CFG_LATE(T, 3, 512), SPLIT(T, 2, 768), CFG_LATE(T, 2, 768),
-                               CFG(T, 2, 1024, CacheHints::kLARGE, "large"), CFG_LATE(T, 2, 1024), SPLIT(T, 4, 384),
-                               SPLIT(T, 2, 256), SPLIT(T, 1, 512), SPLIT(T, 4, 128), POLS(T, 4, 128), POLS(T, 2, 512),
-                               POLS(T, 2, 1024), LATE_SUM(T, 4, 128), LATE_SUM(T, 2, 512), LATE_SUM(T, 2, 1024),
-                               TWO(T, 256, 1), TWO(T, 256, 2), TWO(T, 512, 1), TWO(T, 512, 2), TWO(T, 1024, 1)}
-                         : std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 6, 512),
-                               SPLIT(T, 4, 768), SPLIT(T, 2, 512), SPLIT(T, 1, 1024), TWO(T, 256, 1), TWO(T, 256, 2),
-                               TWO(T, 512, 1), TWO(T, 512, 2), TWO(T, 1024, 1)};
+        = sizeof(T) == 2
+              ? std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 3, 512), CFG_LATE(T, 3, 512),
+                    SPLIT(T, 2, 768), CFG_LATE(T, 2, 768), CFG(T, 2, 1024, CacheHints::kLARGE, "large"),
+                    CFG_LATE(T, 2, 1024), SPLIT(T, 4, 384), SPLIT(T, 2, 256), SPLIT(T, 1, 512), SPLIT(T, 4, 128),
+                    POLS(T, 4, 128), POLS(T, 2, 512), POLS(T, 2, 1024), LATE_SUM(T, 4, 128), LATE_SUM(T, 2, 512),
+                    LATE_SUM(T, 2, 1024), TWO(T, 256, 1), TWO(T, 256, 2), TWO(T, 512, 1), TWO(T, 512, 2),
+                    TWO(T, 1024, 1), TWO_L1(T, 128, 2), TWO_L1(T, 128, 4), TWO_L1(T, 256, 4), TWO_L1(T, 512, 4),
+                    TWO_L1(T, 1024, 2), TWO_X(T, 512, 1), TWO_X(T, 1024, 1), TWO_X(T, 256, 2), TWO_X(T, 512, 2),
+                    TWO_X(T, 128, 4)}
+              : std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 6, 512), SPLIT(T, 4, 768),
+                    SPLIT(T, 2, 512), SPLIT(T, 1, 1024), TWO(T, 256, 1), TWO(T, 256, 2), TWO(T, 512, 1), TWO(T, 512, 2),
+                    TWO(T, 1024, 1)};
     return v;
 }
 
@@ -161,6 +176,8 @@ std::vector<Variant> const& variants()
 #undef CFG
 #undef LATE_SUM
 #undef TWO
+#undef TWO_L1
+#undef TWO_X
 #undef POL
 #undef POLS
 #undef CFG_LATE
