@@ -143,6 +143,26 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormLongKernel(T const* __restric
     }
 }
 
+// Thread `lane`'s bases in a row (at `offset` elements) of each array, in vectors V: its vector k at base + k.
+template <typename V>
+struct RowBases
+{
+    V const* x;
+    V const* residual;
+    V const* w;
+    V* residualOut;
+    V* y;
+};
+
+template <typename V, typename T>
+__device__ __forceinline__ RowBases<V> rowBases(
+    T const* x, T const* residual, T const* w, T* residualOut, T* y, int64_t offset, int lane)
+{
+    return {reinterpret_cast<V const*>(x + offset) + lane, reinterpret_cast<V const*>(residual + offset) + lane,
+        reinterpret_cast<V const*>(w) + lane, reinterpret_cast<V*>(residualOut + offset) + lane,
+        reinterpret_cast<V*>(y + offset) + lane};
+}
+
 // Inductor's structure for this op (its generated Triton kernel: a looped reduction, one row per program), for launches
 // whose writes far exceed the L2: pass 1 reads a chunk of BLOCK * U vectors of the row's x and residual at a time,
 // keeping them in L1, and sums the squares of their sum; pass 2 reads them again, from L1, and stores the sum and the
@@ -158,11 +178,7 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormTwoPassKernel(T const* __rest
     int const nvec = hidden / static_cast<int>(16 / sizeof(T));
     int const tid = static_cast<int>(threadIdx.x);
     int64_t const offset = static_cast<int64_t>(blockIdx.x) * hidden;
-    V const* xv = reinterpret_cast<V const*>(x + offset) + tid;
-    V const* rv = reinterpret_cast<V const*>(residual + offset) + tid;
-    V const* wv = reinterpret_cast<V const*>(w) + tid;
-    V* ov = reinterpret_cast<V*>(residualOut + offset) + tid;
-    V* yv = reinterpret_cast<V*>(y + offset) + tid;
+    RowBases<V> const row = rowBases<V>(x, residual, w, residualOut, y, offset, tid);
     // The pass's chunk of x and residual, zero past the row (coherent loads: residualOut may alias the residual).
     auto load = [&](auto policy, V(&a)[U], V(&b)[U], int base)
     {
@@ -171,8 +187,8 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormTwoPassKernel(T const* __rest
         {
             int const k = base + u * BLOCK;
             bool const inRow = tid + k < nvec;
-            a[u] = inRow ? loadVec<decltype(policy)::value>(xv + k) : V{};
-            b[u] = inRow ? loadVec<decltype(policy)::value>(rv + k) : V{};
+            a[u] = inRow ? loadVec<decltype(policy)::value>(row.x + k) : V{};
+            b[u] = inRow ? loadVec<decltype(policy)::value>(row.residual + k) : V{};
         }
     };
     using Keep = std::integral_constant<CachePolicy, CachePolicy::kKEEP_L1>;
@@ -200,8 +216,8 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormTwoPassKernel(T const* __rest
             if (tid + k < nvec)
             {
                 V const h = addVec(a[u], b[u]);
-                ov[k] = h;
-                yv[k] = normVec(h, loadVec<CachePolicy::kKEEP_L1>(wv + k), scale);
+                row.residualOut[k] = h;
+                row.y[k] = normVec(h, loadVec<CachePolicy::kKEEP_L1>(row.w + k), scale);
             }
         }
     }

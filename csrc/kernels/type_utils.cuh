@@ -132,6 +132,18 @@ enum class CachePolicy
     kLAST_READ,
 };
 
+// A 16-byte load of p into uint4 r: INSTR (an ld) with .L2::cache_hint under the L2 policy POLICY (evict_last or
+// evict_first) covering the whole access.
+#define TTP_LOAD_L2_HINTED(INSTR, POLICY)                                                                              \
+    do                                                                                                                 \
+    {                                                                                                                  \
+        uint64_t policy = 0;                                                                                           \
+        asm("createpolicy.fractional.L2::" POLICY ".b64 %0, 1.0;" : "=l"(policy));                                     \
+        asm volatile(INSTR ".L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"                                        \
+            : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)                                                               \
+            : "l"(p), "l"(policy));                                                                                    \
+    } while (false)
+
 template <CachePolicy P, typename V>
 __device__ __forceinline__ V loadVec(V const* p)
 {
@@ -147,27 +159,15 @@ __device__ __forceinline__ V loadVec(V const* p)
         }
         else if constexpr (P == CachePolicy::kEVICT_LAST)
         {
-            uint64_t policy = 0;
-            asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-            asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                : "l"(p), "l"(policy));
+            TTP_LOAD_L2_HINTED("ld.global.nc.L1::no_allocate", "evict_last");
         }
         else if constexpr (P == CachePolicy::kKEEP_L1)
         {
-            uint64_t policy = 0;
-            asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-            asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                : "l"(p), "l"(policy));
+            TTP_LOAD_L2_HINTED("ld.global.L1::evict_last", "evict_last");
         }
         else if constexpr (P == CachePolicy::kLAST_READ)
         {
-            uint64_t policy = 0;
-            asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-            asm volatile("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                : "l"(p), "l"(policy));
+            TTP_LOAD_L2_HINTED("ld.global.L1::evict_first", "evict_first");
         }
         else
         {
@@ -180,6 +180,8 @@ __device__ __forceinline__ V loadVec(V const* p)
 #endif
     return *p;
 }
+
+#undef TTP_LOAD_L2_HINTED
 
 template <CachePolicy P, typename V>
 __device__ __forceinline__ void storeVec(V* p, V const& v)

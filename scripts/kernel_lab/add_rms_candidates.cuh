@@ -389,11 +389,7 @@ __global__ void __launch_bounds__(BLOCK, MINB) twoPassKernel(T const* __restrict
     int const nvec = hidden / kVecOf<T>;
     int const tid = static_cast<int>(threadIdx.x);
     int64_t const offset = static_cast<int64_t>(blockIdx.x) * hidden;
-    V const* xv = reinterpret_cast<V const*>(x + offset) + tid;
-    V const* rv = reinterpret_cast<V const*>(residual + offset) + tid;
-    V const* wv = reinterpret_cast<V const*>(w) + tid;
-    V* ov = reinterpret_cast<V*>(residualOut + offset) + tid;
-    V* yv = reinterpret_cast<V*>(y + offset) + tid;
+    auto const [xv, rv, wv, ov, yv] = ttp::rowBases<V>(x, residual, w, residualOut, y, offset, tid);
     // Pass 1 keeps the row's lines (and the weight's), pass 2 lets them go; the residual is read coherently.
     constexpr Ld kKeepX = L1 ? Ld::kL1_EL : Ld::kEL;
     constexpr Ld kKeepR = L1 ? Ld::kL1_EL : Ld::kCOH_EL;
