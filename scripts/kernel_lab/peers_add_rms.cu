@@ -110,13 +110,15 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
     {"two-pass b" #B " u" #U " l1 sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true>, 0, 0},          \
         {"two-pass b" #B " u" #U " l2 sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, false>, 0, 0},     \
         {"two-pass b" #B " u" #U " l1 sum:EL y:CS", twoPassV<T, B, U, St::kEL, St::kCS, true>, 0, 0}
-// Inductor's form with its store order, without a programmatic launch, and held to every thread slot of an SM.
+// Inductor's form with its store order, without a programmatic launch, and held to every thread slot of an SM; and
+// inductor's form (the sum stored first) without a programmatic launch.
 #define TWO_X(T, B, U)                                                                                                 \
     {"two-pass b" #B " u" #U " l1 y-first", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true, true>, 0, 0},              \
         {"two-pass b" #B " u" #U " l1 y-first no-pdl",                                                                 \
             twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true, true, 1, false>, 0, 0},                                    \
         {"two-pass b" #B " u" #U " l1 y-first full-occupancy",                                                         \
-            twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true, true, 2048 / (B)>, 0, 0}
+            twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true, true, 2048 / (B)>, 0, 0},                                  \
+        {"two-pass b" #B " u" #U " l1 no-pdl", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true, false, 1, false>, 0, 0}
 // Inductor's form alone, at more splits of the row.
 #define TWO_L1(T, B, U)                                                                                                \
     {"two-pass b" #B " u" #U " l1 sum:PLAIN y:PLAIN", twoPassV<T, B, U, St::kPLAIN, St::kPLAIN, true>, 0, 0}
