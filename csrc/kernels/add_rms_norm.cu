@@ -359,9 +359,9 @@ cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows
 // 16-bit rows of 512 or 1024 vectors whose launch writes over four times the L2 take addRmsNormTwoPassKernel, 256 x
 // 2 vectors or 512 x 1 (peers_lab.py add_rms_placed, H200, graph timer, 2-3 placements, 2026-11-28h/, speed against
 // addRmsNormKernel, inductor's beside it: bf16 65536x4096 1.036-1.040 (inductor 1.036-1.041), 16384x4096 1.035
-// (1.038), 16384x8192 1.021-1.038 (1.029-1.032), 8192x8192 1.041 (1.025); fp16 65536x4096 1.031-1.032 (1.040-1.042),
+// (1.038), 16384x8192 1.021-1.038 (1.031-1.032), 8192x8192 1.041 (1.025); fp16 65536x4096 1.031-1.032 (1.040-1.042),
 // 16384x8192 1.027-1.030 (1.028-1.031)). It loses where the writes are nearer the L2 (bf16 4096x4096 0.991), at
-// other widths (bf16 4096x12288 0.90-0.95, 32768x16384 0.83-1.00 at every split) and in float32 (0.61-0.99). In the
+// other widths (bf16 4096x12288 0.90-0.95, 32768x16384 0.69-1.00 at every split) and in float32 (0.61-0.99). In the
 // benchmark (docs/results.md) these rows went from 1.031-1.038 of inductor's time to 0.998-1.011.
 template <typename T>
 int twoPassBlock(int64_t rows, int64_t hidden)
