@@ -244,14 +244,10 @@ enum class CacheHints
 // and 4096x4096 in every dtype (bf16 4096x12288 98.7 against 101.7 us, Liger 98.7). Reading x evict-first cost 1-2%;
 // storing the sum evict-first rather than evict-last 1.5-4%; the norm's policy moved it by under 1%. A GEMM reading
 // the norm right after (4096x12288 @ 12288x1024 bf16) ran no slower for the sum kept.
-// The hints of a rows x hidden launch: the sum and the norm are its writes.
-template <typename T>
-CacheHints hintsFor(int64_t rows, int64_t hidden)
+// The hints of a launch writing `writes` bytes (the sum and the norm) on a device of `l2` bytes of L2.
+inline CacheHints hintsFor(int64_t writes, int64_t l2)
 {
-    int64_t const writes = 2 * rows * hidden * static_cast<int64_t>(sizeof(T));
-    return writes > l2CacheBytes() ? CacheHints::kLARGE
-           : fitsL2Share(writes)   ? CacheHints::kKEEP_SUM
-                                   : CacheHints::kDEFAULT;
+    return writes > l2 ? CacheHints::kLARGE : fitsL2Share(writes, l2) ? CacheHints::kKEEP_SUM : CacheHints::kDEFAULT;
 }
 
 template <typename T, int VEC, int GROUP, int C, int BLOCK, bool PREFETCH_W = true>
@@ -364,11 +360,9 @@ cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows
 // other widths (bf16 4096x12288 0.90-0.95, 32768x16384 0.69-1.00 at every split) and in float32 (0.61-0.99). In the
 // benchmark (docs/results.md) these rows went from 1.031-1.038 of inductor's time to 0.998-1.011.
 template <typename T>
-int twoPassBlock(int64_t rows, int64_t hidden)
+int twoPassBlock(int64_t rows, int64_t hidden, int64_t writes, int64_t l2)
 {
     constexpr int64_t kVec = 16 / sizeof(T);
-    int64_t const writes = 2 * rows * hidden * static_cast<int64_t>(sizeof(T));
-    int64_t const l2 = l2CacheBytes();
     if (l2 == INT64_MAX || writes <= 4 * l2 || rows > 0x7fffffff)
     {
         return 0;
@@ -388,16 +382,18 @@ cudaError_t dispatch(void const* x, void const* r, void const* w, void* ro, void
     auto* yt = static_cast<T*>(y);
     bool const vectorized = hidden % kVec == 0 && isAligned(x, 16) && isAligned(r, 16) && isAligned(w, 16)
                             && isAligned(ro, 16) && isAligned(y, 16);
+    int64_t const writes = 2 * rows * hidden * static_cast<int64_t>(sizeof(T));
+    int64_t const l2 = l2CacheBytes();
     if constexpr (sizeof(T) == 2)
     {
-        if (int const block = vectorized ? twoPassBlock<T>(rows, hidden) : 0; block != 0)
+        if (int const block = vectorized ? twoPassBlock<T>(rows, hidden, writes, l2) : 0; block != 0)
         {
             return launchKernel(block == 256 ? addRmsNormTwoPassKernel<T, 256, 2> : addRmsNormTwoPassKernel<T, 512, 1>,
                 dim3(static_cast<unsigned>(rows)), dim3(block), stream, pdlSupported(), xt, rt, wt, rot, yt,
                 static_cast<int>(hidden), eps);
         }
     }
-    CacheHints const hints = hintsFor<T>(rows, hidden);
+    CacheHints const hints = hintsFor(writes, l2);
     return vectorized ? launch<T, kVec>(xt, rt, wt, rot, yt, rows, hidden, eps, hints, stream)
                       : launch<T, 1>(xt, rt, wt, rot, yt, rows, hidden, eps, hints, stream);
 }

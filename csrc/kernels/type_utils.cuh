@@ -313,11 +313,10 @@ inline int64_t l2CacheBytes()
     return known ? bytes : INT64_MAX;
 }
 
-// Whether a launch may ask L2 to keep `bytes` it writes or reads (evict-last): at most an eighth of the current
-// device's L2, so that what it keeps leaves the rest to the kernels between it and the next reader.
-inline bool fitsL2Share(int64_t bytes)
+// Whether a launch may ask L2 to keep `bytes` it writes or reads (evict-last): at most an eighth of the device's L2
+// (`l2`, from l2CacheBytes()), so that what it keeps leaves the rest to the kernels between it and the next reader.
+inline bool fitsL2Share(int64_t bytes, int64_t l2)
 {
-    int64_t const l2 = l2CacheBytes();
     return l2 != INT64_MAX && bytes <= l2 / 8;
 }
 

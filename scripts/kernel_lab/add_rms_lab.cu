@@ -516,7 +516,8 @@ void occupancyShape(char const* dtype, int64_t rows, int64_t hidden)
     int smPerSm = 0;
     check(cudaDeviceGetAttribute(&smPerBlockMax, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "attribute");
     check(cudaDeviceGetAttribute(&smPerSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0), "attribute");
-    bool const large = ttp::hintsFor<T>(rows, hidden) == ttp::CacheHints::kLARGE;
+    bool const large = ttp::hintsFor(2 * rows * hidden * static_cast<int64_t>(sizeof(T)), ttp::l2CacheBytes())
+                       == ttp::CacheHints::kLARGE;
     auto report = [&](char const* what, auto* kernel)
     {
         cudaFuncAttributes attributes{};
