@@ -94,6 +94,12 @@ __device__ __forceinline__ V ld(V const* p)
     {
         return *p;
     }
+    else if constexpr (P == Ld::kL1_EL || P == Ld::kL1_EF || P == Ld::kEL) // the shipped loads of these hints
+    {
+        return ttp::loadVec<P == Ld::kL1_EL   ? ttp::CachePolicy::kKEEP_L1
+                            : P == Ld::kL1_EF ? ttp::CachePolicy::kLAST_READ
+                                              : ttp::CachePolicy::kEVICT_LAST>(p);
+    }
     else
     {
         uint4 r;
@@ -121,17 +127,10 @@ __device__ __forceinline__ V ld(V const* p)
         {
             LAB_LD_HINTED("ld.global.L1::no_allocate.L2::cache_hint", P == Ld::kCOH_EL);
         }
-        else if constexpr (P == Ld::kL1_EL)
-        {
-            LAB_LD_HINTED("ld.global.L1::evict_last.L2::cache_hint", true);
-        }
-        else if constexpr (P == Ld::kL1_EF)
-        {
-            LAB_LD_HINTED("ld.global.L1::evict_first.L2::cache_hint", false);
-        }
         else
         {
-            LAB_LD_HINTED("ld.global.nc.L1::no_allocate.L2::cache_hint", P == Ld::kEL);
+            static_assert(P == Ld::kEF);
+            LAB_LD_HINTED("ld.global.nc.L1::no_allocate.L2::cache_hint", false);
         }
         V v;
         *reinterpret_cast<uint4*>(&v) = r;
