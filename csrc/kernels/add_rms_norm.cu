@@ -163,63 +163,45 @@ __device__ __forceinline__ RowBases<V> rowBases(
         reinterpret_cast<V*>(y + offset) + lane};
 }
 
-// Inductor's structure for this op (its generated Triton kernel: a looped reduction, one row per program), for launches
-// whose writes far exceed the L2: pass 1 reads a chunk of BLOCK * U vectors of the row's x and residual at a time,
-// keeping them in L1, and sums the squares of their sum; pass 2 reads them again, from L1, and stores the sum and the
-// norm. Only a chunk is held in registers, so more rows are resident per SM than with addRmsNormKernel.
-template <typename T, int BLOCK, int U>
-__global__ void __launch_bounds__(BLOCK) addRmsNormTwoPassKernel(T const* __restrict__ x, T const* residual,
-    T const* __restrict__ w, T* residualOut, T* __restrict__ y, int hidden, float eps)
+// Inductor's structure for this op (its generated Triton kernel: a looped reduction, one row per program, specialized
+// to the row's length), for launches whose writes exceed the L2. A row is BLOCK * CHUNKS vectors, known when compiled:
+// pass 1 issues every load of the row's x and residual at once, keeping the lines in L1, and sums the squares of their
+// sum (one barrier); pass 2 reads them again, a chunk at a time, from L1, and stores the sum and the norm. Only the
+// loads are held in registers (MIN_BLOCKS rows per SM bound them), so more rows are resident per SM than with
+// addRmsNormKernel.
+template <typename T, int BLOCK, int CHUNKS, int MIN_BLOCKS>
+__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) addRmsNormTwoPassKernel(
+    T const* __restrict__ x, T const* residual, T const* __restrict__ w, T* residualOut, T* __restrict__ y, float eps)
 {
     using V = Vec<T, 16 / sizeof(T)>;
+    constexpr int kHidden = BLOCK * CHUNKS * static_cast<int>(16 / sizeof(T));
     __shared__ float partial[BLOCK / kWarpSize];
     allowDependents();
     waitForPrerequisites();
-    int const nvec = hidden / static_cast<int>(16 / sizeof(T));
-    int const tid = static_cast<int>(threadIdx.x);
-    int64_t const offset = static_cast<int64_t>(blockIdx.x) * hidden;
-    RowBases<V> const row = rowBases<V>(x, residual, w, residualOut, y, offset, tid);
-    // The pass's chunk of x and residual, zero past the row (coherent loads: residualOut may alias the residual).
-    auto load = [&](auto policy, V(&a)[U], V(&b)[U], int base)
-    {
+    RowBases<V> const row = rowBases<V>(
+        x, residual, w, residualOut, y, static_cast<int64_t>(blockIdx.x) * kHidden, static_cast<int>(threadIdx.x));
+    V a[CHUNKS];
+    V b[CHUNKS];
 #pragma unroll
-        for (int u = 0; u < U; ++u)
-        {
-            int const k = base + u * BLOCK;
-            bool const inRow = tid + k < nvec;
-            a[u] = inRow ? loadVec<decltype(policy)::value>(row.x + k) : V{};
-            b[u] = inRow ? loadVec<decltype(policy)::value>(row.residual + k) : V{};
-        }
-    };
-    using Keep = std::integral_constant<CachePolicy, CachePolicy::kKEEP_L1>;
-    using LastRead = std::integral_constant<CachePolicy, CachePolicy::kLAST_READ>;
-    V a[U];
-    V b[U];
-    float s = 0.F;
-    for (int base = 0; base < nvec; base += BLOCK * U)
+    for (int c = 0; c < CHUNKS; ++c)
     {
-        load(Keep{}, a, b, base);
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-        {
-            s += sumSquares(addVec(a[u], b[u]));
-        }
+        a[c] = loadVec<CachePolicy::kKEEP_L1>(row.x + c * BLOCK);
+        b[c] = loadVec<CachePolicy::kKEEP_L1>(row.residual + c * BLOCK);
     }
-    float const scale = rsqrtf(blockSum<BLOCK>(s, partial) / static_cast<float>(hidden) + eps);
-    for (int base = 0; base < nvec; base += BLOCK * U)
-    {
-        load(LastRead{}, a, b, base);
+    float s = 0.F;
 #pragma unroll
-        for (int u = 0; u < U; ++u)
-        {
-            int const k = base + u * BLOCK;
-            if (tid + k < nvec)
-            {
-                V const h = addVec(a[u], b[u]);
-                row.residualOut[k] = h;
-                row.y[k] = normVec(h, loadVec<CachePolicy::kKEEP_L1>(row.w + k), scale);
-            }
-        }
+    for (int c = 0; c < CHUNKS; ++c)
+    {
+        s += sumSquares(addVec(a[c], b[c]));
+    }
+    float const scale = rsqrtf(blockSum<BLOCK, true>(s, partial) / static_cast<float>(kHidden) + eps);
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c)
+    {
+        V const h = addVec(loadVec<CachePolicy::kLAST_READ>(row.x + c * BLOCK),
+            loadVec<CachePolicy::kLAST_READ>(row.residual + c * BLOCK));
+        row.residualOut[c * BLOCK] = h;
+        row.y[c * BLOCK] = normVec(h, loadVec<CachePolicy::kKEEP_L1>(row.w + c * BLOCK), scale);
     }
 }
 
@@ -352,22 +334,50 @@ cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows
     }
 }
 
-// 16-bit rows of 512 or 1024 vectors whose launch writes over four times the L2 take addRmsNormTwoPassKernel, 256 x
-// 2 vectors or 512 x 1 (peers_lab.py add_rms_placed, H200, graph timer, 2-3 placements, 2026-11-28h/, speed against
-// addRmsNormKernel, inductor's beside it: bf16 65536x4096 1.036-1.040 (inductor 1.036-1.041), 16384x4096 1.035
-// (1.038), 16384x8192 1.021-1.038 (1.031-1.032), 8192x8192 1.041 (1.025); fp16 65536x4096 1.031-1.032 (1.040-1.042),
-// 16384x8192 1.027-1.030 (1.028-1.031)). It loses where the writes are nearer the L2 (bf16 4096x4096 0.991), at
-// other widths (bf16 4096x12288 0.90-0.95, 32768x16384 0.69-1.00 at every split) and in float32 (0.61-0.99). In the
-// benchmark (docs/results.md) these rows went from 1.031-1.038 of inductor's time to 0.998-1.011.
-template <typename T>
-int twoPassBlock(int64_t rows, int64_t hidden, int64_t writes, int64_t l2)
+// Rows of BLOCK * CHUNKS vectors of elements of elementBytes bytes, in launches writing more than the L2, take
+// addRmsNormTwoPassKernel<T, BLOCK, CHUNKS, MIN_BLOCKS> (peers_lab.py add_rms_placed, H200, graph timer, two
+// placements, docs/results/2026-11-28i/, speed against the row kernel and inductor's beside it, row kernel = 1):
+// bf16 32768x16384 1.028-1.030 (inductor 1.032), fp16 1.013-1.017 (1.012-1.020), fp32 1.032-1.033 (1.007-1.012);
+// 16384x8192 bf16 1.025-1.027 (1.004-1.005), fp16 1.000-1.001 (0.998), fp32 1.006-1.009 (1.010-1.012);
+// 65536x4096 bf16 1.003-1.007 (1.002-1.004), fp16 1.012-1.016 (1.005-1.010), fp32 1.027-1.034 (1.007-1.011);
+// 4096x4096 bf16 1.018-1.026, fp16 1.028-1.029, fp32 1.001-1.015; 4096x12288 bf16 1.025-1.031, fp16 1.024-1.027,
+// fp32 1.021-1.033; 2048x12288 16-bit 1.001-1.013. The splits kept are the fastest raced; forcing every thread slot
+// of an SM costs where the row's loads then exceed the registers (fp32 16384 wide at 1024 x 4: 0.924).
+struct TwoPassConfig
 {
-    constexpr int64_t kVec = 16 / sizeof(T);
-    if (l2 == INT64_MAX || writes <= 4 * l2 || rows > 0x7fffffff)
+    int elementBytes;
+    int block;
+    int chunks;
+    int minBlocks;
+};
+
+constexpr TwoPassConfig kTwoPassConfigs[] = {{2, 512, 1, 4}, {2, 512, 2, 2}, {2, 768, 2, 1}, {2, 1024, 2, 2},
+    {4, 1024, 1, 2}, {4, 1024, 2, 2}, {4, 768, 4, 1}, {4, 1024, 4, 1}};
+
+template <typename T>
+using TwoPassKernel = void (*)(T const*, T const*, T const*, T*, T*, float);
+
+// The two-pass kernel for rows of nvec vectors, and its block size; nullptr where no configuration has that length.
+template <typename T, size_t I = 0>
+TwoPassKernel<T> twoPassKernelFor(int64_t nvec, int* block)
+{
+    if constexpr (I < std::size(kTwoPassConfigs))
     {
-        return 0;
+        constexpr TwoPassConfig kConfig = kTwoPassConfigs[I];
+        if constexpr (kConfig.elementBytes == sizeof(T))
+        {
+            if (nvec == kConfig.block * kConfig.chunks)
+            {
+                *block = kConfig.block;
+                return addRmsNormTwoPassKernel<T, kConfig.block, kConfig.chunks, kConfig.minBlocks>;
+            }
+        }
+        return twoPassKernelFor<T, I + 1>(nvec, block);
     }
-    return hidden == 512 * kVec ? 256 : hidden == 1024 * kVec ? 512 : 0;
+    else
+    {
+        return nullptr;
+    }
 }
 
 template <typename T>
@@ -384,13 +394,13 @@ cudaError_t dispatch(void const* x, void const* r, void const* w, void* ro, void
                             && isAligned(ro, 16) && isAligned(y, 16);
     int64_t const writes = 2 * rows * hidden * static_cast<int64_t>(sizeof(T));
     int64_t const l2 = l2CacheBytes();
-    if constexpr (sizeof(T) == 2)
+    if (vectorized && writes > l2 && rows <= 0x7fffffff)
     {
-        if (int const block = vectorized ? twoPassBlock<T>(rows, hidden, writes, l2) : 0; block != 0)
+        int block = 0;
+        if (TwoPassKernel<T> const kernel = twoPassKernelFor<T>(hidden / kVec, &block); kernel != nullptr)
         {
-            return launchKernel(block == 256 ? addRmsNormTwoPassKernel<T, 256, 2> : addRmsNormTwoPassKernel<T, 512, 1>,
-                dim3(static_cast<unsigned>(rows)), dim3(block), stream, pdlSupported(), xt, rt, wt, rot, yt,
-                static_cast<int>(hidden), eps);
+            return launchKernel(kernel, dim3(static_cast<unsigned>(rows)), dim3(block), stream, pdlSupported(), xt, rt,
+                wt, rot, yt, eps);
         }
     }
     CacheHints const hints = hintsFor(writes, l2);

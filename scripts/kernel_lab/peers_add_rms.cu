@@ -77,6 +77,20 @@ cudaError_t twoPassV(
         1e-6F);
 }
 
+// The shipped fixed-length two-pass kernel (ttp::addRmsNormTwoPassKernel) at BLOCK x CHUNKS, MINB rows per SM.
+template <typename T, int B, int CH, int MINB, bool PDL = true>
+cudaError_t fixedV(
+    void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
+{
+    if (h != static_cast<int64_t>(B) * CH * static_cast<int64_t>(16 / sizeof(T)))
+    {
+        return cudaErrorInvalidValue;
+    }
+    return ttp::launchKernel(ttp::addRmsNormTwoPassKernel<T, B, CH, MINB>, dim3(static_cast<unsigned>(rows)), dim3(B),
+        s, PDL && ttp::pdlSupported(), static_cast<T const*>(x), static_cast<T const*>(r), static_cast<T const*>(w),
+        static_cast<T*>(ro), static_cast<T*>(y), 1e-6F);
+}
+
 // The lab's row kernel, one row per block, with the load and store hints asked (SS the sum's store, SP the norm's,
 // LR the residual's load); a programmatic dependent launch where the shipped launcher makes one
 // (TORCHTRT_PLUGINS_PDL=0: none).
@@ -146,6 +160,10 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
 #define LIGER(T, C, B)                                                                                                 \
     {"row b" #B " c" #C " x:COH w:false sum:PLAIN y:PLAIN one-barrier",                                                \
         regV<T, C, B, Ld::kCOH, false, St::kPLAIN, St::kPLAIN, 1, true>, (C) * (B), B}
+// Rows of exactly B x CH vectors.
+#define FIXED(T, B, CH, MINB) {"fixed b" #B " c" #CH " m" #MINB, fixedV<T, B, CH, MINB>, (B) * (CH), 1}
+#define FIXED_NOPDL(T, B, CH, MINB)                                                                                    \
+    {"fixed b" #B " c" #CH " m" #MINB " no-pdl", fixedV<T, B, CH, MINB, false>, (B) * (CH), 1}
 #define SPLIT(T, C, B)                                                                                                 \
     CFG(T, C, B, CacheHints::kLARGE, "large"), ROW(T, C, B, PLAIN, false, PLAIN, PLAIN),                               \
         ROW(T, C, B, PLAIN, true, EL, CS), ROW1(T, C, B), ROWR(T, C, B, EF), ROWR(T, C, B, NC), ROWR(T, C, B, CS),     \
@@ -163,14 +181,25 @@ std::vector<Variant> const& variants()
                     LATE_SUM(T, 2, 1024), TWO(T, 256, 1), TWO(T, 256, 2), TWO(T, 512, 1), TWO(T, 512, 2),
                     TWO(T, 1024, 1), TWO_L1(T, 128, 2), TWO_L1(T, 128, 4), TWO_L1(T, 256, 4), TWO_L1(T, 512, 4),
                     TWO_L1(T, 1024, 2), TWO_X(T, 512, 1), TWO_X(T, 1024, 1), TWO_X(T, 256, 2), TWO_X(T, 512, 2),
-                    TWO_X(T, 128, 4)}
+                    TWO_X(T, 128, 4), FIXED(T, 256, 2, 4), FIXED(T, 256, 2, 1), FIXED(T, 512, 1, 4),
+                    FIXED(T, 128, 4, 8), FIXED(T, 512, 2, 4), FIXED(T, 512, 2, 2), FIXED(T, 512, 2, 1),
+                    FIXED(T, 1024, 1, 2), FIXED(T, 256, 4, 8), FIXED(T, 1024, 2, 2), FIXED(T, 1024, 2, 1),
+                    FIXED(T, 512, 4, 4), FIXED(T, 512, 4, 2), FIXED_NOPDL(T, 512, 2, 4), FIXED_NOPDL(T, 1024, 2, 2),
+                    FIXED(T, 512, 3, 1), FIXED(T, 512, 3, 2), FIXED(T, 768, 2, 1), FIXED(T, 768, 2, 2),
+                    FIXED(T, 384, 4, 1)}
               : std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 6, 512), SPLIT(T, 4, 768),
                     SPLIT(T, 2, 512), SPLIT(T, 1, 1024), TWO(T, 256, 1), TWO(T, 256, 2), TWO(T, 512, 1), TWO(T, 512, 2),
-                    TWO(T, 1024, 1)};
+                    TWO(T, 1024, 1), FIXED(T, 512, 2, 4), FIXED(T, 512, 2, 2), FIXED(T, 1024, 1, 2),
+                    FIXED(T, 1024, 2, 2), FIXED(T, 1024, 2, 1), FIXED(T, 512, 4, 4), FIXED(T, 512, 4, 2),
+                    FIXED(T, 1024, 4, 2), FIXED(T, 1024, 4, 1), FIXED_NOPDL(T, 1024, 2, 2), FIXED(T, 1024, 3, 1),
+                    FIXED(T, 1024, 3, 2), FIXED(T, 768, 4, 1), FIXED(T, 512, 6, 1), FIXED(T, 512, 1, 4),
+                    FIXED(T, 256, 4, 4)};
     return v;
 }
 
 #undef SPLIT
+#undef FIXED
+#undef FIXED_NOPDL
 #undef ROW
 #undef ROW1
 #undef ROWR

@@ -57,13 +57,12 @@ def test_torch_compile_matches_eager():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("hidden", [4096, 3080, 8192])
+@pytest.mark.parametrize("hidden", [4096, 3080, 8192, 12288, 16384])
 @pytest.mark.parametrize("l2s", [1, 3], ids=["writes-2xL2", "writes-6xL2"])
 def test_writes_larger_than_the_l2_match_too(dtype, hidden, l2s):
-    # Past the L2 (the two outputs' bytes exceed it) the kernel takes other cache hints, and float32 rows of 769-1024
-    # vectors one vector per thread once there are many rows (3080: rows that leave threads of the last vector slot
-    # idle, 385 vectors on 128 x 4 in 16-bit, 770 on 1024 x 1 in float32). Past four times the L2, 16-bit rows of 4096
-    # and 8192 elements take the two-pass kernel.
+    # Past the L2 (the two outputs' bytes exceed it) rows of 4096, 8192, 12288 and 16384 elements take the two-pass
+    # kernel (a configuration per row length and element size), and other rows the row kernel with other cache hints:
+    # 3080 leaves threads of the last vector slot idle (385 vectors on 128 x 4 in 16-bit, 770 on 1024 x 1 in float32).
     l2 = torch.cuda.get_device_properties().L2_cache_size
     rows = l2s * l2 // (hidden * dtype.itemsize) + 7
     x, residual, weight = inputs((rows, hidden), dtype)
