@@ -225,7 +225,8 @@ enum class CacheHints
 // docs/results/2026-11-28e/): against x read evict-first with both stores evict-first, 3-4.5% faster at 4096x12288
 // and 4096x4096 in every dtype (bf16 4096x12288 98.7 against 101.7 us, Liger 98.7). Reading x evict-first cost 1-2%;
 // storing the sum evict-first rather than evict-last 1.5-4%; the norm's policy moved it by under 1%. A GEMM reading
-// the norm right after (4096x12288 @ 12288x1024 bf16) ran no slower for the sum kept.
+// the norm right after (4096x12288 @ 12288x1024 bf16) ran no slower for the sum kept. (Those rows now take
+// addRmsNormTwoPassKernel; kLARGE serves launches past the L2 at other row lengths.)
 // The hints of a launch writing `writes` bytes (the sum and the norm) on a device of `l2` bytes of L2.
 inline CacheHints hintsFor(int64_t writes, int64_t l2)
 {
@@ -336,7 +337,8 @@ cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows
 
 // Rows of BLOCK * CHUNKS vectors of elements of elementBytes bytes, in launches writing more than the L2, take
 // addRmsNormTwoPassKernel<T, BLOCK, CHUNKS, MIN_BLOCKS> (peers_lab.py add_rms_placed, H200, graph timer, two
-// placements, docs/results/2026-11-28i/, speed against the row kernel and inductor's beside it, row kernel = 1):
+// placements, docs/results/2026-11-28i/, speed against the launch before it, inductor's beside it; before: the
+// register kernel, or at 16-bit 16384x8192 and 65536x4096 a two-pass kernel looping over a run-time row length):
 // bf16 32768x16384 1.028-1.030 (inductor 1.032), fp16 1.013-1.017 (1.012-1.020), fp32 1.032-1.033 (1.007-1.012);
 // 16384x8192 bf16 1.025-1.027 (1.004-1.005), fp16 1.000-1.001 (0.998), fp32 1.006-1.009 (1.010-1.012);
 // 65536x4096 bf16 1.003-1.007 (1.002-1.004), fp16 1.012-1.016 (1.005-1.010), fp32 1.027-1.034 (1.007-1.011);

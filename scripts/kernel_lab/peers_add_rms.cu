@@ -193,7 +193,7 @@ std::vector<Variant> const& variants()
                     FIXED(T, 1024, 2, 2), FIXED(T, 1024, 2, 1), FIXED(T, 512, 4, 4), FIXED(T, 512, 4, 2),
                     FIXED(T, 1024, 4, 2), FIXED(T, 1024, 4, 1), FIXED_NOPDL(T, 1024, 2, 2), FIXED(T, 1024, 3, 1),
                     FIXED(T, 1024, 3, 2), FIXED(T, 768, 4, 1), FIXED(T, 512, 6, 1), FIXED(T, 512, 1, 4),
-                    FIXED(T, 256, 4, 4)};
+                    FIXED(T, 256, 4, 4), FIXED(T, 512, 4, 1), FIXED_NOPDL(T, 512, 4, 2)};
     return v;
 }
 
