@@ -166,10 +166,11 @@ __device__ __forceinline__ RowBases<V> rowBases(
 // Inductor's structure for this op (its generated Triton kernel: a looped reduction, one row per program, specialized
 // to the row's length), for launches whose writes exceed the L2. A row is BLOCK * CHUNKS vectors, known when compiled:
 // pass 1 issues every load of the row's x and residual at once, keeping the lines in L1, and sums the squares of their
-// sum (one barrier); pass 2 reads them again, a chunk at a time, from L1, and stores the sum and the norm. Only the
+// sum (one barrier); pass 2 reads them again from L1, AHEAD chunks at a time, and stores the sum and the norm. Only the
 // loads are held in registers (MIN_BLOCKS rows per SM bound them), so more rows are resident per SM than with
-// addRmsNormKernel.
-template <typename T, int BLOCK, int CHUNKS, int MIN_BLOCKS>
+// addRmsNormKernel. AHEAD > 1 issues the loads of that many chunks, the weight's too, before their stores (inductor's
+// order where its chunk holds several vectors a thread); AHEAD == 1 loads the weight after the sum's store.
+template <typename T, int BLOCK, int CHUNKS, int MIN_BLOCKS, int AHEAD = 1>
 __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) addRmsNormTwoPassKernel(
     T const* __restrict__ x, T const* residual, T const* __restrict__ w, T* residualOut, T* __restrict__ y, float eps)
 {
@@ -195,13 +196,35 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) addRmsNormTwoPassKernel(
         s += sumSquares(addVec(a[c], b[c]));
     }
     float const scale = rsqrtf(blockSum<BLOCK, true>(s, partial) / static_cast<float>(kHidden) + eps);
+    static_assert(CHUNKS % AHEAD == 0, "pass 2 takes AHEAD chunks at a time");
 #pragma unroll
-    for (int c = 0; c < CHUNKS; ++c)
+    for (int g = 0; g < CHUNKS; g += AHEAD)
     {
-        V const h = addVec(loadVec<CachePolicy::kLAST_READ>(row.x + c * BLOCK),
-            loadVec<CachePolicy::kLAST_READ>(row.residual + c * BLOCK));
-        row.residualOut[c * BLOCK] = h;
-        row.y[c * BLOCK] = normVec(h, loadVec<CachePolicy::kKEEP_L1>(row.w + c * BLOCK), scale);
+        if constexpr (AHEAD == 1)
+        {
+            V const h = addVec(loadVec<CachePolicy::kLAST_READ>(row.x + g * BLOCK),
+                loadVec<CachePolicy::kLAST_READ>(row.residual + g * BLOCK));
+            row.residualOut[g * BLOCK] = h;
+            row.y[g * BLOCK] = normVec(h, loadVec<CachePolicy::kKEEP_L1>(row.w + g * BLOCK), scale);
+        }
+        else
+        {
+            V h[AHEAD];
+            V wk[AHEAD];
+#pragma unroll
+            for (int k = 0; k < AHEAD; ++k)
+            {
+                h[k] = addVec(loadVec<CachePolicy::kLAST_READ>(row.x + (g + k) * BLOCK),
+                    loadVec<CachePolicy::kLAST_READ>(row.residual + (g + k) * BLOCK));
+                wk[k] = loadVec<CachePolicy::kKEEP_L1>(row.w + (g + k) * BLOCK);
+            }
+#pragma unroll
+            for (int k = 0; k < AHEAD; ++k)
+            {
+                row.residualOut[(g + k) * BLOCK] = h[k];
+                row.y[(g + k) * BLOCK] = normVec(h[k], wk[k], scale);
+            }
+        }
     }
 }
 
@@ -344,17 +367,21 @@ cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows
 // 65536x4096 bf16 1.003-1.007 (1.002-1.004), fp16 1.012-1.016 (1.005-1.010), fp32 1.027-1.034 (1.007-1.011);
 // 4096x4096 bf16 1.018-1.026, fp16 1.028-1.029, fp32 1.001-1.015; 4096x12288 bf16 1.025-1.031, fp16 1.024-1.027,
 // fp32 1.021-1.033; 2048x12288 16-bit 1.001-1.013. The splits kept are the fastest raced; forcing every thread slot
-// of an SM costs where the row's loads then exceed the registers (fp32 16384 wide at 1024 x 4: 0.924).
+// of an SM costs where the row's loads then exceed the registers (fp32 16384 wide at 1024 x 4: 0.924). float32 rows of
+// 8192 take 512 x 4 with pass 2 four chunks ahead at 2 rows an SM, inductor's kernel there (2026-11-28i/
+// ahead4_fp32.log, the op against 1024 x 2: 16384x8192 1.004-1.010, inductor 0.995-0.998 of its speed; 4096x8192
+// 1.005-1.009, inductor 0.993-0.994); one row an SM (71 registers) ran at 0.984.
 struct TwoPassConfig
 {
     int elementBytes;
     int block;
     int chunks;
     int minBlocks;
+    int ahead = 1;
 };
 
 constexpr TwoPassConfig kTwoPassConfigs[] = {{2, 512, 1, 4}, {2, 512, 2, 2}, {2, 768, 2, 1}, {2, 1024, 2, 2},
-    {4, 1024, 1, 2}, {4, 1024, 2, 2}, {4, 768, 4, 1}, {4, 1024, 4, 1}};
+    {4, 1024, 1, 2}, {4, 512, 4, 2, 4}, {4, 768, 4, 1}, {4, 1024, 4, 1}};
 
 template <typename T>
 using TwoPassKernel = void (*)(T const*, T const*, T const*, T*, T*, float);
@@ -371,7 +398,7 @@ TwoPassKernel<T> twoPassKernelFor(int64_t nvec, int* block)
             if (nvec == kConfig.block * kConfig.chunks)
             {
                 *block = kConfig.block;
-                return addRmsNormTwoPassKernel<T, kConfig.block, kConfig.chunks, kConfig.minBlocks>;
+                return addRmsNormTwoPassKernel<T, kConfig.block, kConfig.chunks, kConfig.minBlocks, kConfig.ahead>;
             }
         }
         return twoPassKernelFor<T, I + 1>(nvec, block);

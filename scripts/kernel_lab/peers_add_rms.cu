@@ -77,8 +77,9 @@ cudaError_t twoPassV(
         1e-6F);
 }
 
-// The shipped fixed-length two-pass kernel (ttp::addRmsNormTwoPassKernel) at BLOCK x CHUNKS, MINB rows per SM.
-template <typename T, int B, int CH, int MINB, bool PDL = true>
+// The shipped two-pass kernel (ttp::addRmsNormTwoPassKernel) at BLOCK x CHUNKS, MINB rows per SM, pass 2 AHEAD chunks
+// at a time.
+template <typename T, int B, int CH, int MINB, bool PDL = true, int AHEAD = 1>
 cudaError_t fixedV(
     void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t h, int*, cudaStream_t s)
 {
@@ -86,9 +87,9 @@ cudaError_t fixedV(
     {
         return cudaErrorInvalidValue;
     }
-    return ttp::launchKernel(ttp::addRmsNormTwoPassKernel<T, B, CH, MINB>, dim3(static_cast<unsigned>(rows)), dim3(B),
-        s, PDL && ttp::pdlSupported(), static_cast<T const*>(x), static_cast<T const*>(r), static_cast<T const*>(w),
-        static_cast<T*>(ro), static_cast<T*>(y), 1e-6F);
+    return ttp::launchKernel(ttp::addRmsNormTwoPassKernel<T, B, CH, MINB, AHEAD>, dim3(static_cast<unsigned>(rows)),
+        dim3(B), s, PDL && ttp::pdlSupported(), static_cast<T const*>(x), static_cast<T const*>(r),
+        static_cast<T const*>(w), static_cast<T*>(ro), static_cast<T*>(y), 1e-6F);
 }
 
 // The lab's row kernel, one row per block, with the load and store hints asked (SS the sum's store, SP the norm's,
@@ -162,6 +163,9 @@ cudaError_t regV(void const* x, void const* r, void const* w, void* ro, void* y,
         regV<T, C, B, Ld::kCOH, false, St::kPLAIN, St::kPLAIN, 1, true>, (C) * (B), B}
 // Rows of exactly B x CH vectors.
 #define FIXED(T, B, CH, MINB) {"fixed b" #B " c" #CH " m" #MINB, fixedV<T, B, CH, MINB>, (B) * (CH), 1}
+// Pass 2 loading A chunks before storing them.
+#define FIXED_AHEAD(T, B, CH, MINB, A)                                                                                 \
+    {"fixed b" #B " c" #CH " m" #MINB " ahead" #A, fixedV<T, B, CH, MINB, true, A>, (B) * (CH), 1}
 #define FIXED_NOPDL(T, B, CH, MINB)                                                                                    \
     {"fixed b" #B " c" #CH " m" #MINB " no-pdl", fixedV<T, B, CH, MINB, false>, (B) * (CH), 1}
 #define SPLIT(T, C, B)                                                                                                 \
@@ -186,20 +190,24 @@ std::vector<Variant> const& variants()
                     FIXED(T, 1024, 1, 2), FIXED(T, 256, 4, 8), FIXED(T, 1024, 2, 2), FIXED(T, 1024, 2, 1),
                     FIXED(T, 512, 4, 4), FIXED(T, 512, 4, 2), FIXED_NOPDL(T, 512, 2, 4), FIXED_NOPDL(T, 1024, 2, 2),
                     FIXED(T, 512, 3, 1), FIXED(T, 512, 3, 2), FIXED(T, 768, 2, 1), FIXED(T, 768, 2, 2),
-                    FIXED(T, 384, 4, 1)}
+                    FIXED(T, 384, 4, 1), FIXED_AHEAD(T, 768, 2, 1, 2), FIXED_AHEAD(T, 1024, 2, 2, 2),
+                    FIXED_AHEAD(T, 512, 2, 2, 2), FIXED_AHEAD(T, 1024, 2, 1, 2)}
               : std::vector<Variant>{{"production addRmsNorm()", prodV<T>, 0, 0}, SPLIT(T, 6, 512), SPLIT(T, 4, 768),
                     SPLIT(T, 2, 512), SPLIT(T, 1, 1024), TWO(T, 256, 1), TWO(T, 256, 2), TWO(T, 512, 1), TWO(T, 512, 2),
                     TWO(T, 1024, 1), FIXED(T, 512, 2, 4), FIXED(T, 512, 2, 2), FIXED(T, 1024, 1, 2),
                     FIXED(T, 1024, 2, 2), FIXED(T, 1024, 2, 1), FIXED(T, 512, 4, 4), FIXED(T, 512, 4, 2),
                     FIXED(T, 1024, 4, 2), FIXED(T, 1024, 4, 1), FIXED_NOPDL(T, 1024, 2, 2), FIXED(T, 1024, 3, 1),
                     FIXED(T, 1024, 3, 2), FIXED(T, 768, 4, 1), FIXED(T, 512, 6, 1), FIXED(T, 512, 1, 4),
-                    FIXED(T, 256, 4, 4), FIXED(T, 512, 4, 1), FIXED_NOPDL(T, 512, 4, 2)};
+                    FIXED(T, 256, 4, 4), FIXED(T, 512, 4, 1), FIXED_NOPDL(T, 512, 4, 2), FIXED_AHEAD(T, 512, 4, 1, 4),
+                    FIXED_AHEAD(T, 512, 4, 1, 2), FIXED_AHEAD(T, 1024, 2, 2, 2), FIXED_AHEAD(T, 1024, 4, 1, 4),
+                    FIXED_AHEAD(T, 1024, 4, 1, 2), FIXED_AHEAD(T, 768, 4, 1, 2), FIXED_AHEAD(T, 512, 4, 2, 4)};
     return v;
 }
 
 #undef SPLIT
 #undef FIXED
 #undef FIXED_NOPDL
+#undef FIXED_AHEAD
 #undef ROW
 #undef ROW1
 #undef ROWR
