@@ -163,6 +163,21 @@ __device__ __forceinline__ RowBases<V> rowBases(
         reinterpret_cast<V*>(y + offset) + lane};
 }
 
+// Thread slots of an SM of the architecture being compiled, as ptxas (CUDA 13.0) bounds __launch_bounds__'s minimum
+// blocks: 2048 on sm_80, 90, 100 and 103, 1024 below sm_80, 1536 on the others (sm_86, 87, 89, 110, 120, 121).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000                   \
+    || __CUDA_ARCH__ == 1030
+constexpr int kThreadsPerSm = 2048;
+#elif __CUDA_ARCH__ < 800
+constexpr int kThreadsPerSm = 1024;
+#else
+constexpr int kThreadsPerSm = 1536;
+#endif
+
+// MIN_BLOCKS rows of BLOCK threads per SM, as many as fit where fewer do (ptxas ignores a bound past the SM's slots).
+template <int BLOCK, int MIN_BLOCKS>
+constexpr int kResidentBlocks = MIN_BLOCKS * BLOCK <= kThreadsPerSm ? MIN_BLOCKS : kThreadsPerSm / BLOCK;
+
 // Inductor's structure for this op (its generated Triton kernel: a looped reduction, one row per program, specialized
 // to the row's length), for launches whose writes exceed the L2. A row is BLOCK * CHUNKS vectors, known when compiled:
 // pass 1 issues every load of the row's x and residual at once, keeping the lines in L1, and sums the squares of their
@@ -171,7 +186,7 @@ __device__ __forceinline__ RowBases<V> rowBases(
 // addRmsNormKernel. AHEAD > 1 issues the loads of that many chunks, the weight's too, before their stores (inductor's
 // order where its chunk holds several vectors a thread); AHEAD == 1 loads the weight after the sum's store.
 template <typename T, int BLOCK, int CHUNKS, int MIN_BLOCKS, int AHEAD = 1>
-__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) addRmsNormTwoPassKernel(
+__global__ void __launch_bounds__(BLOCK, (kResidentBlocks<BLOCK, MIN_BLOCKS>)) addRmsNormTwoPassKernel(
     T const* __restrict__ x, T const* residual, T const* __restrict__ w, T* residualOut, T* __restrict__ y, float eps)
 {
     using V = Vec<T, 16 / sizeof(T)>;
