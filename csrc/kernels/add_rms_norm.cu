@@ -215,30 +215,27 @@ __global__ void __launch_bounds__(BLOCK, (kResidentBlocks<BLOCK, MIN_BLOCKS>)) a
 #pragma unroll
     for (int g = 0; g < CHUNKS; g += AHEAD)
     {
-        if constexpr (AHEAD == 1)
-        {
-            V const h = addVec(loadVec<CachePolicy::kLAST_READ>(row.x + g * BLOCK),
-                loadVec<CachePolicy::kLAST_READ>(row.residual + g * BLOCK));
-            row.residualOut[g * BLOCK] = h;
-            row.y[g * BLOCK] = normVec(h, loadVec<CachePolicy::kKEEP_L1>(row.w + g * BLOCK), scale);
-        }
-        else
-        {
-            V h[AHEAD];
-            V wk[AHEAD];
+        V h[AHEAD];
+        V wk[AHEAD];
 #pragma unroll
-            for (int k = 0; k < AHEAD; ++k)
+        for (int k = 0; k < AHEAD; ++k)
+        {
+            h[k] = addVec(loadVec<CachePolicy::kLAST_READ>(row.x + (g + k) * BLOCK),
+                loadVec<CachePolicy::kLAST_READ>(row.residual + (g + k) * BLOCK));
+            if constexpr (AHEAD > 1)
             {
-                h[k] = addVec(loadVec<CachePolicy::kLAST_READ>(row.x + (g + k) * BLOCK),
-                    loadVec<CachePolicy::kLAST_READ>(row.residual + (g + k) * BLOCK));
                 wk[k] = loadVec<CachePolicy::kKEEP_L1>(row.w + (g + k) * BLOCK);
             }
+        }
 #pragma unroll
-            for (int k = 0; k < AHEAD; ++k)
+        for (int k = 0; k < AHEAD; ++k)
+        {
+            row.residualOut[(g + k) * BLOCK] = h[k];
+            if constexpr (AHEAD == 1)
             {
-                row.residualOut[(g + k) * BLOCK] = h[k];
-                row.y[(g + k) * BLOCK] = normVec(h[k], wk[k], scale);
+                wk[k] = loadVec<CachePolicy::kKEEP_L1>(row.w + (g + k) * BLOCK);
             }
+            row.y[(g + k) * BLOCK] = normVec(h[k], wk[k], scale);
         }
     }
 }
@@ -263,7 +260,7 @@ enum class CacheHints
 // docs/results/2026-11-28e/): against x read evict-first with both stores evict-first, 3-4.5% faster at 4096x12288
 // and 4096x4096 in every dtype (bf16 4096x12288 98.7 against 101.7 us, Liger 98.7). Reading x evict-first cost 1-2%;
 // storing the sum evict-first rather than evict-last 1.5-4%; the norm's policy moved it by under 1%. A GEMM reading
-// the norm right after (4096x12288 @ 12288x1024 bf16) ran no slower for the sum kept. (Those rows now take
+// the norm right after (4096x12288 @ 12288x1024 bf16) ran no slower for the sum kept. (Those rows take
 // addRmsNormTwoPassKernel; kLARGE serves launches past the L2 at other row lengths.)
 // The hints of a launch writing `writes` bytes (the sum and the norm) on a device of `l2` bytes of L2.
 inline CacheHints hintsFor(int64_t writes, int64_t l2)
