@@ -11,10 +11,10 @@ namespace
 {
 
 // Threads a block by element size, from the peer lab on H100 (same buffers, four placements, beside inductor's kernel
-// on the same x; docs/results/2026-11-23e/peer_lab_pad16_*.log): wider types take 512 (bf16 224 -> 256, 256 -> 224 and
-// 512 -> 480x544, fp32 224 -> 256: 0.3-0.7% faster than 256 in both timers, level with or ahead of inductor where 256
-// was up to 0.6% behind; 1024 threads, the coherent load path and a block per group of whole rows were no better); int8
-// keeps 256 (512 with its evict-first loads was 0.7% slower, 2026-11-23d/peer_lab_pad_block_size.log).
+// on the same x; docs/results/2026-11-23e/peer_lab_pad16_*.log at bf45c72): wider types take 512 (bf16 224 -> 256, 256
+// -> 224 and 512 -> 480x544, fp32 224 -> 256: 0.3-0.7% faster than 256 in both timers, level with or ahead of inductor
+// where 256 was up to 0.6% behind; 1024 threads, the coherent load path and a block per group of whole rows were no
+// better); int8 keeps 256 (512 with its evict-first loads was 0.7% slower, 2026-11-23d/peer_lab_pad_block_size.log).
 template <typename T>
 constexpr int kBlockThreads = sizeof(T) == 1 ? 256 : 512;
 // Output vectors each thread has in flight: 1 (26 registers, a full SM of threads) beats 2 (44), 4 (80) and 8
