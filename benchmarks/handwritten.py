@@ -5,7 +5,8 @@ what a user writes by hand against the full LibTorch API, each over the same lau
 C++ torch op's"), measured in the same process.
 
 Built on first use with ``torch.utils.cpp_extension`` (a C++ compiler, torch's full headers and the CUDA runtime
-headers; about a minute), for this process's torch only: it is a benchmark peer, never part of the package's runtime.
+headers; about a minute), for this process's torch only. It is a benchmark peer of a source checkout, not part of the
+package (``scripts/eager_overhead.py`` puts this folder on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from .. import _build
-from ..sdk import recipe
+from torchtrt_plugins import _build
+from torchtrt_plugins.sdk import recipe
 
 _lock = threading.Lock()
 _loaded = False
@@ -43,10 +44,10 @@ def load() -> None:
         try:
             from torch.utils import cpp_extension
 
-            from ..ops.add_rms_norm import ADD_RMS_NORM
-            from ..ops.pad_to import PAD_TO
-            from ..ops.rms_norm import RMS_NORM
-            from ..ops.rotary_embedding import ROTARY_EMBEDDING
+            from torchtrt_plugins.ops.add_rms_norm import ADD_RMS_NORM
+            from torchtrt_plugins.ops.pad_to import PAD_TO
+            from torchtrt_plugins.ops.rms_norm import RMS_NORM
+            from torchtrt_plugins.ops.rotary_embedding import ROTARY_EMBEDDING
 
             twins = {
                 "rms_norm": RMS_NORM,

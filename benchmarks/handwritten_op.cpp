@@ -3,7 +3,7 @@
 // calling the same launcher as the declared op (the launcher table's tactic 0, handed over by address). The host time
 // of an eager call of ours is judged against its hand-written twin in the same process: what the generic boxed kernel
 // costs over the launcher, beside what a hand-written op costs. The hand-written rotary_embedding takes its cos/sin
-// cache as a tensor argument, as vLLM's does. Built on first use by torchtrt_plugins.benchmarks.handwritten
+// cache as a tensor argument, as vLLM's does. Built on first use by benchmarks/handwritten.py
 // (torch.utils.cpp_extension).
 //
 // Also, for the host-time breakdown (scripts/eager_overhead.py): rms_norm without its launch, the launcher alone in a
