@@ -46,16 +46,20 @@ from torchtrt_plugins.benchmarks.environment import (  # noqa: F401  (re-exporte
     needs_sdk_build,
     needs_tensorrt,
     needs_torchvision,
+    source_commit,
     tensorrt_version,
     unmet,
     vision,
 )
 from torchtrt_plugins.benchmarks.results import (  # noqa: F401
+    ADDED_COLUMN_DEFAULTS,
     COLUMNS,
     DEFAULT_CSV,
     LEGACY_COLUMNS,
     NOT_RUN_COLUMNS,
     NOT_RUN_FILE,
+    PLACEMENTS_COLUMNS,
+    RECORD_CSV,
     REPEATS_COLUMNS,
     Result,
     format_bytes,
@@ -778,8 +782,10 @@ def run_suite(
     repeats: int = 1,
     sizes: Sequence[tuple[int, ...]] | None = None,
     placements: int = 1,
+    record_path: os.PathLike | None = None,
 ) -> Report:
-    """Run benchmarks side by side in one process, append the CSV, return the report."""
+    """Run benchmarks side by side in one process, append the CSV (and the record at ``record_path``, if given),
+    return the report."""
     ctx = RunContext(resolve_device(device), quick, tuple(timers), repeats, placements)
     if providers:
         known = {name for b in benchmarks for name in b.provider_names}
@@ -797,7 +803,7 @@ def run_suite(
             results += run(benchmark, ctx, dtypes, providers, progress, wanted or None)
     finally:
         progress.close()
-    path = write_results(results, env, csv_path)
+    path = write_results(results, env, csv_path, record_path)
     return Report(env, results, path)
 
 
@@ -847,6 +853,16 @@ def add_timing_arguments(parser: Any) -> None:
     )
 
 
+def add_record_argument(parser: Any) -> None:
+    """--record, shared by the scripts and ``torchtrt-plugins bench``."""
+    parser.add_argument(
+        "--record",
+        metavar="PATH",
+        help=f"also append the timed rows to this CSV, the record kept across runs (e.g. {RECORD_CSV} of a source "
+        "checkout; default: none)",
+    )
+
+
 def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
     """``python -m torchtrt_plugins.benchmarks.bench_<op> [--quick] [--dtypes bf16,fp32] [--csv PATH]``."""
     import argparse
@@ -857,6 +873,7 @@ def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--providers", help=f"comma-separated glob patterns among {benchmark.provider_names}")
     parser.add_argument("--device", default="auto", help="auto (default), cuda or cpu")
     parser.add_argument("--csv", default=str(DEFAULT_CSV), help=f"results CSV to append to (default {DEFAULT_CSV})")
+    add_record_argument(parser)
     add_timing_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -871,6 +888,7 @@ def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
             repeats=args.repeats,
             sizes=parse_sizes(args.sizes),
             placements=args.placements,
+            record_path=args.record,
         )
     except ValueError as err:
         parser.error(str(err))
