@@ -232,7 +232,7 @@ def test_bench_record_appends_each_run_to_one_csv(tmp_path, capsys):
         assert common.read_results(record)[-len(common.read_results(out_dir / "results.csv")) :] == common.read_results(
             out_dir / "results.csv"
         )
-    capsys.readouterr()
+    assert f"recorded in: {record}" in capsys.readouterr().out
     rows = common.read_results(record)
     first, second = (common.read_results(tmp_path / run / "results.csv") for run in ("first", "second"))
     assert rows == first + second and len(first) >= 2  # the copy and the composite, every size of the plan

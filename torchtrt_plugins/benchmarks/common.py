@@ -753,6 +753,7 @@ class Report:
     env: Environment
     results: list[Result]
     csv_path: Path
+    record_path: Path | None = None
 
     @property
     def errors(self) -> list[Result]:
@@ -766,6 +767,8 @@ class Report:
         if notes():
             parts += ["Notes:", *(f"  {n}" for n in notes()), ""]
         parts.append(f"results: {self.csv_path}  (not run: {self.csv_path.with_name(NOT_RUN_FILE)})")
+        if self.record_path is not None:
+            parts.append(f"recorded in: {self.record_path}")
         return "\n".join(parts)
 
 
@@ -804,7 +807,7 @@ def run_suite(
     finally:
         progress.close()
     path = write_results(results, env, csv_path, record_path)
-    return Report(env, results, path)
+    return Report(env, results, path, Path(record_path) if record_path else None)
 
 
 def parse_timers(text: str | None) -> tuple[str, ...]:
