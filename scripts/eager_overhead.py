@@ -10,13 +10,18 @@ run:
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 import torchtrt_plugins
 from torchtrt_plugins import eager_kernel, spec
-from torchtrt_plugins.benchmarks import handwritten
 from torchtrt_plugins.ops.rotary_embedding import cos_sin_cache as cos_sin_cache_of
+
+# The hand-written twins live in the checkout's benchmarks/ (not in the package); appended, so a PYTHONPATH checkout's
+# torchtrt_plugins stays the one imported.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import handwritten  # noqa: E402
 
 LABEL = sys.argv[1] if len(sys.argv) > 1 else "this"
 

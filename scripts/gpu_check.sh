@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check (docs/tiers.md), in steps so each device call stays under its time limit:
-#   bash scripts/gpu_check.sh [tests] [sanitizer] [fuzz] [bench] [bench-quick] [bench-graph] [lab] [peer-lab] [multi-gpu]
+#   bash scripts/gpu_check.sh [tests] [sanitizer] [fuzz] [bench] [bench-quick] [bench-graph] [multi-gpu] [pyops]
 #                             [results] [eager-host] [decoder-ab]
 #                                                                          (default: tests sanitizer bench)
 # Installs the checkout, builds the native pieces, runs the cpu+gpu(+trt when present) tiers,
@@ -15,10 +15,6 @@
 #               (every creator of our, myops', torchvision's and the SDK test ops' libraries), built in /tmp
 #   bench       every benchmark, do_bench timer            bench-quick  the same, --quick
 #   bench-graph every benchmark, CUDA-graph timer (GPU time per call without host overhead)
-#   lab         scripts/kernel_lab: the kernels' configurations vs a copy of the same bytes (and the base
-#               commit's kernels when $LAB_BASE_DIR holds them)
-#   peer-lab    scripts/kernel_lab/peers_lab.py $PEER_LAB_ARGS (default pad16): candidates beside the peers on the same
-#               buffers at several placements, and the load/store instructions of inductor's pad_to kernels
 #   multi-gpu   tests/gpu/test_multi_gpu.py alone (device 1, two GPUs at once; skips below 2 GPUs)
 #   pyops       kernels written in Python (examples/pyops: Liger's Triton RMSNorm, a CuPy SwiGLU): their gpu and cpu
 #               tests, then scripts/bench_pyops.py (GPU time vs the same kernel launched from Python, host time)
@@ -60,21 +56,6 @@ step "install + build"
 $PY -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as" | tail -3
 $PY -m torchtrt_plugins build 2>&1 | tee "$OUT/build.log" | tail -8
 
-if has lab; then
-  step "kernel lab"
-  BASE_DIR=${LAB_BASE_DIR:-none} bash scripts/kernel_lab/run.sh 2>&1 | tee "$OUT/lab.log" | tail -120
-fi
-if has peer-lab; then
-  step "peer lab ${PEER_LAB_ARGS:-pad16}"
-  # shellcheck disable=SC2086
-  $PY scripts/kernel_lab/peers_lab.py ${PEER_LAB_ARGS:-pad16} > "$OUT/peer_lab.log" 2>&1
-  echo "peer lab exit: $?"
-  grep SUMMARY "$OUT/peer_lab.log" | tail -100
-  for ptx in $(grep -rl triton_poi_fused_copy_new_full_slice /tmp/torchinductor_* --include='*.ptx' 2>/dev/null); do
-    echo "== $ptx"
-    grep -E 'ld\.global|st\.global|\.reqntid' "$ptx"
-  done > "$OUT/inductor_pad_ptx.log"
-fi
 if has tests; then
   step "pytest $PYTEST_ARGS"
   # shellcheck disable=SC2086

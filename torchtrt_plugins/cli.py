@@ -5,7 +5,8 @@
 - ``build``: the TensorRT plugin library, the launcher library (the ops' eager CUDA kernels) and the harness.
   Skipped with the reason when its prerequisites are missing; a build that fails exits 1.
 - ``bench``: the benchmark scripts of the package (``torchtrt_plugins.benchmarks``), in this process, side
-  by side; CSV, plots and a table into ``--out``. On a machine without GPU it runs what the CPU can run and says
+  by side; CSV, plots and a table into ``--out``, and with ``--record PATH`` the rows appended to that CSV too (a
+  checkout's record is ``benchmarks/data/results.csv``). On a machine without GPU it runs what the CPU can run and says
   what it could not run and why.
 - ``sdk``: where the C++ SDK is (``--cmake-dir``: the CMake package, ``--include-dir``, ``--tensorrt-include-dir``), and
   ``sdk generate``: a user library's generated C++ tables from its op declarations (what the CMake package's
@@ -520,6 +521,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             repeats=args.repeats,
             sizes=common.parse_sizes(args.sizes),
             placements=args.placements,
+            record_path=args.record,
         )
     except ValueError as err:
         _say(f"bench: {err}")
@@ -663,6 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default="auto", help="auto (default: cuda when visible), cuda or cpu")
     bench.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     import_benchmarks().add_timing_arguments(bench)
+    import_benchmarks().add_record_argument(bench)
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.add_argument("--strict", action="store_true", help="exit 1 when a provider errors or disagrees")
     bench.set_defaults(func=cmd_bench)

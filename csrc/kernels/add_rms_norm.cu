@@ -38,7 +38,7 @@ __device__ __forceinline__ Vec<T, VEC> normVec(Vec<T, VEC> const& h, Vec<T, VEC>
 // residual and y written once. Launched as a programmatic dependent launch where the device takes one.
 // residual and residualOut may be the same buffer (hence no __restrict__ on them). PREFETCH_W: the weight is loaded
 // with the row (one memory round trip) rather than after the sum (fewer registers: wide blocks keep more resident).
-// The sum is stored as soon as it is made, so its writes drain during the reduction (scripts/kernel_lab/add_rms_lab.cu,
+// The sum is stored as soon as it is made, so its writes drain during the reduction (kernel lab at bf45c72,
 // H100, graph timer: fp32 1024x2048 6.60 against 8.19 us, fp32 128x4096 3.55 against 4.04, bf16 4096x12288 139.0
 // against 141.7; within 1% elsewhere).
 // STORE: the cache policy of the norm's store, and of the sum's unless SUM_STORE names another; LOAD_X: x's load.
@@ -54,9 +54,10 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormKernel(T const* __restrict__ 
     allowDependents();
     waitForPrerequisites();
     // An unsigned lane and per-thread bases put vector c of a thread at a constant offset from them: one address
-    // per array and immediate offsets, and the compiler then issues the weight's loads first (peers_lab.py
-    // add_rms_placed, H200, eight placements, 2026-11-28g/: bf16 4096x4096 0.6-1.2% faster than the kernel indexing
-    // from the row's base, fp16 0.1-0.4% slower, 16-bit 2048x12288 and 4096x12288 within 0.2%).
+    // per array and immediate offsets, and the compiler then issues the weight's loads first (kernel lab at
+    // bf45c72, add_rms_placed, H200, eight placements, docs/results/2026-11-28g/ there: bf16 4096x4096 0.6-1.2% faster
+    // than the kernel indexing from the row's base, fp16 0.1-0.4% slower, 16-bit 2048x12288 and 4096x12288 within
+    // 0.2%).
     int const lane = static_cast<int>(threadIdx.x % GROUP);
     int64_t const row = static_cast<int64_t>(blockIdx.x) * (BLOCK / GROUP) + threadIdx.x / GROUP;
     bool const valid = GROUP == BLOCK || row < rows; // a block of one row is launched only for rows that exist
@@ -253,16 +254,16 @@ enum class CacheHints
 // kKEEP_SUM: the sum is the residual stream, read again by the next residual add after the layer's GEMMs have
 // streamed their weights through the L2; written with the default policy it is gone by then (ncu, H200, compiled
 // decoder block 1x128x2048: that add read 524 KB from DRAM, 0-3 KB with the sum kept). Compiled block with our pass
-// against inductor alone, three processes each on one lease (2026-11-28d/): 0.9932-0.9936 with it, 1.0000-1.0039
-// without; add_rms_norm alone at 1-128 x 4096 3-7% faster.
+// against inductor alone, three processes each on one lease (docs/results/2026-11-28d/ at bf45c72): 0.9932-0.9936 with
+// it, 1.0000-1.0039 without; add_rms_norm alone at 1-128 x 4096 3-7% faster.
 
-// kLARGE: scripts/kernel_lab/peers_lab.py add_rms (H200, graph timer, beside Liger and inductor in one process,
-// docs/results/2026-11-28e/): against x read evict-first with both stores evict-first, 3-4.5% faster at 4096x12288
-// and 4096x4096 in every dtype (bf16 4096x12288 98.7 against 101.7 us, Liger 98.7). Reading x evict-first cost 1-2%;
-// storing the sum evict-first rather than evict-last 1.5-4%; the norm's policy moved it by under 1%. A GEMM reading
-// the norm right after (4096x12288 @ 12288x1024 bf16) ran no slower for the sum kept. (Those rows take
-// addRmsNormTwoPassKernel; kLARGE serves launches past the L2 at other row lengths.)
-// The hints of a launch writing `writes` bytes (the sum and the norm) on a device of `l2` bytes of L2.
+// kLARGE: the kernel lab's peers_lab.py add_rms (H200, graph timer, beside Liger and inductor in one process; lab
+// and logs at bf45c72, docs/results/2026-11-28e/): against x read evict-first with both stores evict-first, 3-4.5%
+// faster at 4096x12288 and 4096x4096 in every dtype (bf16 4096x12288 98.7 against 101.7 us, Liger 98.7). Reading x
+// evict-first cost 1-2%; storing the sum evict-first rather than evict-last 1.5-4%; the norm's policy moved it by under
+// 1%. A GEMM reading the norm right after (4096x12288 @ 12288x1024 bf16) ran no slower for the sum kept. (Those rows
+// take addRmsNormTwoPassKernel; kLARGE serves launches past the L2 at other row lengths.) The hints of a launch writing
+// `writes` bytes (the sum and the norm) on a device of `l2` bytes of L2.
 inline CacheHints hintsFor(int64_t writes, int64_t l2)
 {
     return writes > l2 ? CacheHints::kLARGE : fitsL2Share(writes, l2) ? CacheHints::kKEEP_SUM : CacheHints::kDEFAULT;
@@ -312,7 +313,7 @@ constexpr int64_t kManyRows = 1024;
 
 // Short rows share a warp; longer ones take a block whose threads hold 1-4 vectors each, the block sized so that
 // they hold about as many as the row has: vector slots a thread keeps but the row does not fill cost bandwidth, most
-// in bf16 (scripts/kernel_lab/add_rms_lab.cu, H100, graph timer, % of a copy of the same bytes: bf16 4096x12288
+// in bf16 (kernel lab at bf45c72, add_rms_lab.cu, H100, graph timer, % of a copy of the same bytes: bf16 4096x12288
 // 94.4% with 512 threads x 3 against 72.7% with 512 x 4; 2048x16384 83.0% with 1024 x 2 against 76.5% with 512 x 4;
 // 1024x2048 144% with 256 x 1 against 130% with 128 x 2; fp32 4096x12288 97.2% with 1024 x 3 against 90.0% with
 // 1024 x 4). In bf16 with many rows, 2 vectors per thread in blocks of 512-1024 keep more blocks resident with the
@@ -321,10 +322,10 @@ constexpr int64_t kManyRows = 1024;
 // split; benchmarks' graph timer, H100: 2048x12288 136.7 against 138.0 us with 1024 x 3, 4096x12288 270.3 against
 // 271.2, 4096x10240 227.6 against 229.0; 384 x 8 and 512 x 6 with the weight loaded late measured between the two).
 // 16-bit rows of 257-512 vectors take 128 x 4, and float32 rows of 769-1024 vectors 1024 x 1 where there are many
-// (peers_lab.py add_rms, H200, kLARGE hints, / the faster of Liger and inductor at 4096x4096: bf16 1.001 and 1.005
-// against 1.005 and 1.003 with 256 x 2 in two runs, fp16 1.013 and 0.996 against 1.015 and 1.012, fp32 0.996 against
-// 1.005 with 512 x 2; the benchmark at 128x4096 fp32: 1024 x 1 took 3.42 us, 7% behind Liger).
-// Ordered by the rows they take.
+// (kernel lab at bf45c72, add_rms, H200, kLARGE hints, / the faster of Liger and inductor at 4096x4096: bf16 1.001
+// and 1.005 against 1.005 and 1.003 with 256 x 2 in two runs, fp16 1.013 and 0.996 against 1.015 and 1.012, fp32 0.996
+// against 1.005 with 512 x 2; the benchmark at 128x4096 fp32: 1024 x 1 took 3.42 us, 7% behind Liger). Ordered by the
+// rows they take.
 constexpr RowConfig kRowConfigs[]
     = {{4, 1, 256}, {8, 1, 256}, {16, 1, 256}, {32, 1, 256}, {32, 2, 256}, {128, 1, 128}, {256, 1, 256},
         {128, 4, 128, false, 2}, {256, 2, 256}, {256, 3, 256}, {1024, 1, 1024, false, 4, true}, {512, 2, 512, true},
@@ -371,11 +372,11 @@ cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows
 }
 
 // Rows of BLOCK * CHUNKS vectors of elements of elementBytes bytes, in launches writing more than the L2, take
-// addRmsNormTwoPassKernel<T, BLOCK, CHUNKS, MIN_BLOCKS> (peers_lab.py add_rms_placed, H200, graph timer, two
-// placements, docs/results/2026-11-28i/, speed against the launch before it, inductor's beside it; before: the
-// register kernel, or at 16-bit 16384x8192 and 65536x4096 a two-pass kernel looping over a run-time row length):
-// bf16 32768x16384 1.028-1.030 (inductor 1.032), fp16 1.013-1.017 (1.012-1.020), fp32 1.032-1.033 (1.007-1.012);
-// 16384x8192 bf16 1.025-1.027 (1.004-1.005), fp16 1.000-1.001 (0.998), fp32 1.006-1.009 (1.010-1.012);
+// addRmsNormTwoPassKernel<T, BLOCK, CHUNKS, MIN_BLOCKS> (kernel lab at bf45c72, add_rms_placed, H200, graph
+// timer, two placements, docs/results/2026-11-28i/ there, speed against the launch before it, inductor's beside it;
+// before: the register kernel, or at 16-bit 16384x8192 and 65536x4096 a two-pass kernel looping over a run-time row
+// length): bf16 32768x16384 1.028-1.030 (inductor 1.032), fp16 1.013-1.017 (1.012-1.020), fp32 1.032-1.033
+// (1.007-1.012); 16384x8192 bf16 1.025-1.027 (1.004-1.005), fp16 1.000-1.001 (0.998), fp32 1.006-1.009 (1.010-1.012);
 // 65536x4096 bf16 1.003-1.007 (1.002-1.004), fp16 1.012-1.016 (1.005-1.010), fp32 1.027-1.034 (1.007-1.011);
 // 4096x4096 bf16 1.018-1.026, fp16 1.028-1.029, fp32 1.001-1.015; 4096x12288 bf16 1.025-1.031, fp16 1.024-1.027,
 // fp32 1.021-1.033; 2048x12288 16-bit 1.001-1.013. The splits kept are the fastest raced; forcing every thread slot

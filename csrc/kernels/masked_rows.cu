@@ -17,8 +17,8 @@ constexpr int kMaskLoadBytes = 16;
 // kMinTileRows: a whole number of warp-wide 16-byte mask loads, even for one-byte masks.
 constexpr int64_t kMinTileRows = kWarpSize * kMaskLoadBytes;
 constexpr int64_t kMaxTileRows = kWarpSize * kBlockThreads; // one mask word per thread in the scatter
-// TTP_MASKED_*: tuning knobs; the kernel lab (scripts/kernel_lab/peers_lab.py) builds variants with -D. 64 KiB tiles
-// against 32 KiB: 4M rows of 64 bytes, half kept, 115.7 us vs 118.4 (do_bench, peer lab, H100).
+// TTP_MASKED_*: tuning knobs; the kernel lab (scripts/kernel_lab/peers_lab.py at bf45c72) built variants with -D. 64
+// KiB tiles against 32 KiB: 4M rows of 64 bytes, half kept, 115.7 us vs 118.4 (do_bench, peer lab, H100).
 #ifndef TTP_MASKED_TILE_BYTES
 #define TTP_MASKED_TILE_BYTES (64 * 1024)
 #endif

@@ -11,15 +11,15 @@ namespace
 {
 
 // Threads a block by element size, from the peer lab on H100 (same buffers, four placements, beside inductor's kernel
-// on the same x; docs/results/2026-11-23e/peer_lab_pad16_*.log): wider types take 512 (bf16 224 -> 256, 256 -> 224 and
-// 512 -> 480x544, fp32 224 -> 256: 0.3-0.7% faster than 256 in both timers, level with or ahead of inductor where 256
-// was up to 0.6% behind; 1024 threads, the coherent load path and a block per group of whole rows were no better); int8
-// keeps 256 (512 with its evict-first loads was 0.7% slower, 2026-11-23d/peer_lab_pad_block_size.log).
+// on the same x; docs/results/2026-11-23e/peer_lab_pad16_*.log at bf45c72): wider types take 512 (bf16 224 -> 256, 256
+// -> 224 and 512 -> 480x544, fp32 224 -> 256: 0.3-0.7% faster than 256 in both timers, level with or ahead of inductor
+// where 256 was up to 0.6% behind; 1024 threads, the coherent load path and a block per group of whole rows were no
+// better); int8 keeps 256 (512 with its evict-first loads was 0.7% slower, 2026-11-23d/peer_lab_pad_block_size.log).
 template <typename T>
 constexpr int kBlockThreads = sizeof(T) == 1 ? 256 : 512;
 // Output vectors each thread has in flight: 1 (26 registers, a full SM of threads) beats 2 (44), 4 (80) and 8
-// (150) on H100, where occupancy is what keeps loads in flight (kernel lab, int8 224->256: 98.8% of copy vs 92%,
-// 80% and 44%).
+// (150) on H100, where occupancy is what keeps loads in flight (kernel lab at bf45c72, int8 224->256: 98.8% of copy vs
+// 92%, 80% and 44%).
 constexpr int kUnroll = 1;
 // Blocks per SM of a persistent grid (0: one pass, a block per kBlockThreads * UNROLL vectors).
 constexpr int kPersistentBlocksPerSm = 0;

@@ -315,8 +315,8 @@ cudaError_t launchWarp(T const* x, T const* w, typename Q::Elem* y, int64_t rows
     // Fewest lanes per row that still give each lane at most one vector (never fewer than 4); longer rows take a
     // whole warp with up to 8 vectors a lane in registers, and beyond that stride over the row twice.
     int64_t const nvec = hidden / VEC;
-    // Rows in flight per group: 2 for groups of up to 8 lanes, 1 above (kernel lab, H100: 1000000x64 bf16 118% of
-    // copy with 2 vs 106% with 4; 100000x128 bf16 115% with 1 vs 101% with 4). x is read once, so its lines go
+    // Rows in flight per group: 2 for groups of up to 8 lanes, 1 above (kernel lab at bf45c72, H100: 1000000x64 bf16
+    // 118% of copy with 2 vs 106% with 4; 100000x128 bf16 115% with 1 vs 101% with 4). x is read once, so its lines go
     // first when L2 must evict (peer lab, H100, 100000x128 bf16 in the graph timer: 16.4 us vs 19.7 with the
     // default policy; inductor 17.3, Liger 17.8).
     constexpr CachePolicy kX = CachePolicy::kEVICT_FIRST;
@@ -387,7 +387,7 @@ cudaError_t launchBlock(T const* x, T const* w, typename Q::Elem* y, int64_t row
                 return launchRowConfig<T, Q, VEC, 8, 256, true>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
         }
         // Many rows of up to 256 or more than 1536 vectors: the block kernels, as measured before (weight loaded first:
-        // kernel lab, H100, rows of 4096 bf16, 99.5% of copy with, 93% without).
+        // kernel lab at bf45c72, H100, rows of 4096 bf16, 99.5% of copy with, 93% without).
         if (nvec <= 128)
         {
             return launchBlockConfig<T, Q, VEC, 1, 128, true>(x, w, y, rows, hidden, eps, weightOffset, q, stream);

@@ -5,10 +5,12 @@ import dataclasses
 import importlib
 import importlib.util
 import random
+import shutil
 import subprocess
 import sys
 import time
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +20,9 @@ import torchtrt_plugins
 from torchtrt_plugins import cli
 
 common = cli.import_benchmarks()
+REPO = Path(__file__).resolve().parents[2]
+#: Whether the package under test is this checkout's (CI also runs these tests against the installed wheel).
+FROM_CHECKOUT = Path(torchtrt_plugins.__file__).resolve().parents[1] == REPO
 
 
 # ------------------------------------------------------------------------------------------ statistics
@@ -84,7 +89,7 @@ def test_parse_dtypes_and_shapes():
 
 
 def _env(timestamp="2026-01-01T00:00:00+00:00"):
-    return common.Environment("cuda", "NVIDIA H100 80GB HBM3", "2.11.0", "12.8", "10.13.0", timestamp)
+    return common.Environment("cuda", "NVIDIA H100 80GB HBM3", "2.11.0", "12.8", "10.13.0", timestamp, "0123abcd4567")
 
 
 def _results():
@@ -148,6 +153,7 @@ def test_csv_columns_values_and_append(tmp_path):
             "timer",
             "repeats",
             "placements",
+            "commit",
         )
     )
     assert sum(1 for line in lines if line[0] == "op") == 1  # header written once
@@ -163,6 +169,7 @@ def test_csv_columns_values_and_append(tmp_path):
         "12.8",
         "10.13.0",
     )
+    assert ours["commit"] == "0123abcd4567"
     model = next(r for r in rows if r["op"] == "decoder_block")
     assert model["gbps"] == "" and model["pct_of_copy"] == ""  # not memory-bound
     with open(path.with_name(common.NOT_RUN_FILE), newline="") as handle:
@@ -560,26 +567,96 @@ def test_csv_rows_carry_timer_and_repeats_and_old_files_still_read(tmp_path):
     assert (read["timer"], read["repeats"], read["placements"]) == ("do_bench", "1", "1")
 
 
-def test_placements_column_and_files_written_before_it(tmp_path):
+def test_placements_and_commit_columns_and_files_written_before_them(tmp_path):
     result = common.Result("op", "p", "2x2", "float32", "cuda", "ok", timing=common.Timing(1, 1, 1), timer="graph")
     result.repeats, result.placements = 3, 8
-    assert common.REPEATS_COLUMNS + ("placements",) == common.COLUMNS
+    assert (
+        common.REPEATS_COLUMNS + ("placements", "commit") == common.PLACEMENTS_COLUMNS + ("commit",) == common.COLUMNS
+    )
     assert result.row(_env())["placements"] == "8"
     assert "timer=graph x3 repeats on 8 placements" in common.format_table([result])
-    # A file from before the placements column (and one from before timer and repeats) reads as one placement, and
-    # the next run appends to it after rewriting its header, its rows kept.
-    for columns, kept in ((common.REPEATS_COLUMNS, ("graph", "3")), (common.LEGACY_COLUMNS, ("do_bench", "1"))):
+    # A file from before the commit column (and ones from before placements, and before timer and repeats) reads with
+    # the defaults of the columns it lacks, and the next run appends to it after rewriting its header, its rows kept.
+    for columns, kept in (
+        (common.PLACEMENTS_COLUMNS, ("graph", "3", "8")),
+        (common.REPEATS_COLUMNS, ("graph", "3", "1")),
+        (common.LEGACY_COLUMNS, ("do_bench", "1", "1")),
+    ):
         old = tmp_path / f"old{len(columns)}.csv"
         with open(old, "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(columns))
             writer.writeheader()
             writer.writerow({k: v for k, v in result.row(_env()).items() if k in columns})
         (read,) = common.read_results(old)
-        assert (read["timer"], read["repeats"], read["placements"]) == (*kept, "1")
+        assert (read["timer"], read["repeats"], read["placements"], read["commit"]) == (*kept, "")
         common.write_results([result], _env("2026-01-02T00:00:00+00:00"), old)
         rows = common.read_results(old)
-        assert [(r["timer"], r["repeats"], r["placements"]) for r in rows] == [(*kept, "1"), ("graph", "3", "8")]
+        assert [(r["timer"], r["repeats"], r["placements"], r["commit"]) for r in rows] == [
+            (*kept, ""),
+            ("graph", "3", "8", "0123abcd4567"),
+        ]
         assert old.read_text().splitlines()[0] == ",".join(common.COLUMNS)
+
+
+def test_record_gets_the_timed_rows_of_every_run_appended(tmp_path):
+    out, record = tmp_path / "out" / "results.csv", tmp_path / "data" / "record.csv"
+    common.write_results(_results(), _env(), out, record)
+    common.write_results(_results()[:1], _env("2026-01-02T00:00:00+00:00"), tmp_path / "other" / "results.csv", record)
+    rows = common.read_results(record)
+    assert [(r["provider"], r["timestamp"]) for r in rows] == [
+        *((r["provider"], "2026-01-01T00:00:00+00:00") for r in common.read_results(out)),
+        ("copy", "2026-01-02T00:00:00+00:00"),
+    ]
+    assert len(rows) == 5 and {r["commit"] for r in rows} == {"0123abcd4567"}
+    assert not (record.parent / common.NOT_RUN_FILE).exists()  # what did not run stays with the run's own output
+    record.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="has columns"):
+        common.write_results(_results(), _env(), out, record)
+
+
+def test_source_commit_names_the_checkout_and_its_changes(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("no git here")
+    checkout, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
+    package = checkout / "pkg"
+    package.mkdir(parents=True)
+    elsewhere.mkdir()
+    assert common.source_commit(elsewhere) == ""  # not a checkout: an installed wheel records no commit
+    (package / "__init__.py").write_text("")
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    assert common.source_commit(package) == ""  # a package in a repository that does not track it is not its
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True)
+    assert common.source_commit(package) == head.stdout.strip()
+    (package / "__init__.py").write_text("changed = True\n")
+    assert common.source_commit(package) == head.stdout.strip() + "+dirty"
+
+
+@pytest.mark.skipif(not FROM_CHECKOUT, reason="runs against an installed package: the checkout's benchmarks/ is absent")
+def test_the_committed_record_is_a_results_csv_of_measured_gpu_rows():
+    record = REPO / common.RECORD_CSV
+    rows = common.read_results(record)
+    assert rows and record.read_text().splitlines()[0] == ",".join(common.COLUMNS)
+    for row in rows:
+        assert row["gpu"].startswith("NVIDIA") and float(row["median_ms"]) > 0, row
+        assert row["timer"] in common.TIMERS and row["timestamp"] and row["op"] and row["provider"], row
+
+
+def test_the_package_ships_no_host_time_yardstick():
+    assert importlib.util.find_spec("torchtrt_plugins.benchmarks.handwritten") is None
+    assert not list(Path(common.__file__).parent.glob("*.cpp"))
+
+
+@pytest.mark.skipif(not FROM_CHECKOUT, reason="runs against an installed package: the checkout's benchmarks/ is absent")
+def test_the_host_time_yardstick_imports_from_the_checkouts_benchmarks_folder():
+    assert "package-data" not in (REPO / "pyproject.toml").read_text()
+    assert (REPO / "benchmarks" / "handwritten_op.cpp").is_file()
+    code = "import sys; sys.path.append(sys.argv[1]); import handwritten; print(handwritten.__file__)"
+    found = subprocess.run([sys.executable, "-c", code, str(REPO / "benchmarks")], capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()) == REPO / "benchmarks" / "handwritten.py"
 
 
 def test_placements_build_the_case_again_and_time_every_provider_on_each(monkeypatch):

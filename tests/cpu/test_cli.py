@@ -220,6 +220,26 @@ def test_bench_quick_pad_to_and_masked_rows_on_cpu_write_csv_rows(tmp_path, caps
     assert "pad_to  float32  1x3x30x40x32x48  device=cpu" in out and "masked_rows  float32  1000x8x50" in out
 
 
+def test_bench_record_appends_each_run_to_one_csv(tmp_path, capsys):
+    record = tmp_path / "data" / "results.csv"
+    argv = ["bench", "--quick", "--device", "cpu", "--ops", "pad_to", "--providers", "eager_composite", "--timer"]
+    for run in ("first", "second"):
+        out_dir = tmp_path / run
+        assert (
+            cli.main([*argv, "host", "--out", str(out_dir), "--record", str(record), "--no-plots", "--no-progress"])
+            == 0
+        )
+        assert common.read_results(record)[-len(common.read_results(out_dir / "results.csv")) :] == common.read_results(
+            out_dir / "results.csv"
+        )
+    assert f"recorded in: {record}" in capsys.readouterr().out
+    rows = common.read_results(record)
+    first, second = (common.read_results(tmp_path / run / "results.csv") for run in ("first", "second"))
+    assert rows == first + second and len(first) >= 2  # the copy and the composite, every size of the plan
+    assert {(r["op"], r["timer"]) for r in rows} == {("pad_to", "host")}
+    assert not (record.parent / common.NOT_RUN_FILE).exists()
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

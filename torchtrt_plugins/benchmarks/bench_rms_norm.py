@@ -1,6 +1,5 @@
 """rms_norm: eager composite vs F.rms_norm vs torch.compile vs Liger-Kernel's RMSNorm (optional: ``pip install
---no-deps liger-kernel``; Triton) vs a hand-written C++ torch op over our launcher (built on first use:
-:mod:`torchtrt_plugins.benchmarks.handwritten`; the yardstick of the eager host time) vs our CUDA op (each tactic) vs
+--no-deps liger-kernel``; Triton) vs our CUDA op (each tactic) vs
 the plugin's enqueue through the harness vs TensorRT engines. Bytes moved = read x + write y + read weight.
 
     python -m torchtrt_plugins.benchmarks.bench_rms_norm [--quick] [--dtypes bf16,fp16,fp32] [--csv PATH]
@@ -80,25 +79,6 @@ def liger(case: Case):
     return lambda: LigerRMSNormFunction.apply(x, weight, EPS, 0.0, "gemma", False)
 
 
-def needs_handwritten(ctx: common.RunContext) -> str | None:
-    if ctx.device.type != "cuda":
-        return "the hand-written C++ op is a CUDA kernel (this run is on CPU)"
-    from torchtrt_plugins.benchmarks import handwritten
-
-    try:
-        handwritten.load()
-    except RuntimeError as err:
-        return str(err)
-    return None
-
-
-def handwritten_op(case: Case):
-    """The hand-written C++ torch op (full LibTorch API, unboxed) calling our launcher: what the generic eager kernel's
-    host time is judged against."""
-    x, weight = case.inputs
-    return lambda: torch.ops.ttp_handwritten.rms_norm(x, weight, EPS)
-
-
 def torchtrt_op(case: Case):
     x, weight = case.inputs
     return lambda: torch.ops.torchtrt.rms_norm(x, weight, EPS)
@@ -125,7 +105,6 @@ PROVIDERS = [
     Provider("F.rms_norm", functional),
     Provider("torch.compile", inductor, (needs_inductor,)),
     Provider("liger", liger, (needs_liger, needs_inductor)),
-    Provider("handwritten_cpp", handwritten_op, (needs_eager_kernel(ENTRY), needs_handwritten)),
     Provider("torchtrt", torchtrt_op, (needs_eager_kernel(ENTRY),)),
     *(
         Provider(f"torchtrt[{t.name}]", torchtrt_tactic(t.value), (needs_cuda, needs_eager_kernel(ENTRY)))

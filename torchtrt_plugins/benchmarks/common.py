@@ -46,16 +46,20 @@ from torchtrt_plugins.benchmarks.environment import (  # noqa: F401  (re-exporte
     needs_sdk_build,
     needs_tensorrt,
     needs_torchvision,
+    source_commit,
     tensorrt_version,
     unmet,
     vision,
 )
 from torchtrt_plugins.benchmarks.results import (  # noqa: F401
+    ADDED_COLUMN_DEFAULTS,
     COLUMNS,
     DEFAULT_CSV,
     LEGACY_COLUMNS,
     NOT_RUN_COLUMNS,
     NOT_RUN_FILE,
+    PLACEMENTS_COLUMNS,
+    RECORD_CSV,
     REPEATS_COLUMNS,
     Result,
     format_bytes,
@@ -749,6 +753,7 @@ class Report:
     env: Environment
     results: list[Result]
     csv_path: Path
+    record_path: Path | None = None
 
     @property
     def errors(self) -> list[Result]:
@@ -762,6 +767,8 @@ class Report:
         if notes():
             parts += ["Notes:", *(f"  {n}" for n in notes()), ""]
         parts.append(f"results: {self.csv_path}  (not run: {self.csv_path.with_name(NOT_RUN_FILE)})")
+        if self.record_path is not None:
+            parts.append(f"recorded in: {self.record_path}")
         return "\n".join(parts)
 
 
@@ -778,8 +785,10 @@ def run_suite(
     repeats: int = 1,
     sizes: Sequence[tuple[int, ...]] | None = None,
     placements: int = 1,
+    record_path: os.PathLike | None = None,
 ) -> Report:
-    """Run benchmarks side by side in one process, append the CSV, return the report."""
+    """Run benchmarks side by side in one process, append the CSV (and the record at ``record_path``, if given),
+    return the report."""
     ctx = RunContext(resolve_device(device), quick, tuple(timers), repeats, placements)
     if providers:
         known = {name for b in benchmarks for name in b.provider_names}
@@ -797,8 +806,8 @@ def run_suite(
             results += run(benchmark, ctx, dtypes, providers, progress, wanted or None)
     finally:
         progress.close()
-    path = write_results(results, env, csv_path)
-    return Report(env, results, path)
+    path = write_results(results, env, csv_path, record_path)
+    return Report(env, results, path, Path(record_path) if record_path else None)
 
 
 def parse_timers(text: str | None) -> tuple[str, ...]:
@@ -847,6 +856,16 @@ def add_timing_arguments(parser: Any) -> None:
     )
 
 
+def add_record_argument(parser: Any) -> None:
+    """--record, shared by the scripts and ``torchtrt-plugins bench``."""
+    parser.add_argument(
+        "--record",
+        metavar="PATH",
+        help=f"also append the timed rows to this CSV, the record kept across runs (e.g. {RECORD_CSV} of a source "
+        "checkout; default: none)",
+    )
+
+
 def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
     """``python -m torchtrt_plugins.benchmarks.bench_<op> [--quick] [--dtypes bf16,fp32] [--csv PATH]``."""
     import argparse
@@ -857,6 +876,7 @@ def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--providers", help=f"comma-separated glob patterns among {benchmark.provider_names}")
     parser.add_argument("--device", default="auto", help="auto (default), cuda or cpu")
     parser.add_argument("--csv", default=str(DEFAULT_CSV), help=f"results CSV to append to (default {DEFAULT_CSV})")
+    add_record_argument(parser)
     add_timing_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -871,6 +891,7 @@ def script_main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> int:
             repeats=args.repeats,
             sizes=parse_sizes(args.sizes),
             placements=args.placements,
+            record_path=args.record,
         )
     except ValueError as err:
         parser.error(str(err))

@@ -9,6 +9,7 @@ import importlib.util
 import os
 import platform
 import shutil
+import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,8 @@ class Environment:
     cuda: str
     tensorrt: str
     timestamp: str
+    #: The source checkout's commit (``+dirty`` with uncommitted changes); empty for an installed wheel.
+    commit: str = ""
 
     def describe(self) -> str:
         return (
@@ -66,7 +69,31 @@ def environment(device: torch.device) -> Environment:
         cuda=torch.version.cuda or "none",
         tensorrt=tensorrt_version(),
         timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        commit=source_commit(),
     )
+
+
+def source_commit(folder: os.PathLike | None = None) -> str:
+    """The commit of the git checkout holding ``folder`` (default: this package's), ``+dirty`` when its tracked files
+    differ from it; empty where there is none (an installed wheel) or no git."""
+    folder = os.fspath(folder) if folder is not None else os.path.dirname(os.path.abspath(__file__))
+    git = shutil.which("git")
+    if git is None:
+        return ""
+
+    def ask(*args: str) -> str | None:
+        try:
+            done = subprocess.run([git, "-C", folder, *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = ask("rev-parse", "--short=12", "HEAD")
+    # A package installed into a virtual environment that lies inside some repository is not that repository's.
+    if not commit or ask("ls-files", "--error-unmatch", "__init__.py") is None:
+        return ""
+    changed = ask("status", "--porcelain", "--untracked-files=no")
+    return f"{commit}+dirty" if changed else commit
 
 
 # ------------------------------------------------------------------------------------------ requirements

@@ -12,7 +12,8 @@ from pathlib import Path
 from torchtrt_plugins.benchmarks.environment import Environment
 from torchtrt_plugins.benchmarks.timing import Timing, gbps, pct_of_copy
 
-#: Columns of the results CSV, in order.
+#: Columns of a results CSV, in order: the record format (docs/benchmarks.md) of both the run's own
+#: ``<out>/results.csv`` and the record that ``bench --record PATH`` appends to. Columns are only ever added at the end.
 COLUMNS = (
     "op",
     "provider",
@@ -31,15 +32,22 @@ COLUMNS = (
     "timer",
     "repeats",
     "placements",
+    "commit",
 )
-#: Results CSVs written before the timer and repeats columns: read as do_bench, one repeat, one placement.
-LEGACY_COLUMNS = COLUMNS[:-3]
-#: Results CSVs written before the placements column: read as one placement.
-REPEATS_COLUMNS = COLUMNS[:-1]
+#: What a file written before a column was added reads as in that column.
+ADDED_COLUMN_DEFAULTS = {"timer": "do_bench", "repeats": "1", "placements": "1", "commit": ""}
+#: Results CSVs written before the timer and repeats columns.
+LEGACY_COLUMNS = COLUMNS[:-4]
+#: Results CSVs written before the placements column.
+REPEATS_COLUMNS = COLUMNS[:-2]
+#: Results CSVs written before the commit column.
+PLACEMENTS_COLUMNS = COLUMNS[:-1]
 #: Columns of the file listing what did not run (next to the results CSV).
 NOT_RUN_COLUMNS = ("op", "provider", "shape", "dtype", "device", "status", "reason", "timestamp")
 NOT_RUN_FILE = "skipped.csv"
 DEFAULT_CSV = Path("bench_results") / "results.csv"
+#: The source checkout's record of measured runs, relative to its root (``bench --record`` appends to it).
+RECORD_CSV = Path("benchmarks") / "data" / "results.csv"
 
 
 @dataclass
@@ -94,6 +102,7 @@ class Result:
             "timer": self.timer,
             "repeats": str(self.repeats),
             "placements": str(self.placements),
+            "commit": env.commit,
         }
 
 
@@ -115,11 +124,16 @@ def format_bytes(nbytes: int) -> str:
 # ------------------------------------------------------------------------------------------ CSV
 
 
-def write_results(results: Sequence[Result], env: Environment, path: os.PathLike | None = None) -> Path:
-    """Append the timed results to the CSV (header written once) and what did not run to skipped.csv beside it."""
+def write_results(
+    results: Sequence[Result], env: Environment, path: os.PathLike | None = None, record: os.PathLike | None = None
+) -> Path:
+    """Append the timed results to the CSV (header written once) and what did not run to skipped.csv beside it; with
+    ``record``, append the timed results to that CSV too (the record of runs kept across them)."""
     path = Path(path) if path else DEFAULT_CSV
-    _upgrade(path)
-    _append(path, COLUMNS, [r.row(env) for r in results if r.timed])
+    timed = [r.row(env) for r in results if r.timed]
+    for target in (path, Path(record)) if record else (path,):
+        _upgrade(target)
+        _append(target, COLUMNS, timed)
     not_run = [
         {
             "op": r.op,
@@ -138,13 +152,20 @@ def write_results(results: Sequence[Result], env: Environment, path: os.PathLike
     return path
 
 
+def _older_columns(columns: Sequence[str]) -> bool:
+    """Whether ``columns`` are a results CSV's of an earlier version: today's, less columns added since."""
+    columns = tuple(columns)
+    missing = COLUMNS[len(columns) :]
+    return columns == COLUMNS[: len(columns)] and bool(missing) and set(missing) <= set(ADDED_COLUMN_DEFAULTS)
+
+
 def _upgrade(path: Path) -> None:
     """A results CSV written by an earlier version (fewer columns) rewritten with today's, its rows kept."""
     if not path.is_file() or path.stat().st_size == 0:
         return
     with open(path, newline="") as handle:
         header = tuple(next(csv.reader(handle), []))
-    if header in (LEGACY_COLUMNS, REPEATS_COLUMNS):
+    if _older_columns(header):
         rows = read_results(path)
         upgraded = path.with_name(path.name + ".upgrading")
         with open(upgraded, "w", newline="") as handle:
@@ -175,10 +196,9 @@ def read_results(path: os.PathLike) -> list[dict[str, str]]:
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         columns = tuple(reader.fieldnames or ())
-        if columns == LEGACY_COLUMNS:
-            return [dict(row, timer="do_bench", repeats="1", placements="1") for row in reader]
-        if columns == REPEATS_COLUMNS:
-            return [dict(row, placements="1") for row in reader]
+        if _older_columns(columns):
+            added = {name: ADDED_COLUMN_DEFAULTS[name] for name in COLUMNS[len(columns) :]}
+            return [dict(row, **added) for row in reader]
         if columns != COLUMNS:
             raise ValueError(f"{path} is not a results CSV: columns {reader.fieldnames}, expected {list(COLUMNS)}")
         return list(reader)
