@@ -219,13 +219,14 @@ def test_validator_keeps_a_bf16_node_in_pytorch():
     assert not converters.validate_node(node)
 
 
-def test_check_op_eager_and_plan():
+def test_check_op():
     from torchtrt_plugins.testing import check_op
 
     g = torch.Generator().manual_seed(3)
     boxes, scores = props.draw_nms_inputs(g, 2, 64, 3, box_coding=0, per_class=False, spread=50.0)
-    report = check_op(OP, [(boxes, scores, 0.1, 0.5, 20)], reference=efficient_nms.reference, checks=("eager", "plan"))
-    assert "plan" in report.passed
+    samples = [(boxes, scores, 0.1, 0.5, 20), (boxes[:1], scores[:1].half().float(), 0.3, 0.4, 7, 1, True, True, 1)]
+    report = check_op(OP, samples, reference=efficient_nms.reference)
+    assert {"eager", "opcheck", "compile", "plan", "harness"} <= set(report.passed), report
 
 
 onnx = pytest.importorskip("onnx", reason="the ONNX export test needs onnx (pip install -e '.[test]')")
