@@ -151,6 +151,18 @@ class RotaryCall(nn.Module):
         return torch.ops.torchtrt.rotary_embedding(q * 2, positions, 16, 64, 10000.0, True) + 1
 
 
+class EfficientNmsCall(nn.Module):
+    def __init__(self, box_coding: int):
+        super().__init__()
+        self.box_coding = box_coding
+
+    def forward(self, boxes, scores):
+        num, det_boxes, det_scores, det_classes = torch.ops.torchtrt.efficient_nms(
+            boxes, scores, 0.25, 0.5, 16, -1, False, False, self.box_coding
+        )
+        return num, det_boxes * 2, det_scores, det_classes
+
+
 def _rms_norm() -> list[ExportCase]:
     return [
         ExportCase("rms_norm", "static", RmsNormCall(8, 1e-5), (torch.randn(3, 8),)),
@@ -219,6 +231,26 @@ def _rotary_embedding() -> list[ExportCase]:
     ]
 
 
+def _efficient_nms() -> list[ExportCase]:
+    xy = torch.rand(2, 40, 2) * 50
+    wh = torch.rand(2, 40, 2) * 20 + 1
+    return [
+        ExportCase(
+            "efficient_nms",
+            "dynamic",
+            EfficientNmsCall(0),
+            (torch.cat([xy, xy + wh], dim=-1), torch.rand(2, 40, 3)),
+            {"boxes": {0: "batch", 1: "anchors"}, "scores": {0: "batch", 1: "anchors"}},
+        ),
+        ExportCase(
+            "efficient_nms",
+            "center_size_per_class_boxes",
+            EfficientNmsCall(1),
+            (torch.cat([xy, wh], dim=-1)[:, :, None, :].expand(2, 40, 3, 4).contiguous(), torch.rand(2, 40, 3)),
+        ),
+    ]
+
+
 def _add_rms_norm() -> list[ExportCase]:
     # None yet: export holds the mutating op as auto_functionalized_v2(op, ...), and torch 2.13's dynamo exporter
     # fails on that node before any translation runs (it looks the OpOverload argument up as an FX value:
@@ -229,6 +261,7 @@ def _add_rms_norm() -> list[ExportCase]:
 #: op name -> the cases for it.
 CASES: dict[str, Callable[[], list[ExportCase]]] = {
     "add_rms_norm": _add_rms_norm,
+    "efficient_nms": _efficient_nms,
     "rms_norm": _rms_norm,
     "rms_norm_fp8": _rms_norm_quant("rms_norm_fp8"),
     "rms_norm_int8": _rms_norm_quant("rms_norm_int8"),

@@ -58,6 +58,11 @@ class Case:
         return getattr(torch.ops.torchtrt, self.op)(*self.args, **self.kwargs)
 
 
+def outputs(out: Any) -> tuple[torch.Tensor, ...]:
+    """An op's result as a tuple of its output tensors (one op returns several)."""
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
 def _values(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator, scale: float) -> torch.Tensor:
     if dtype.is_floating_point:
         return torch.randn(shape, generator=generator, dtype=torch.float64).mul_(scale).to(dtype)
@@ -247,6 +252,130 @@ def check_masked_rows(case: Case, out: torch.Tensor) -> None:
     _assert_allclose(out, expected, 0.0, 0.0, case.note)
 
 
+# ------------------------------------------------------------------------------------------ efficient_nms
+
+
+def draw_nms_inputs(
+    generator: torch.Generator, batch: int, boxes: int, classes: int, *, box_coding: int, per_class: bool, spread: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 boxes (corners, some with their corners swapped, or center-size) with centers in [0, spread) and sizes
+    in [1, 30), and uniform scores."""
+    shape = (batch, boxes, classes) if per_class else (batch, boxes)
+    center = torch.rand((*shape, 2), generator=generator, dtype=torch.float64) * spread
+    size = torch.rand((*shape, 2), generator=generator, dtype=torch.float64) * 29 + 1
+    if box_coding == 1:
+        coords = torch.cat([center, size], dim=-1)
+    else:
+        coords = torch.cat([center - size / 2, center + size / 2], dim=-1)
+        swapped = torch.rand(shape, generator=generator) < 0.1
+        coords[swapped] = coords[swapped][:, [2, 3, 0, 1]]
+    scores = torch.rand((batch, boxes, classes), generator=generator, dtype=torch.float64)
+    return coords.float(), scores.float()
+
+
+def draw_efficient_nms(data: st.DataObject, device: str) -> Case:
+    dtype = data.draw(st.sampled_from([torch.float32, torch.float16]), label="dtype")
+    batch = data.draw(st.sampled_from([1, 2, 3]), label="B")
+    boxes = data.draw(st.one_of(st.sampled_from([0, 1, 2, 63, 64, 65]), st.integers(1, 300)), label="N")
+    classes = data.draw(st.sampled_from([1, 2, 3, 7]), label="C")
+    box_coding = data.draw(st.sampled_from([0, 1]), label="box_coding")
+    per_class = data.draw(st.booleans(), label="per-class boxes")
+    activation = data.draw(st.booleans(), label="score_activation")
+    agnostic = data.draw(st.booleans(), label="class_agnostic")
+    background = data.draw(st.sampled_from([-1, 0, classes - 1]), label="background_class")
+    score_threshold = data.draw(st.sampled_from([0.0, 0.05, 0.3, 0.9]), label="score_threshold")
+    iou_threshold = data.draw(st.sampled_from([0.1, 0.45, 0.7, 1.0]), label="iou_threshold")
+    k = data.draw(st.sampled_from([1, 7, 100, 300]), label="K")
+    spread = data.draw(st.sampled_from([30.0, 300.0]), label="spread")
+    generator = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    coords, scores = draw_nms_inputs(
+        generator, batch, boxes, classes, box_coding=box_coding, per_class=per_class, spread=spread
+    )
+    if activation:
+        scores = torch.logit(scores.clamp(1e-4, 1 - 1e-4)) * 2
+    args = (coords.to(dtype).to(device), scores.to(dtype).to(device), score_threshold, iou_threshold, k)
+    args += (background, activation, agnostic, box_coding)
+    note = f"{dtype} {tuple(args[0].shape)} scores {tuple(args[1].shape)} {args[2:]}"
+    return Case("efficient_nms", args, note=note)
+
+
+def _corner_boxes(rows: np.ndarray, box_coding: int) -> np.ndarray:
+    if box_coding == 0:
+        return rows
+    half = np.float32(0.5) * rows[:, 2:]
+    return np.concatenate([rows[:, :2] - half, rows[:, :2] + half], axis=1)
+
+
+def _nvidia_iou(box: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """fp32, one rounding per operation: corners ordered, 0 without intersection or union."""
+    x1, x2 = np.minimum(others[:, 0], others[:, 2]), np.maximum(others[:, 0], others[:, 2])
+    y1, y2 = np.minimum(others[:, 1], others[:, 3]), np.maximum(others[:, 1], others[:, 3])
+    bx1, bx2 = min(box[0], box[2]), max(box[0], box[2])
+    by1, by2 = min(box[1], box[3]), max(box[1], box[3])
+    width, height = np.minimum(x2, bx2) - np.maximum(x1, bx1), np.minimum(y2, by2) - np.maximum(y1, by1)
+    inter = width * height
+    union = ((bx2 - bx1) * (by2 - by1) + (x2 - x1) * (y2 - y1)) - inter
+    valid = (width >= 0) & (height >= 0) & (inter > 0) & (union > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(valid, inter / np.where(valid, union, np.float32(1)), np.float32(0))
+
+
+def efficient_nms_numpy(boxes, scores, score_threshold, iou_threshold, k, background, activation, agnostic, coding):
+    """NVIDIA's EfficientNMS as one greedy walk over every image's sorted candidates (the class compared pair by
+    pair), in numpy: (num, boxes, raw scores, classes) of the kept, padded with zeros to K."""
+    batch, n, classes = scores.shape
+    s = scores.astype(np.float32)
+    b4 = boxes.astype(np.float32)
+    if activation:
+        t = score_threshold
+        threshold = -np.inf if t <= 0 else np.inf if t >= 1 else np.float32(np.log(t / (1 - t)))
+    else:
+        threshold = np.float32(score_threshold)
+    num = np.zeros((batch, 1), np.int32)
+    out_boxes, out_scores = np.zeros((batch, k, 4), np.float32), np.zeros((batch, k), np.float32)
+    out_classes = np.zeros((batch, k), np.int32)
+    for b in range(batch):
+        flat = s[b].reshape(-1)
+        cls = np.arange(n * classes) % classes
+        items = np.nonzero((flat >= threshold) & (cls != background))[0]
+        items = items[np.argsort(-flat[items], kind="stable")][:4096]
+        rows = b4[b].reshape(-1, 4)[items] if b4.ndim == 4 else b4[b][items // classes]
+        corners = _corner_boxes(rows, coding)
+        suppressed = np.zeros(len(items), bool)
+        kept = []
+        for i in range(len(items)):
+            if suppressed[i]:
+                continue
+            kept.append(i)
+            if len(kept) == k:
+                break
+            later = np.arange(len(items)) > i
+            same = True if agnostic else cls[items] == cls[items[i]]
+            suppressed |= later & same & (_nvidia_iou(corners[i], corners) >= np.float32(iou_threshold))
+        num[b, 0] = len(kept)
+        out_boxes[b, : len(kept)] = corners[kept]
+        out_scores[b, : len(kept)] = flat[items[kept]]
+        out_classes[b, : len(kept)] = cls[items[kept]]
+    return num, out_boxes, out_scores, out_classes
+
+
+def check_efficient_nms(case: Case, out: tuple[torch.Tensor, ...]) -> None:
+    boxes, scores, *fields = case.args
+    activation = fields[4]
+    num, det_boxes, det_scores, det_classes = efficient_nms_numpy(as_numpy(boxes), as_numpy(scores), *fields)
+    assert [o.dtype for o in out] == [torch.int32, boxes.dtype, scores.dtype, torch.int32], case.note
+    _assert_allclose(out[0], num, 0.0, 0.0, f"{case.note}: num_detections")
+    _assert_allclose(out[3], det_classes, 0.0, 0.0, f"{case.note}: detection_classes")
+    rounded = torch.from_numpy(det_boxes).to(boxes.dtype)  # decoded in fp32, rounded once to the boxes' dtype
+    _assert_allclose(out[1], as_numpy(rounded), 0.0, 0.0, f"{case.note}: detection_boxes")
+    if activation:
+        expected = np.where(np.arange(det_scores.shape[1]) < num, 1 / (1 + np.exp(-det_scores.astype(np.float64))), 0)
+        tol = 1e-6 if scores.dtype == torch.float32 else 1e-3
+        _assert_allclose(out[2], expected, tol, tol, f"{case.note}: detection_scores")
+    else:
+        _assert_allclose(out[2], det_scores.astype(np.float64), 0.0, 0.0, f"{case.note}: detection_scores")
+
+
 # ------------------------------------------------------------------------------------------ rotary_embedding
 
 
@@ -313,6 +442,7 @@ CASES: dict[str, OpProps] = {
     "rms_norm_fp8": OpProps(_draw_rms_norm_quant("rms_norm_fp8"), check_rms_norm_quant),
     "rms_norm_int8": OpProps(_draw_rms_norm_quant("rms_norm_int8"), check_rms_norm_quant),
     "rotary_embedding": OpProps(draw_rotary_embedding, check_rotary_embedding),
+    "efficient_nms": OpProps(draw_efficient_nms, check_efficient_nms),
 }
 
 
@@ -328,6 +458,7 @@ def examples(device: str, seed: int = 0) -> dict[str, Case]:
     residual = torch.randn(4099, 4096, generator=g).to(torch.bfloat16).to(device)
     queries = torch.randn(4099, 32, 128, generator=g).to(torch.bfloat16).to(device)
     positions = torch.randint(0, 8192, (4099,), generator=g).to(device)
+    nms_boxes, nms_scores = draw_nms_inputs(g, 4, 5000, 80, box_coding=0, per_class=False, spread=1000.0)
     return {
         "rms_norm": Case("rms_norm", (x, w, 1e-6, 0.0), note=f"bf16 {tuple(x.shape)} on {device}"),
         "add_rms_norm": Case(
@@ -349,5 +480,10 @@ def examples(device: str, seed: int = 0) -> dict[str, Case]:
             "rotary_embedding",
             (queries, positions, 128, 8192, 500000.0, True),
             note=f"bf16 {tuple(queries.shape)} RoPE (8192 positions) on {device}",
+        ),
+        "efficient_nms": Case(
+            "efficient_nms",
+            (nms_boxes.to(device), nms_scores.to(device), 0.2, 0.5, 100),
+            note=f"fp32 {tuple(nms_scores.shape)} scores, 100 kept per image, on {device}",
         ),
     }

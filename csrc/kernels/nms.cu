@@ -1,4 +1,5 @@
 #include "nms.h"
+#include "suppression_bits.cuh"
 
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
@@ -8,7 +9,11 @@ namespace ttp::vision
 namespace
 {
 
-constexpr int64_t kBOXES_PER_WORD = 64;
+using suppression::kBOXES_PER_WORD;
+using suppression::laneSelect;
+using suppression::warpOr;
+using suppression::wordCount;
+
 constexpr int kREDUCE_WARPS = 32;
 constexpr int kKEEP_THREADS = 256;
 constexpr size_t kDEFAULT_SHARED_BYTES = 48 * 1024;
@@ -16,11 +21,6 @@ constexpr size_t kDEFAULT_SHARED_BYTES = 48 * 1024;
 size_t aligned(size_t bytes)
 {
     return (bytes + 255) / 256 * 256;
-}
-
-__host__ __device__ int64_t wordCount(int64_t n)
-{
-    return (n + kBOXES_PER_WORD - 1) / kBOXES_PER_WORD;
 }
 
 // The overlap bits are kept by column block, upper triangle only: column block c holds one word per sorted box
@@ -84,17 +84,9 @@ __device__ bool overlaps(float4 a, float4 b, float threshold)
 // 64 r + t in column c says that box suppresses sorted box 64 c + j.
 __global__ void maskKernel(float const* boxes, int32_t const* order, int64_t n, float threshold, uint64_t* mask)
 {
-    int64_t const pair = blockIdx.x;
-    auto colBlock = static_cast<int64_t>((sqrt(8.0 * static_cast<double>(pair) + 1.0) - 1.0) / 2.0);
-    while (colBlock * (colBlock + 1) / 2 > pair)
-    {
-        --colBlock;
-    }
-    while ((colBlock + 1) * (colBlock + 2) / 2 <= pair)
-    {
-        ++colBlock;
-    }
-    int64_t const rowBlock = pair - colBlock * (colBlock + 1) / 2;
+    int64_t rowBlock = 0;
+    int64_t colBlock = 0;
+    suppression::trianglePair(blockIdx.x, rowBlock, colBlock);
     __shared__ float4 columns[kBOXES_PER_WORD];
     int64_t const column = colBlock * kBOXES_PER_WORD + threadIdx.x;
     if (column < n)
@@ -119,27 +111,6 @@ __global__ void maskKernel(float const* boxes, int32_t const* order, int64_t n, 
         }
     }
     mask[columnStart(colBlock) + row] = bits;
-}
-
-__device__ uint64_t warpOr(uint64_t value)
-{
-#if __CUDA_ARCH__ >= 800
-    auto const low = __reduce_or_sync(0xffffffffU, static_cast<unsigned>(value));
-    auto const high = __reduce_or_sync(0xffffffffU, static_cast<unsigned>(value >> 32));
-    return (uint64_t{high} << 32) | low;
-#else
-    for (int offset = 16; offset > 0; offset /= 2)
-    {
-        value |= __shfl_xor_sync(0xffffffffU, value, offset);
-    }
-    return value;
-#endif
-}
-
-// The two words of a 64-box block held by one lane: boxes lane and lane + 32.
-__device__ uint64_t laneSelect(uint64_t bits, unsigned lane, uint64_t low, uint64_t high)
-{
-    return (((bits >> lane) & 1U) != 0 ? low : 0) | (((bits >> (lane + 32)) & 1U) != 0 ? high : 0);
 }
 
 // The greedy walk, 64 boxes (one block) per step, in one thread block, never leaving the GPU. Warp 0 decides the
@@ -192,25 +163,7 @@ __global__ void __launch_bounds__(kREDUCE_WARPS * 32) reduceKernel(
         {
             int64_t const first = block * kBOXES_PER_WORD;
             uint64_t const valid = n - first >= kBOXES_PER_WORD ? ~uint64_t{0} : (uint64_t{1} << (n - first)) - 1;
-            uint64_t current = removed;
-#pragma unroll
-            for (int j = 0; j < 32; ++j)
-            {
-                uint64_t const suppressed = __shfl_sync(0xffffffffU, diagLow, j);
-                if (((current >> j) & 1U) == 0)
-                {
-                    current |= suppressed;
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < 32; ++j)
-            {
-                uint64_t const suppressed = __shfl_sync(0xffffffffU, diagHigh, j);
-                if (((current >> (j + 32)) & 1U) == 0)
-                {
-                    current |= suppressed;
-                }
-            }
+            uint64_t const current = suppression::decideBlock(removed, diagLow, diagHigh);
             uint64_t const keptBits = ~current & valid;
             if (lane == 0)
             {

@@ -22,6 +22,7 @@ def test_generated_files_are_current():
 def test_every_op_of_ours_is_declared():
     assert sorted(e.spec.name for e in OURS) == [
         "add_rms_norm",
+        "efficient_nms",
         "masked_rows",
         "pad_to",
         "rms_norm",

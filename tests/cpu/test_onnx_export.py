@@ -159,11 +159,13 @@ def test_plugin_node(exported):
         assert y.shape.dim[0].dim_param and y.shape.dim[0].dim_param not in input_dims, y
     if exporter == "dynamo":
         _, _, fx_node = planned_call(case)
-        for dim, size in zip(y.shape.dim, fx_node.meta["val"].shape, strict=True):
-            if isinstance(size, int):
-                assert dim.dim_value == size
-            else:
-                assert dim.dim_param, y
+        val = fx_node.meta["val"]
+        for name, fake in zip(node.output, val if isinstance(val, (tuple, list)) else (val,), strict=False):
+            for dim, size in zip(types[name].shape.dim, fake.shape, strict=True):
+                if isinstance(size, int):
+                    assert dim.dim_value == size, name
+                else:
+                    assert dim.dim_param, types[name]
 
 
 def test_one_call_export_helper(tmp_path):

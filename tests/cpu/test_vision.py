@@ -196,3 +196,48 @@ def test_benchmark_plugin_enqueue_gives_the_harness_the_converters_call(monkeypa
     assert seen["library"] == vision.LIBRARY.plugin_path() and seen["inputs"][0] is case.inputs[0]
     result = run_call(seen["call"], TensorArg((40, 4)), TensorArg((40,)), library=seen["library"])
     result.assert_conformant()
+
+
+def batched_nms(boxes, scores, idxs, iou_threshold):
+    """``torchvision.ops.batched_nms`` as its docs describe its coordinate trick (torchvision is not importable
+    here): each category's boxes moved by ``idxs * (boxes.max() + 1)`` so that boxes of two categories never
+    overlap, then one ``nms``."""
+    offsets = idxs.to(boxes) * (boxes.max() + torch.tensor(1).to(boxes))
+    return torch.ops.torchvision.nms(boxes + offsets[:, None], scores, iou_threshold)
+
+
+class BatchedNms(torch.nn.Module):
+    def forward(self, boxes, scores, idxs):
+        return batched_nms(boxes, scores, idxs, 0.5)
+
+
+def _batched_inputs(n: int, categories: int, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    corner = torch.rand(n, 2, generator=generator) * 40
+    boxes = torch.cat([corner, corner + torch.rand(n, 2, generator=generator) * 20 + 1], dim=1)
+    return boxes, torch.rand(n, generator=generator), torch.randint(0, categories, (n,), generator=generator)
+
+
+def test_batched_nms_graph_reaches_our_nms_plugin():
+    """An exported graph of batched_nms (dynamic box count) holds one torchvision::nms node after the offset
+    arithmetic: the declared converter takes it as it is (no lowering), as a data-dependent NMS plugin."""
+    boxes, scores, idxs = _batched_inputs(300, 5)
+    n = torch.export.Dim("n", min=2, max=20000)
+    ep = torch.export.export(
+        BatchedNms(), (boxes, scores, idxs), dynamic_shapes={"boxes": {0: n}, "scores": {0: n}, "idxs": {0: n}}
+    )
+    (node,) = [x for x in ep.graph_module.graph.nodes if x.target == torch.ops.torchvision.nms.default]
+    assert converters.validate_node(node)
+    call = converters.plan_node(node)
+    assert vision.NMS.spec.creator_key == ("NMS", "2", "torchtrt_vision")
+    assert [(f.name, f.value) for f in call.fields[:1]] == [("iou_threshold", 0.5)] and call.num_outputs == 2
+    # Per category, the greedy NMS of its own boxes: batched_nms's meaning, which the exported graph keeps.
+    kept = ep.module()(boxes, scores, idxs)
+    per_category = torch.cat(
+        [
+            (idxs == c).nonzero().flatten()[vision.reference_nms(boxes[idxs == c], scores[idxs == c], 0.5)]
+            for c in range(5)
+        ]
+    )
+    assert torch.equal(kept, per_category[torch.argsort(scores[per_category], descending=True, stable=True)])
+    assert len(kept) < 300  # something was suppressed

@@ -22,8 +22,8 @@ def _tactics(op):
 def poisoned_call(case, tactic=0):
     """Call once for the output's size, free a block of that size filled with 0xFF (NaN in float types, -1 in
     integers), call again: the second output most likely lands in the poisoned block."""
-    first = case.call(tactic)
-    nbytes = first.numel() * first.element_size()
+    first = props.outputs(case.call(tactic))
+    nbytes = sum(o.numel() * o.element_size() for o in first)
     del first
     poison = torch.full((max(nbytes, 1),), 0xFF, dtype=torch.uint8, device="cuda")
     del poison

@@ -38,6 +38,7 @@ EXAMPLE_ARGS: dict[str, dict[str, Any]] = {
     "masked_rows": {"mask": torch.ones(4, dtype=torch.bool)},
     "pad_to": {"x": torch.zeros(1, 2, 4, 8)},  # (B, C, H, W)
     "rotary_embedding": {"positions": torch.zeros((), dtype=torch.int64)},  # x: (heads, head_dim), one token
+    "efficient_nms": {"boxes": torch.zeros(1, 8, 4), "scores": torch.zeros(1, 8, 3)},
 }
 
 

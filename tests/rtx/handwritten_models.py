@@ -172,4 +172,44 @@ def models() -> list[Handwritten]:
         "filter_above", node, [_value("x", f32, ["n", 7])], [_value("y", f32, None), _value("count", i64, [])]
     )
     cases.append(Handwritten("filter_above", model, {"x": [[1, 7], [4, 7], [8, 7]]}, [[-1], []], declared=True))
+    cases.append(nvidia_efficient_nms())
     return cases
+
+
+#: An EfficientNMS_TRT node's attributes as NVIDIA's plugin takes them (plugin/efficientNMSPlugin: FLOAT thresholds,
+#: INT flags and sizes), with NVIDIA's output names.
+NVIDIA_EFFICIENT_NMS_ATTRIBUTES = {
+    "score_threshold": 0.25,
+    "iou_threshold": 0.45,
+    "max_output_boxes": 100,
+    "background_class": -1,
+    "score_activation": 0,
+    "class_agnostic": 0,
+    "box_coding": 1,
+}
+NVIDIA_EFFICIENT_NMS_OUTPUTS = ["num_detections", "detection_boxes", "detection_scores", "detection_classes"]
+
+
+def nvidia_efficient_nms(op_type: str = "EfficientNMS", anchors: bool = False) -> Handwritten:
+    """A node made for NVIDIA's EfficientNMS_TRT with its op type renamed to ours (and our plugin namespace, which
+    NVIDIA's node leaves empty); with ``anchors``, NVIDIA's fused box decoder input, which ours refuses."""
+    f32, i32 = TensorProto.FLOAT, TensorProto.INT32
+    inputs = ["boxes", "scores", *(["anchors"] if anchors else [])]
+    node = _plugin(op_type, inputs, NVIDIA_EFFICIENT_NMS_OUTPUTS, "1", "torchtrt", **NVIDIA_EFFICIENT_NMS_ATTRIBUTES)
+    values = [_value("boxes", f32, ["b", "n", 4]), _value("scores", f32, ["b", "n", 80])]
+    values += [_value("anchors", f32, [1, "n", 4])] if anchors else []
+    outputs = [
+        _value("num_detections", i32, ["b", 1]),
+        _value("detection_boxes", f32, ["b", 100, 4]),
+        _value("detection_scores", f32, ["b", 100]),
+        _value("detection_classes", i32, ["b", 100]),
+    ]
+    model = _model("efficient_nms_nvidia", node, values, outputs)
+    profile = {
+        "boxes": [[1, 10, 4], [2, 1000, 4], [8, 20000, 4]],
+        "scores": [[1, 10, 80], [2, 1000, 80], [8, 20000, 80]],
+    }
+    if anchors:
+        profile["anchors"] = [[1, 10, 4], [1, 1000, 4], [1, 20000, 4]]
+    shapes = [[-1, 1], [-1, 100, 4], [-1, 100], [-1, 100]]
+    return Handwritten("efficient_nms-nvidia_node" + ("-anchors" if anchors else ""), model, profile, shapes)

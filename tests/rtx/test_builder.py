@@ -161,6 +161,26 @@ CASES = (
         args=lambda t: (64, 4096, 500000.0, False),
     ),
     BuilderCase(
+        "efficient_nms-dynamic_batch_and_boxes-fp32",
+        "efficient_nms",
+        (
+            NetworkInput("boxes", torch.float32, ((1, 1, 4), (2, 1000, 4), (8, 20000, 4))),
+            NetworkInput("scores", torch.float32, ((1, 1, 80), (2, 1000, 80), (8, 20000, 80))),
+        ),
+        args=lambda t: (0.25, 0.45, 100, -1, True, False, 1),
+        outputs=(0, 1, 2, 3),
+    ),
+    BuilderCase(
+        "efficient_nms-box_per_class-fp16",
+        "efficient_nms",
+        (
+            NetworkInput("boxes", torch.float16, ((1, 1, 5, 4), (4, 300, 5, 4), (8, 1000, 5, 4))),
+            NetworkInput("scores", torch.float16, ((1, 1, 5), (4, 300, 5), (8, 1000, 5))),
+        ),
+        args=lambda t: (0.05, 0.5, 300, 0, False, True, 0),
+        outputs=(0, 1, 2, 3),
+    ),
+    BuilderCase(
         "masked_rows-dds",
         "masked_rows",
         (
