@@ -37,12 +37,7 @@ def test_no_second_way_to_make_an_op_is_left_in_the_sources():
     the harness's test plugins) only."""
     root = _build.source_dir() / "csrc"
     assert not (root / "torch").exists() and not (root / "contracts").exists()
-    assert sorted(p.name for p in (root / "plugins").iterdir()) == [
-        "exports.map",
-        "library.cpp",
-        "plugin_common.cpp",
-        "plugin_common.h",
-    ]
+    assert sorted(p.name for p in (root / "plugins").iterdir()) == ["plugin_base.h"]
 
 
 @pytest.mark.parametrize("entry", OURS, ids=lambda e: e.spec.name)
@@ -54,7 +49,10 @@ def test_tables_carry_each_declared_op(entry):
         in (tables["declared_ops.cpp"])
     )
     for field in s.fields:
-        assert f'{{"{field.name}", FT::k{field.type}, ' in tables["declared_ops.cpp"]
+        assert (
+            f'{{"{field.name}", "{field.arg or field.name}", ::ttp::sdk::FieldType::k{field.type}, '
+            in (tables["op_fields.h"])
+        )
     for value, symbol in declaration.launchers.items():
         assert f'{{"{declaration.qualname}", {value}, &{symbol}, ' in tables["launcher_table.cpp"]
 
