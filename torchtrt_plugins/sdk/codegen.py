@@ -211,15 +211,16 @@ def generate_op_tables(
 
 
 def generated_sources(declarations: Sequence[Declaration], archs: str | None = None) -> dict[str, str]:
-    """The C++ files generated from a library's declarations, by file name: its fields header (which its launchers
-    include), then its op tables and its launcher table, each followed by the launchers of its Python kernels with
-    their cubins for ``archs`` (CMake syntax; default ``_build.cuda_archs()``), compiled now (kernels_aot)."""
+    """The C++ files generated from a library's declarations, by file name: its op tables and its launcher table,
+    each followed by the launchers of its Python kernels with their cubins for ``archs`` (CMake syntax; default
+    ``_build.cuda_archs()``), compiled now (kernels_aot), then its fields header (which its launchers include)."""
     recipe = build_recipe()
     kernels = kernels_aot.generate_source(declarations, archs or _build.cuda_archs())
+    # The plugin table first: the CMake package's depfile names the first file `sdk generate` writes.
     return {
-        recipe["generated_fields_header"]: generate_fields_header(declarations),
         recipe["generated_plugin_source"]: generate_op_tables(declarations) + kernels,
         recipe["generated_launcher_source"]: generate_launcher_table(declarations) + kernels,
+        recipe["generated_fields_header"]: generate_fields_header(declarations),
     }
 
 
