@@ -11,6 +11,7 @@ from torchtrt_plugins.testing import require_sdk_build
 require_sdk_build()
 
 import ctypes  # noqa: E402
+import types  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -96,14 +97,8 @@ def test_the_plugin_and_eager_tables_point_at_the_one_field_table():
 
 
 def test_clashing_index_constants_are_refused():
-    lib = torch.library.Library("field_clash", "DEF")
-    lib.define("op(Tensor x, float alpha, float ALPHA) -> Tensor")
-    torch.library.register_fake("field_clash::op", lambda x, a, b: torch.empty_like(x), lib=lib)
-    declaration = ttp.declare(
-        "field_clash::op",
-        library=sdk.PluginLibrary("field_clash", sources=[SOURCE]),
-        launcher="field_clash::op",
-        dtypes={"x": (torch.float32,)},
-    )
+    op = types.SimpleNamespace(label="field_clash.op")  # what the message names; declaring one would outlive the test
     with pytest.raises(ttp.SpecError, match=r"field_clash\.op: the scalar arguments \['alpha', 'ALPHA'\] do not give"):
-        codegen.generate_fields_header([declaration])
+        codegen._index_constants(op, ["alpha", "ALPHA"])
+    with pytest.raises(ttp.SpecError, match="kNB_SCALARS their count"):
+        codegen._index_constants(op, ["nb_scalars"])
