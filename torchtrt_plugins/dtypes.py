@@ -16,7 +16,7 @@ class DType(NamedTuple):
     #: TensorRT ``DataType``: member name and value (NvInferRuntimeBase.h).
     trt_name: str | None
     trt_code: int | None
-    #: ``ttp::DType``: enumerator and value (csrc/kernels/common.h).
+    #: ``ttp::DType``: enumerator and value (csrc/sdk/dtypes.h).
     kernel_name: str | None
     kernel_code: int | None
     #: ONNX element type (``TensorProto``, ``ir.DataType``).

@@ -98,9 +98,11 @@ def sources(flavour: str = "stable") -> list[Path]:
         f"sdk/eager_{flavour}.h",
         "sdk/rules.cpp",
         "sdk/rules.h",
+        "sdk/fields.cpp",
+        "sdk/fields.h",
         "sdk/op_table.h",
         "sdk/ttp_sdk.h",
-        "kernels/common.h",
+        "sdk/dtypes.h",
         "sdk/eager.map",
     ]
     return [csrc / name for name in names]

@@ -19,7 +19,7 @@ What the parser does with a node (onnx-tensorrt ``FallbackPluginImporter``, ship
 TensorRT-RTX 1.7): it dispatches on ``op_type`` alone (the domain is not read; an ``op_type`` that names a
 built-in ONNX op goes to that op's importer instead), looks the creator up by ``op_type`` and the string
 attributes ``plugin_version`` (default "1") and ``plugin_namespace`` (default ""), turns each attribute named
-like a creator field into a ``PluginField`` (``loadFields``, see ``_ATTRIBUTE_FOR_FIELD``), creates the plugin
+like a creator field into a ``PluginField`` (``loadFields``, see ``_ATTRIBUTE_KINDS``), creates the plugin
 in the BUILD phase, passes the node inputs whose indices the INTS attribute
 ``tensorrt_plugin_shape_input_indices`` lists as shape inputs and the others as tensor inputs, and requires the
 node to name exactly as many outputs as the plugin has.
@@ -65,8 +65,8 @@ class FieldAttribute:
     tensor_dtype: str | None = None
 
 
-#: PluginFieldType -> ONNX attribute. onnx-tensorrt's ``loadFields`` (onnxOpImporters.cpp, formerly
-#: builtin_op_importers.cpp; the TensorRT 10 parser) maps attribute types to field types:
+#: PluginFieldType -> the ONNX attribute type the exporter writes. onnx-tensorrt's ``loadFields`` (onnxOpImporters.cpp,
+#: formerly builtin_op_importers.cpp; the TensorRT 10 parser) maps attribute types to field types:
 #:   FLOAT / FLOATS      -> kFLOAT32 (1 or n values)
 #:   INT / INTS          -> kINT32, read with get<int32_t>: no attribute type becomes kINT64
 #:   STRING / STRINGS    -> kCHAR, NUL-terminated, length including the NUL
@@ -77,19 +77,21 @@ class FieldAttribute:
 #: TENSOR: DOUBLE arrives as kFLOAT32 (the weights are converted first), INT16 fails the whole node ("unsupported
 #: datatype (5) when importing initializer"), and INT64, UINT8 and BOOL arrive with the type left at 0 (kFLOAT16)
 #: over the raw bytes. Hence: INT16 and INT64 fields go as INT and arrive as kINT32 (the value must fit in 32
-#: bits, and an INT64 field of ours takes kINT32: ``spec.PARSER_FIELD_TYPES``, ``FieldDesc::acceptsType``); FLOAT64
-#: goes as a DOUBLE tensor (kFLOAT64 in TensorRT 10, kFLOAT32 in TensorRT-RTX, which a FLOAT64 field takes too).
-#: ``parsed_as`` is what TensorRT-RTX 1.7.1 delivers.
-_ATTRIBUTE_FOR_FIELD: dict[str, FieldAttribute] = {
-    "FLOAT32": FieldAttribute("FLOAT", "FLOAT32"),
-    "FLOAT64": FieldAttribute("TENSOR", "FLOAT32", "float64"),
-    "FLOAT16": FieldAttribute("TENSOR", "FLOAT16", "float16"),
-    "INT8": FieldAttribute("TENSOR", "INT8", "int8"),
-    "INT16": FieldAttribute("INT", "INT32"),
-    "INT32": FieldAttribute("INT", "INT32"),
-    "INT64": FieldAttribute("INT", "INT32"),
-    "CHAR": FieldAttribute("STRING", "CHAR"),
+#: bits, and an INT64 field of ours takes kINT32: ``spec.PARSER_FIELD_TYPES``, ``acceptsType`` in
+#: csrc/sdk/plugin_support.cpp); FLOAT64 goes as a DOUBLE tensor (kFLOAT64 in TensorRT 10, kFLOAT32 in TensorRT-RTX,
+#: which a FLOAT64 field takes too). A tensor's element type is the field's (``spec.FIELD_NUMPY_DTYPES``).
+_ATTRIBUTE_KINDS = {
+    "FLOAT32": "FLOAT",
+    "FLOAT64": "TENSOR",
+    "FLOAT16": "TENSOR",
+    "INT8": "TENSOR",
+    "INT16": "INT",
+    "INT32": "INT",
+    "INT64": "INT",
+    "CHAR": "STRING",
 }
+#: The PluginFieldType TensorRT-RTX 1.7.1's parser makes of an attribute of each type but TENSOR.
+_PARSED_AS = {"FLOAT": "FLOAT32", "INT": "INT32", "STRING": "CHAR"}
 
 
 class OnnxExportError(spec_mod.SpecError):
@@ -101,7 +103,13 @@ def domain(spec: spec_mod.OpSpec) -> str:
 
 
 def field_attribute(field_type: str) -> FieldAttribute:
-    return _ATTRIBUTE_FOR_FIELD[field_type]
+    """How a field of ``field_type`` travels; a tensor arrives as the spec's parser type for it
+    (``spec.PARSER_FIELD_TYPES``) or as its own."""
+    kind = _ATTRIBUTE_KINDS[field_type]
+    if kind != "TENSOR":
+        return FieldAttribute(kind, _PARSED_AS[kind])
+    parsed = spec_mod.PARSER_FIELD_TYPES.get(field_type, field_type)
+    return FieldAttribute(kind, parsed, spec_mod.FIELD_NUMPY_DTYPES[field_type])
 
 
 def attribute_values(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[str, Any]:

@@ -44,7 +44,7 @@ FIELD_NUMPY_DTYPES = {
 #: The PluginFieldType TensorRT's ONNX parser delivers a field of each type as, where it differs: onnx-tensorrt's
 #: ``loadFields`` makes an INT attribute kINT32 and a FLOAT attribute kFLOAT32, and no attribute becomes kINT64
 #: (TensorRT-RTX also hands over a DOUBLE tensor as kFLOAT32; see ``torchtrt_plugins/onnx.py``). createPlugin takes
-#: these in place of the field's own type, and no other (``FieldDesc::acceptsType`` in csrc/plugins/plugin_common.cpp).
+#: these in place of the field's own type, and no other (``acceptsType`` in csrc/sdk/plugin_support.cpp).
 PARSER_FIELD_TYPES = {"INT64": "INT32", "FLOAT64": "FLOAT32"}
 
 
@@ -101,10 +101,11 @@ class FieldSpec:
         return kind + (" " + " and ".join(parts) if parts else "")
 
     def _number(self, value: float) -> str:
-        """Integers as integers (16777216, not 1.67772e+07), as createPlugin's messages print them."""
+        """A bound as the C++ checker prints it (``expectation`` in csrc/sdk/fields.cpp): an integer field's as an
+        integer (16777216, not 1.67772e+07), others as their repr without a trailing ".0" (0, 1e-06, 0.5)."""
         if not self.is_float and math.isfinite(value) and float(value).is_integer():
             return str(int(value))
-        return f"{value:g}"
+        return repr(float(value)).removesuffix(".0")
 
     def check(self, op: str, value: Any) -> Any:
         """Return the value coerced to the field's Python type, or raise SpecError.

@@ -121,8 +121,8 @@ void storeFloat(uint8_t* at, FT type, double v)
     }
 }
 
-// TensorRT's ONNX parser delivers an INT attribute as kINT32 and a FLOAT attribute as kFLOAT32 (plugin_common.cpp,
-// FieldDesc::acceptsType, cites the parser): the only stand-ins for a field's advertised type. A field advertised as
+// TensorRT's ONNX parser delivers an INT attribute as kINT32 and a FLOAT attribute as kFLOAT32 (sdk/plugin_support.cpp,
+// plugin::acceptsType, cites the parser): the only stand-ins for a field's advertised type. A field advertised as
 // kUNKNOWN has no one type (a declared op's weight field takes its tensor's): the plugin decides.
 bool acceptedType(FT advertised, FT given)
 {

@@ -2,7 +2,7 @@
 // the norm in fp32 from the rounded sum and rounded once: exactly `h = h + x; y = rms_norm(h, weight, eps)`.
 #pragma once
 
-#include "common.h"
+#include "sdk/dtypes.h"
 
 namespace ttp
 {

@@ -3,14 +3,17 @@
 // residual's own memory eagerly, the plugin output aliased to it in an engine, or a separate buffer where the
 // engine was built without aliased plugin I/O).
 #include "kernels/add_rms_norm.h"
+#include "op_fields.h"
 #include "sdk/ttp_sdk.h"
 
 namespace ttp::launchers
 {
 
+namespace fields = torchtrt::fields::add_rms_norm;
+
 cudaError_t addRmsNorm(sdk::LaunchArgs const& a)
 {
-    if (a.nbInputs != 3 || a.nbOutputs != 2 || a.nbScalars != 1 || a.inputs[0].rank < 1)
+    if (a.nbInputs != 3 || a.nbOutputs != 2 || a.nbScalars != fields::kNB_SCALARS || a.inputs[0].rank < 1)
     {
         return cudaErrorInvalidValue;
     }
@@ -29,7 +32,7 @@ cudaError_t addRmsNorm(sdk::LaunchArgs const& a)
     }
     int64_t const rows = hidden == 0 ? 0 : x.numel() / hidden;
     return ttp::addRmsNorm(x.data, residual.data, weight.data, a.outputs[1].data, a.outputs[0].data, rows, hidden,
-        static_cast<float>(a.scalars[0]), x.dtype, a.stream);
+        static_cast<float>(a.scalars[fields::kEPS]), x.dtype, a.stream);
 }
 
 } // namespace ttp::launchers

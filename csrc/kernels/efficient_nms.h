@@ -11,7 +11,7 @@
 //          are the output. No host synchronization.
 #pragma once
 
-#include "common.h"
+#include "sdk/dtypes.h"
 
 #include <cstddef>
 

@@ -2,12 +2,15 @@
 // efficient_nms.py): the eager op and the generic plugin both call it. K is read from the outputs' dims, since
 // max_output_boxes may reach the plugin as a shape input.
 #include "kernels/efficient_nms.h"
+#include "op_fields.h"
 #include "sdk/ttp_sdk.h"
 
 namespace ttp::launchers
 {
 namespace
 {
+
+namespace fields = torchtrt::fields::efficient_nms;
 
 // From the inputs alone: the workspace function needs nothing else.
 bool shapeOf(sdk::LaunchArgs const& a, EfficientNmsShape& shape)
@@ -38,18 +41,18 @@ size_t efficientNmsWorkspaceSize(sdk::LaunchArgs const& a)
 cudaError_t efficientNms(sdk::LaunchArgs const& a)
 {
     EfficientNmsShape shape{};
-    if (!shapeOf(a, shape) || a.nbOutputs != 4 || a.nbScalars != 7)
+    if (!shapeOf(a, shape) || a.nbOutputs != 4 || a.nbScalars != fields::kNB_SCALARS)
     {
         return cudaErrorInvalidValue;
     }
-    // Scalars in schema order; the one place they are read (max_output_boxes only to check it: K is the dims').
-    auto const scoreThreshold = static_cast<float>(a.scalars[0]);
-    auto const iouThreshold = static_cast<float>(a.scalars[1]);
-    double const maxOutputBoxes = a.scalars[2];
-    auto const backgroundClass = static_cast<int64_t>(a.scalars[3]);
-    bool const scoreActivation = a.scalars[4] != 0.0;
-    bool const classAgnostic = a.scalars[5] != 0.0;
-    auto const boxCoding = static_cast<int32_t>(a.scalars[6]);
+    // max_output_boxes is read only to check it: K is the outputs' dims.
+    auto const scoreThreshold = static_cast<float>(a.scalars[fields::kSCORE_THRESHOLD]);
+    auto const iouThreshold = static_cast<float>(a.scalars[fields::kIOU_THRESHOLD]);
+    double const maxOutputBoxes = a.scalars[fields::kMAX_OUTPUT_BOXES];
+    auto const backgroundClass = static_cast<int64_t>(a.scalars[fields::kBACKGROUND_CLASS]);
+    bool const scoreActivation = a.scalars[fields::kSCORE_ACTIVATION] != 0.0;
+    bool const classAgnostic = a.scalars[fields::kCLASS_AGNOSTIC] != 0.0;
+    auto const boxCoding = static_cast<int32_t>(a.scalars[fields::kBOX_CODING]);
 
     sdk::Tensor const& numDetections = a.outputs[0];
     sdk::Tensor const& boxes = a.outputs[1];

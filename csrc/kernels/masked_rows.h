@@ -11,7 +11,7 @@
 
 #include <cstddef>
 
-#include "common.h"
+#include "sdk/dtypes.h"
 
 namespace ttp
 {

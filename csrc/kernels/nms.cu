@@ -1,6 +1,8 @@
 #include "nms.h"
 #include "suppression_bits.cuh"
 
+#include "op_fields.h"
+
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
@@ -292,7 +294,8 @@ cudaError_t nms(sdk::LaunchArgs const& a)
     }
     int64_t const words = wordCount(n);
     maskKernel<<<static_cast<unsigned>(words * (words + 1) / 2), kBOXES_PER_WORD, 0, a.stream>>>(
-        static_cast<float const*>(a.inputs[0].data), order, n, static_cast<float>(a.scalars[0]), mask);
+        static_cast<float const*>(a.inputs[0].data), order, n,
+        static_cast<float>(a.scalars[torchvision::fields::nms::kIOU_THRESHOLD]), mask);
     size_t const shared = static_cast<size_t>(words) * sizeof(uint64_t);
     if (shared > kDEFAULT_SHARED_BYTES)
     {

@@ -2,7 +2,7 @@
 // y is outHeight x outWidth per plane: value-padded at the bottom/right, cropped where it is smaller.
 #pragma once
 
-#include "common.h"
+#include "sdk/dtypes.h"
 
 namespace ttp
 {

@@ -1,7 +1,7 @@
 // rms_norm: y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * (weight + weightOffset), all in fp32, rounded once.
 #pragma once
 
-#include "common.h"
+#include "sdk/dtypes.h"
 
 namespace ttp
 {

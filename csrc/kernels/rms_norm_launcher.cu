@@ -2,6 +2,7 @@
 // declared tactic (torchtrt_plugins/ops/rms_norm.py, rms_norm_quant.py): the eager ops and the generic plugin both
 // call these.
 #include "kernels/rms_norm.h"
+#include "op_fields.h"
 #include "sdk/ttp_sdk.h"
 
 namespace ttp::launchers
@@ -9,11 +10,20 @@ namespace ttp::launchers
 namespace
 {
 
+// The three ops' scalars are the same arguments at the same places.
+namespace fields = torchtrt::fields::rms_norm;
+static_assert(fields::kEPS == torchtrt::fields::rms_norm_fp8::kEPS
+              && fields::kEPS == torchtrt::fields::rms_norm_int8::kEPS
+              && fields::kWEIGHT_OFFSET == torchtrt::fields::rms_norm_fp8::kWEIGHT_OFFSET
+              && fields::kWEIGHT_OFFSET == torchtrt::fields::rms_norm_int8::kWEIGHT_OFFSET
+              && fields::kNB_SCALARS == torchtrt::fields::rms_norm_fp8::kNB_SCALARS
+              && fields::kNB_SCALARS == torchtrt::fields::rms_norm_int8::kNB_SCALARS);
+
 // Inputs x, weight (rms_norm), then scale (the quantized ops: one fp32 value, rank 0 or 1).
 cudaError_t launchRmsNorm(sdk::LaunchArgs const& a, RmsNormTactic tactic, bool quantized)
 {
     int32_t const nbInputs = quantized ? 3 : 2;
-    if (a.nbInputs != nbInputs || a.nbOutputs != 1 || a.nbScalars != 2 || a.inputs[0].rank < 1)
+    if (a.nbInputs != nbInputs || a.nbOutputs != 1 || a.nbScalars != fields::kNB_SCALARS || a.inputs[0].rank < 1)
     {
         return cudaErrorInvalidValue;
     }
@@ -26,9 +36,8 @@ cudaError_t launchRmsNorm(sdk::LaunchArgs const& a, RmsNormTactic tactic, bool q
         return cudaErrorInvalidValue;
     }
     int64_t const rows = hidden == 0 ? 0 : x.numel() / hidden;
-    // Scalars in schema order: eps, weight_offset.
-    auto const eps = static_cast<float>(a.scalars[0]);
-    auto const weightOffset = static_cast<float>(a.scalars[1]);
+    auto const eps = static_cast<float>(a.scalars[fields::kEPS]);
+    auto const weightOffset = static_cast<float>(a.scalars[fields::kWEIGHT_OFFSET]);
     if (!quantized)
     {
         return rmsNorm(

@@ -1,5 +1,6 @@
 #include "roi_align.h"
 
+#include "op_fields.h"
 #include "type_utils.cuh"
 
 #include <limits>
@@ -129,17 +130,20 @@ cudaError_t launch(sdk::LaunchArgs const& a, Geometry<int64_t> const& g)
 
 } // namespace
 
+namespace fields = torchvision::fields::roi_align;
+
 cudaError_t roiAlign(sdk::LaunchArgs const& a)
 {
     sdk::Tensor const& input = a.inputs[0];
     sdk::Tensor const& out = a.outputs[0];
-    if (a.nbInputs != 2 || a.nbOutputs != 1 || a.nbScalars != 5 || input.rank != 4 || out.rank != 4)
+    if (a.nbInputs != 2 || a.nbOutputs != 1 || a.nbScalars != fields::kNB_SCALARS || input.rank != 4 || out.rank != 4)
     {
         return cudaErrorInvalidValue;
     }
     // Pooled sizes from the output dims: they may have arrived as shape inputs.
     Geometry<int64_t> const g{input.dims[1], input.dims[2], input.dims[3], out.dims[2], out.dims[3],
-        static_cast<float>(a.scalars[0]), static_cast<int>(a.scalars[3]), a.scalars[4] != 0.0};
+        static_cast<float>(a.scalars[fields::kSPATIAL_SCALE]), static_cast<int>(a.scalars[fields::kSAMPLING_RATIO]),
+        a.scalars[fields::kALIGNED] != 0.0};
     switch (input.dtype)
     {
     case DType::kFLOAT32: return launch<float>(a, g);

@@ -5,7 +5,7 @@
 // the rest pass through; fp32 math, rounded once.
 #pragma once
 
-#include "common.h"
+#include "sdk/dtypes.h"
 
 namespace ttp
 {

@@ -1,16 +1,24 @@
 // torchtrt::rotary_embedding behind the SDK launcher ABI (sdk/ttp_sdk.h), with its shared cos/sin cache
 // (declare(resources=...), sdk/resources.h): torchtrt_plugins/ops/rotary_embedding.py.
 #include "kernels/rotary_embedding.h"
+#include "op_fields.h"
 #include "sdk/ttp_sdk.h"
 
 namespace ttp::launchers
 {
 
-// The cache's key fields, in declared order: max_position, rotary_dim, base.
+namespace
+{
+namespace fields = torchtrt::fields::rotary_embedding;
+// The cache's size and init functions get its key fields.
+namespace cache = fields::cos_sin;
+} // namespace
+
 size_t rotaryCacheBytes(sdk::LaunchArgs const& a)
 {
-    return a.nbScalars == 3
-               ? ttp::rotaryCacheBytes(static_cast<int64_t>(a.scalars[0]), static_cast<int64_t>(a.scalars[1]))
+    return a.nbScalars == cache::kNB_SCALARS
+               ? ttp::rotaryCacheBytes(static_cast<int64_t>(a.scalars[cache::kMAX_POSITION]),
+                     static_cast<int64_t>(a.scalars[cache::kROTARY_DIM]))
                : 0;
 }
 
@@ -21,14 +29,15 @@ cudaError_t rotaryCache(sdk::LaunchArgs const& a)
     {
         return cudaErrorInvalidValue;
     }
-    return ttp::rotaryCache(static_cast<float*>(a.outputs[0].data), static_cast<int64_t>(a.scalars[0]),
-        static_cast<int64_t>(a.scalars[1]), a.scalars[2], a.stream);
+    return ttp::rotaryCache(static_cast<float*>(a.outputs[0].data),
+        static_cast<int64_t>(a.scalars[cache::kMAX_POSITION]), static_cast<int64_t>(a.scalars[cache::kROTARY_DIM]),
+        a.scalars[cache::kBASE], a.stream);
 }
 
 cudaError_t rotaryEmbedding(sdk::LaunchArgs const& a)
 {
-    if (a.nbInputs != 2 || a.nbOutputs != 1 || a.nbScalars != 4 || a.nbResources != 1 || a.resources[0] == nullptr
-        || a.inputs[0].rank < 2)
+    if (a.nbInputs != 2 || a.nbOutputs != 1 || a.nbScalars != fields::kNB_SCALARS || a.nbResources != 1
+        || a.resources[0] == nullptr || a.inputs[0].rank < 2)
     {
         return cudaErrorInvalidValue;
     }
@@ -42,10 +51,9 @@ cudaError_t rotaryEmbedding(sdk::LaunchArgs const& a)
     {
         return cudaErrorInvalidValue;
     }
-    // Scalars in schema order: rotary_dim, max_position, base, is_neox.
     return ttp::rotaryEmbedding(x.data, positions.data, positions.dtype, static_cast<float const*>(a.resources[0]),
-        a.outputs[0].data, tokens, heads, headDim, static_cast<int64_t>(a.scalars[0]),
-        static_cast<int64_t>(a.scalars[1]), a.scalars[3] != 0.0, x.dtype, a.stream);
+        a.outputs[0].data, tokens, heads, headDim, static_cast<int64_t>(a.scalars[fields::kROTARY_DIM]),
+        static_cast<int64_t>(a.scalars[fields::kMAX_POSITION]), a.scalars[fields::kIS_NEOX] != 0.0, x.dtype, a.stream);
 }
 
 } // namespace ttp::launchers

@@ -1,7 +1,7 @@
 // Device helpers shared by the kernels: element conversion, vector loads, reductions, launch bounds.
 #pragma once
 
-#include "common.h"
+#include "sdk/dtypes.h"
 
 #include <algorithm>
 #include <atomic>

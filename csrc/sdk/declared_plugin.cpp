@@ -361,8 +361,8 @@ rules::OpShape opShape(OpDecl const& decl)
     }
     for (int32_t f = 0; f < decl.nbFields; ++f)
     {
-        plugin::FieldDesc const& field = decl.fields[f];
-        op.fields.push_back({field.name, field.kind() == plugin::FieldKind::kFLOAT, field.shapeInputSentinel});
+        FieldDecl const& field = decl.fields[f];
+        op.fields.push_back({field.name, field.kind == ScalarKind::kFLOAT, field.shapeInputSentinel});
     }
     return op;
 }
@@ -1112,7 +1112,7 @@ public:
     {
         for (int32_t f = 0; f < decl.nbFields; ++f)
         {
-            mFields.emplace_back(decl.fields[f].name, nullptr, decl.fields[f].type, 1);
+            mFields.emplace_back(decl.fields[f].name, nullptr, plugin::pluginFieldType(decl.fields[f]), 1);
         }
         int32_t const nbWeights = mAliasError.empty() ? decl.nbWeightInputs : 0;
         for (int32_t w = 0; w < nbWeights; ++w)

@@ -10,8 +10,8 @@
 // declared resource (a table computed from fields) is acquired at the same points, shared through the registry.
 #pragma once
 
-#include "plugins/plugin_common.h"
 #include "sdk/op_table.h"
+#include "sdk/plugin_support.h"
 #include "sdk/rules.h"
 #include "sdk/ttp_sdk.h"
 
@@ -35,7 +35,7 @@ struct OpDecl
     int32_t nbInputs;
     char const* const* outputs;
     int32_t nbOutputs;
-    plugin::FieldDesc const* fields; // the op's scalar arguments, schema order
+    FieldDecl const* fields; // the op's scalar arguments, schema order (sdk/fields.h): the eager kernel's table
     int32_t nbFields;
     TacticDecl const* tactics;
     int32_t nbTactics;

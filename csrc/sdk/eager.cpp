@@ -183,57 +183,6 @@ int32_t kernelDTypeOfCode(int64_t code)
     }
 }
 
-// Python's repr of a float, which the Python path's messages print: shortest round trip, exponent form below 1e-4
-// and from 1e16 on.
-std::string pythonRepr(double value)
-{
-    if (std::isnan(value))
-    {
-        return "nan";
-    }
-    if (std::isinf(value))
-    {
-        return value > 0 ? "inf" : "-inf";
-    }
-    char buffer[64];
-    auto const result = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::scientific);
-    std::string const text(buffer, result.ptr);
-    size_t const e = text.find('e');
-    std::string mantissa = text.substr(0, e);
-    int const exponent = std::stoi(text.substr(e + 1));
-    bool const negative = mantissa[0] == '-';
-    std::string digits;
-    for (char c : mantissa)
-    {
-        if (c >= '0' && c <= '9')
-        {
-            digits += c;
-        }
-    }
-    std::string out = negative ? "-" : "";
-    if (exponent >= -4 && exponent < 16)
-    {
-        if (exponent >= 0)
-        {
-            auto const whole = static_cast<size_t>(exponent) + 1;
-            if (digits.size() < whole)
-            {
-                digits.append(whole - digits.size(), '0');
-            }
-            std::string const fraction = digits.substr(whole);
-            return out + digits.substr(0, whole) + "." + (fraction.empty() ? "0" : fraction);
-        }
-        return out + "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
-    }
-    out += digits.substr(0, 1);
-    if (digits.size() > 1)
-    {
-        out += "." + digits.substr(1);
-    }
-    int const magnitude = exponent < 0 ? -exponent : exponent;
-    return out + (exponent < 0 ? "e-" : "e+") + (magnitude < 10 ? "0" : "") + std::to_string(magnitude);
-}
-
 std::string deviceName(int32_t type, int32_t index)
 {
     if (type == deviceTypeCode(TorchDevice::kCUDA))
@@ -646,17 +595,12 @@ private:
 
     void checkScalar(int32_t s) const
     {
-        EagerScalar const& decl = mOp.scalars[s];
+        FieldDecl const& decl = mOp.scalars[s];
         double const value = mScalars[s];
-        bool ok = decl.kind != ScalarKind::kFLOAT || std::isfinite(value);
-        ok = ok && (decl.minInclusive ? value >= decl.min : value > decl.min) && value <= decl.max;
-        if (!ok)
+        if (!inRange(decl, value))
         {
-            std::string const shown = decl.kind == ScalarKind::kFLOAT ? pythonRepr(value)
-                                      : decl.kind == ScalarKind::kINT ? std::to_string(mInts[s])
-                                                                      : (value != 0 ? "True" : "False");
-            throw EagerError(
-                concat(mOp.label, ": argument '", decl.name, "' must be ", decl.expectation, ", got ", shown));
+            std::string const got = decl.kind == ScalarKind::kINT ? std::to_string(mInts[s]) : valueRepr(decl, value);
+            throw EagerError(outOfRange(decl, concat(mOp.label, ": argument '", decl.argument, "'"), got));
         }
     }
 
@@ -958,7 +902,7 @@ extern "C" __attribute__((visibility("default"))) int32_t ttp_eager_register(Eag
         }
         for (int32_t s = 0; s < op->nbScalars; ++s)
         {
-            shape.fields.push_back({op->scalars[s].name, op->scalars[s].kind == ScalarKind::kFLOAT, std::nan("")});
+            shape.fields.push_back({op->scalars[s].argument, op->scalars[s].kind == ScalarKind::kFLOAT, std::nan("")});
         }
         auto registration = std::make_unique<Registration>(op, std::move(shape), hook, token, tacticArgument != 0);
         if (!registration->rules.error().empty())

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "sdk/fields.h"
 #include "sdk/resources.h"
 #include "sdk/ttp_sdk.h"
 
@@ -14,7 +15,7 @@ namespace ttp::sdk
 {
 
 // Bumped whenever a field below changes: the eager kernel refuses a table of another version.
-constexpr int32_t kEAGER_TABLE_VERSION = 4;
+constexpr int32_t kEAGER_TABLE_VERSION = 5;
 
 struct EagerInput
 {
@@ -22,23 +23,6 @@ struct EagerInput
     uint32_t dtypeMask;  // bit (1 << ttp::DType) per accepted dtype
     int32_t sameDtypeAs; // an earlier input whose dtype this one must share, or -1
     char const* dtypes;  // the accepted dtypes as the checks name them: "float32, float16"
-};
-
-enum class ScalarKind : int32_t
-{
-    kFLOAT = 0,
-    kINT = 1,
-    kBOOL = 2,
-};
-
-struct EagerScalar
-{
-    char const* name;
-    ScalarKind kind;
-    double min; // -inf / inf when unbounded
-    double max;
-    bool minInclusive;
-    char const* expectation; // "a float > 0": what the checks say the value must be
 };
 
 // One declared launcher: the plugin's tactics and the eager kernel's (tactic 0 is the default launcher).
@@ -67,7 +51,7 @@ struct EagerOp
     EagerInput const* inputs;
     int32_t nbInputs;
     int32_t nbOutputs;
-    EagerScalar const* scalars;
+    FieldDecl const* scalars; // the op's fields (sdk/fields.h): the plugin's table
     int32_t nbScalars;
     TacticDecl const* tactics; // tactic 0 first
     int32_t nbTactics;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "plugins/plugin_common.h"
+#include "sdk/plugin_support.h"
 #include "sdk/resources.h"
 
 namespace ttp::sdk

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
-#include "kernels/common.h"
+#include "sdk/dtypes.h"
 
 namespace ttp::sdk
 {

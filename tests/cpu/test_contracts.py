@@ -13,7 +13,7 @@ OURS = spec.all_ops()
 
 def test_generated_files_are_current():
     files = contracts.generated_files()
-    assert {p.name for p in files} == {"declared_ops.cpp", "launcher_table.cpp"}
+    assert {p.name for p in files} == {"declared_ops.cpp", "launcher_table.cpp", "op_fields.h"}
     for path, text in files.items():
         assert path.read_text() == text, f"{path} is stale: run python -m torchtrt_plugins.contracts"
     assert contracts.main(["--check"]) == 0
@@ -38,12 +38,7 @@ def test_no_second_way_to_make_an_op_is_left_in_the_sources():
     the harness's test plugins) only."""
     root = _build.source_dir() / "csrc"
     assert not (root / "torch").exists() and not (root / "contracts").exists()
-    assert sorted(p.name for p in (root / "plugins").iterdir()) == [
-        "exports.map",
-        "library.cpp",
-        "plugin_common.cpp",
-        "plugin_common.h",
-    ]
+    assert sorted(p.name for p in (root / "plugins").iterdir()) == ["plugin_base.h"]
 
 
 @pytest.mark.parametrize("entry", OURS, ids=lambda e: e.spec.name)
@@ -55,27 +50,37 @@ def test_tables_carry_each_declared_op(entry):
         in (tables["declared_ops.cpp"])
     )
     for field in s.fields:
-        assert f'{{"{field.name}", FT::k{field.type}, ' in tables["declared_ops.cpp"]
+        assert (
+            f'{{"{field.name}", "{field.arg or field.name}", ::ttp::sdk::FieldType::k{field.type}, '
+            in (tables["op_fields.h"])
+        )
     for value, symbol in declaration.launchers.items():
         assert f'{{"{declaration.qualname}", {value}, &{symbol}, ' in tables["launcher_table.cpp"]
 
 
+INF = "::ttp::sdk::kUNBOUNDED"
+NO_SHAPE_INPUT = "::ttp::sdk::kNO_SHAPE_INPUT"
+
+
 def test_pad_to_sizes_carry_the_shape_input_marker():
-    table = contracts.generate_tables()["declared_ops.cpp"]
+    table = contracts.generate_tables()["op_fields.h"]
+    int64 = "::ttp::sdk::FieldType::kINT64, ::ttp::sdk::ScalarKind::kINT"
     for name in ("height", "width"):
-        assert f'{{"{name}", FT::kINT64, true, 0.0, 0.0, kInf, true, {float(-(2**31))!r}}}' in table
-    assert '{"value", FT::kFLOAT64, false, 0.0, -kInf, kInf, true, kNaN}' in table
+        assert f'{{"{name}", "{name}", {int64}, true, 0.0, 0.0, {INF}, true, {float(-(2**31))!r}}}' in table
+    float64 = "::ttp::sdk::FieldType::kFLOAT64, ::ttp::sdk::ScalarKind::kFLOAT"
+    assert f'{{"value", "value", {float64}, false, 0.0, -{INF}, {INF}, true, {NO_SHAPE_INPUT}}}' in table
 
 
 def test_a_changed_range_changes_the_tables(monkeypatch):
     declaration = spec.get("rms_norm").declaration
     eps = declaration.spec.field_by_name("eps")
     changed = dataclasses.replace(declaration.spec, fields=(dataclasses.replace(eps, min=1e-12, min_inclusive=True),))
-    before = contracts.generate_tables()["declared_ops.cpp"]
+    before = contracts.generate_tables()["op_fields.h"]
     monkeypatch.setattr(declaration, "spec", changed)
-    after = contracts.generate_tables()["declared_ops.cpp"]
-    assert '{"eps", FT::kFLOAT64, false, 1e-06, 1e-12, kInf, true, kNaN}' in after
-    assert '{"eps", FT::kFLOAT64, false, 1e-06, 0.0, kInf, false, kNaN}' in before
+    after = contracts.generate_tables()["op_fields.h"]
+    eps = '{"eps", "eps", ::ttp::sdk::FieldType::kFLOAT64, ::ttp::sdk::ScalarKind::kFLOAT, false, 1e-06, '
+    assert f"{eps}1e-12, {INF}, true, {NO_SHAPE_INPUT}}}" in after
+    assert f"{eps}0.0, {INF}, false, {NO_SHAPE_INPUT}}}" in before
 
 
 def test_cpp_sources_restate_no_declared_item():

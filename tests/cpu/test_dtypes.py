@@ -25,7 +25,7 @@ def tensorrt_header(name: str) -> Path:
 
 def test_kernel_dtypes_are_the_ttp_dtype_enum():
     # The checkout's sources, or the installed package's (a wheel ships them for the SDK's builds).
-    members = enum_members(_build.source_dir() / "csrc" / "kernels" / "common.h", "DType")
+    members = enum_members(_build.source_dir() / "csrc" / "sdk" / "dtypes.h", "DType")
     assert {dtypes.KERNEL_NAMES[d]: code for d, code in dtypes.KERNEL_CODES.items()} == members
 
 

@@ -80,7 +80,7 @@ def _needed(path) -> set[str]:
 
 
 def test_generated_tables_are_the_python_helpers(cmake_build, python_build):
-    for name in ("declared_ops.cpp", "launcher_table.cpp"):
+    for name in ("declared_ops.cpp", "launcher_table.cpp", "op_fields.h"):
         assert (cmake_build / "myops_generated" / name).read_text() == (python_build.directory / name).read_text()
 
 

@@ -17,6 +17,7 @@ import re  # noqa: E402
 import pytest  # noqa: E402
 import sdk_ops  # noqa: E402
 
+import torchtrt_plugins as ttp  # noqa: E402
 from torchtrt_plugins.testing import TensorArg, run_plugin  # noqa: E402
 
 PREFIX = "sdk_test::shapes (plugin sdk_test::Shapes) createPlugin: "
@@ -99,7 +100,7 @@ REJECTED = [
     ("above-max", "k", [("k", "INT64", 17)], "field 'k' must be an integer >= 1 and <= 16, got 17"),
     ("above-max-int32", "k", [("k", "INT32", 2**31 - 1)],
      "field 'k' must be an integer >= 1 and <= 16, got 2147483647"),
-    ("bool-out-of-range", "flag", [("flag", "INT32", 2)], "field 'flag' must be an integer >= 0 and <= 1, got 2"),
+    ("bool-out-of-range", "flag", [("flag", "INT32", 2)], "field 'flag' must be a bool, got 2"),
     ("integers-printed-as-integers", "n", [("n", "INT64", -1)],
      "field 'n' must be an integer >= 0 (or -2147483648: from a shape input), got -1"),
     ("int64-beyond-a-double", "n", [("n", "INT64", 2**53 + 1)],
@@ -116,6 +117,22 @@ def test_create_plugin_rejects_naming_op_field_and_expectation(library, field, r
     (message,) = rejections(library, call, [fields])
     assert message is not None, f"createPlugin accepted {fields}"
     assert message.startswith(PREFIX) and expected in message, message
+
+
+# (field, its type, a value out of its range)
+OUT_OF_RANGE = [("scale", "FLOAT64", -0.5), ("scale", "FLOAT64", 0.0), ("k", "INT64", 17), ("flag", "INT32", 2)]
+
+
+@pytest.mark.parametrize(("field", "field_type", "value"), OUT_OF_RANGE, ids=lambda v: str(v))
+def test_create_plugin_and_the_python_checker_say_the_same_for_a_bad_value(library, field, field_type, value):
+    """One checker and formatter in C++ (csrc/sdk/fields.cpp) and FieldSpec.check, derived from the same spec."""
+    (spec,) = [f for f in sdk_ops.SHAPES.spec.fields if f.name == field]
+    with pytest.raises(ttp.SpecError) as python:
+        spec.check("sdk_test::shapes", value)
+    call = constant_call()
+    (message,) = rejections(library, call, [replaced(call, field, (field, field_type, value))])
+    assert str(python.value) == f"sdk_test.shapes: argument '{field}' must be {spec.expectation()}, got {value!r}"
+    assert message == f"{PREFIX}field '{field}' must be {spec.expectation()}, got {value!r}"
 
 
 @pytest.mark.parametrize("shape_inputs", [[], [9, 4]], ids=["none", "two"])

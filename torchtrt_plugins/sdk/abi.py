@@ -10,7 +10,7 @@ import torch
 from .. import dtypes
 from ..spec import SpecError
 
-#: torch dtype -> ttp::DType (csrc/kernels/common.h).
+#: torch dtype -> ttp::DType (csrc/sdk/dtypes.h).
 KERNEL_DTYPES = dtypes.KERNEL_CODES
 MAX_DIMS = 8
 

@@ -6,7 +6,7 @@ A :class:`PluginLibrary` is a user package's set of torch-free kernel launchers 
 (:mod:`.codegen`) and compiles, with nvcc, two products into the cache:
 
 - ``lib<name>_plugins.so``: the TensorRT plugin library. One generic IPluginV3 (``csrc/sdk/declared_plugin.cpp``)
-  per declared op, over our shared plugin machinery (``csrc/plugins/plugin_common``). Links the CUDA runtime only
+  per declared op, over our shared plugin machinery (``csrc/sdk/plugin_support``). Links the CUDA runtime only
   and exports only ``getCreators`` and ``setLoggerFinder``;
 - ``lib<name>_launchers.so``: the same launchers behind C entry points, which the op's eager CUDA kernel
   (registered by ``declare``) calls, so eager and engine run the same kernel.
@@ -179,12 +179,18 @@ class PluginLibrary:
             *self.cuda_flags,
         ]
         plugin_flags = [*flags, f"-I{include}"]
+        # The generated fields header (op_fields.h) is in `directory`: the launchers and the tables include it.
+        generated = f"-I{directory}"
         user = [
-            (source, directory / f"user_{index:02d}_{source.stem}.o", flags)
+            (source, directory / f"user_{index:02d}_{source.stem}.o", [*flags, generated])
             for index, source in enumerate(self.sources)
         ]
         tables = {
-            kind: (directory / recipe[f"generated_{kind}_source"], directory / f"table_{kind}.o", kind_flags)
+            kind: (
+                directory / recipe[f"generated_{kind}_source"],
+                directory / f"table_{kind}.o",
+                [*kind_flags, generated],
+            )
             for kind, kind_flags in (("plugin", plugin_flags), ("launcher", flags))
         }
         # Only the user's sources and the tables are this library's own; the SDK's sources are compiled once per set

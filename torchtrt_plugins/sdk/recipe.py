@@ -14,7 +14,7 @@ from .. import _build
 
 
 def include_dir() -> Path:
-    """The SDK headers (``sdk/ttp_sdk.h``, ``sdk/declared_plugin.h``, ``plugins/plugin_common.h``): add with -I."""
+    """The SDK headers (``sdk/ttp_sdk.h``, ``sdk/declared_plugin.h``, ``plugins/plugin_base.h``): add with -I."""
     return _build.source_dir() / "csrc"
 
 

@@ -11,6 +11,8 @@ namespace
 {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+using sdk::FieldType;
+using sdk::ScalarKind;
 
 bool isScaleType(nvinfer1::DataType t)
 {
@@ -103,10 +105,11 @@ ScalePlugin<F>::~ScalePlugin()
 }
 
 template <Fault F>
-std::vector<tp::FieldDesc> const& ScalePlugin<F>::fieldDescs()
+std::vector<tp::FieldDecl> const& ScalePlugin<F>::fieldDescs()
 {
-    static std::vector<tp::FieldDesc> const descs{
-        {"scale", nvinfer1::PluginFieldType::kFLOAT32, /*required=*/true, 1.0, 0.0, kInf, /*minInclusive=*/false},
+    static std::vector<tp::FieldDecl> const descs{
+        {"scale", "scale", FieldType::kFLOAT32, ScalarKind::kFLOAT, /*required=*/true, 1.0, 0.0, kInf,
+            /*minInclusive=*/false},
     };
     return descs;
 }
@@ -114,7 +117,7 @@ std::vector<tp::FieldDesc> const& ScalePlugin<F>::fieldDescs()
 template <Fault F>
 ScalePlugin<F>* ScalePlugin<F>::create(tp::FieldReader const& fields, nvinfer1::TensorRTPhase /*phase*/)
 {
-    tp::FieldDesc desc = fieldDescs()[0];
+    tp::FieldDecl desc = fieldDescs()[0];
     if constexpr (F == Fault::kACCEPTS_INVALID_FIELD)
     {
         desc.min = -kInf;
@@ -236,10 +239,10 @@ nvinfer1::IPluginV3* ScalePlugin<F>::attachToContext(nvinfer1::IPluginResourceCo
 // ------------------------------------------------------------------------------------------ Positives
 
 template <Fault F>
-std::vector<tp::FieldDesc> const& PositivesPlugin<F>::fieldDescs()
+std::vector<tp::FieldDecl> const& PositivesPlugin<F>::fieldDescs()
 {
-    static std::vector<tp::FieldDesc> const descs{
-        {"threshold", nvinfer1::PluginFieldType::kFLOAT32, /*required=*/false, 0.0, -kInf, kInf, true},
+    static std::vector<tp::FieldDecl> const descs{
+        {"threshold", "threshold", FieldType::kFLOAT32, ScalarKind::kFLOAT, /*required=*/false, 0.0, -kInf, kInf, true},
     };
     return descs;
 }
@@ -303,9 +306,9 @@ cudaError_t PositivesPlugin<F>::run(nvinfer1::PluginTensorDesc const* inputDesc,
 
 // ------------------------------------------------------------------------------------------ DimOps
 
-std::vector<tp::FieldDesc> const& DimOpsPlugin::fieldDescs()
+std::vector<tp::FieldDecl> const& DimOpsPlugin::fieldDescs()
 {
-    static std::vector<tp::FieldDesc> const descs{};
+    static std::vector<tp::FieldDecl> const descs{};
     return descs;
 }
 

@@ -13,7 +13,7 @@
 
 #include <memory>
 
-#include "plugin_common.h"
+#include "plugins/plugin_base.h"
 #include "test_kernels.h"
 
 namespace ttp::testplugins

@@ -11,8 +11,9 @@
 # torchtrt_plugins_add_library(<name> MODULE <module> SOURCES <launcher sources>...
 #                              [INCLUDE_DIRECTORIES <dirs>...] [PYTHONPATH <dirs>...])
 #   <name> is the name of the sdk.PluginLibrary the ops of the Python module <module> are declared on. At build time
-#   `python -m torchtrt_plugins sdk generate` writes the op tables from the declarations (rerun when a file of <module>'s
-#   package or of torchtrt_plugins that it imported changes); then two targets:
+#   `python -m torchtrt_plugins sdk generate` writes the op tables and the fields header (op_fields.h: the index
+#   constants launchers read LaunchArgs::scalars by, e.g. myops::fields::scaled_add::kALPHA) from the declarations
+#   (rerun when a file of <module>'s package or of torchtrt_plugins that it imported changes); then two targets:
 #     <name>_plugins    lib<name>_plugins.so: the TensorRT plugin library (links the CUDA runtime only, exports only
 #                       getCreators and setLoggerFinder): trtexec --dynamicPlugins, plugins_to_serialize, load_library;
 #     <name>_launchers  lib<name>_launchers.so: the launchers behind the C entry points the op's eager kernel calls;
@@ -106,10 +107,12 @@ function(torchtrt_plugins_add_library name)
   get_property(tensorrt_include_dir GLOBAL PROPERTY _TORCHTRT_PLUGINS_TENSORRT_INCLUDE_DIR)
   _torchtrt_plugins_recipe(plugin_table generated_plugin_source)
   _torchtrt_plugins_recipe(launcher_table generated_launcher_source)
+  _torchtrt_plugins_recipe(fields_header generated_fields_header)
 
   set(generated "${CMAKE_CURRENT_BINARY_DIR}/${name}_generated")
   set(plugin_table "${generated}/${plugin_table}")
   set(launcher_table "${generated}/${launcher_table}")
+  set(fields_header "${generated}/${fields_header}")
   set(pythonpath ${arg_PYTHONPATH})
   if(DEFINED ENV{PYTHONPATH})
     list(APPEND pythonpath "$ENV{PYTHONPATH}")
@@ -118,21 +121,23 @@ function(torchtrt_plugins_add_library name)
   # Kernels written in Python (Triton, CUDA source) are compiled to cubin for the architectures CUDA code is built for.
   string(JOIN "," archs ${CMAKE_CUDA_ARCHITECTURES})
   add_custom_command(
-    OUTPUT "${plugin_table}" "${launcher_table}"
+    OUTPUT "${plugin_table}" "${launcher_table}" "${fields_header}"
     COMMAND ${CMAKE_COMMAND} -E env "PYTHONPATH=${pythonpath}" ${python} -m torchtrt_plugins sdk generate
       --module ${arg_MODULE} --library ${name} --out "${generated}" --depfile "${generated}/generate.d"
       --archs "${archs}"
     DEPFILE "${generated}/generate.d"
     COMMENT "torchtrt_plugins: op tables of ${name} from the declarations in ${arg_MODULE}"
     VERBATIM)
-  # Both libraries compile a generated file: one target runs the generator, so that they never run it in parallel.
-  add_custom_target(${name}_tables DEPENDS "${plugin_table}" "${launcher_table}")
+  # Both libraries and the launchers compile a generated file: one target runs the generator, so that they never run
+  # it in parallel.
+  add_custom_target(${name}_tables DEPENDS "${plugin_table}" "${launcher_table}" "${fields_header}")
 
   add_library(${name}_launcher_objects OBJECT ${arg_SOURCES})
   _torchtrt_plugins_add_products(${name} ${name}_launcher_objects "${generated}" "${tensorrt_include_dir}")
   foreach(target IN ITEMS ${name}_launcher_objects ${name}_plugins ${name}_launchers)
     target_include_directories(${target} PRIVATE ${arg_INCLUDE_DIRECTORIES})
   endforeach()
+  add_dependencies(${name}_launcher_objects ${name}_tables)
   add_dependencies(${name}_plugins ${name}_tables)
   add_dependencies(${name}_launchers ${name}_tables)
 endfunction()

@@ -9,7 +9,8 @@
 #   _torchtrt_plugins_add_products(<name> <objects> <tables dir> <TensorRT include dir>)
 #     <name>_plugins (lib<name>_plugins.so) and <name>_launchers (lib<name>_launchers.so): the recipe's SDK sources,
 #     the op tables in <tables dir> (the recipe's generated_*_source names) and the objects of the OBJECT library
-#     <objects> (the launchers), compiled, linked and exported as the recipe says.
+#     <objects> (the launchers), compiled, linked and exported as the recipe says; <tables dir> is on the include path
+#     of all three, for the generated fields header (the recipe's generated_fields_header) that launchers include.
 get_filename_component(_ttp_recipe_include_dir "${CMAKE_CURRENT_LIST_DIR}/../.." REALPATH)
 set_property(GLOBAL PROPERTY _TORCHTRT_PLUGINS_INCLUDE_DIR "${_ttp_recipe_include_dir}")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_ttp_recipe_include_dir}/sdk/sdk_build.json")
@@ -81,6 +82,7 @@ function(_torchtrt_plugins_add_products name objects tables tensorrt_include_dir
   add_library(${name}_launchers MODULE ${launcher_sources} "${tables}/${launcher_table}" $<TARGET_OBJECTS:${objects}>)
   foreach(target IN ITEMS ${objects} ${name}_plugins ${name}_launchers)
     _torchtrt_plugins_compile_settings(${target})
+    target_include_directories(${target} PRIVATE "${tables}")
   endforeach()
   target_include_directories(${name}_plugins PRIVATE "${tensorrt_include_dir}")
   list(TRANSFORM linker_flags PREPEND "LINKER:")

@@ -3,6 +3,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+// The index of each op's scalar arguments in LaunchArgs::scalars, generated from the declarations at build time.
+#include "op_fields.h"
 #include "sdk/ttp_sdk.h"
 
 namespace myops
@@ -53,7 +55,7 @@ cudaError_t launchScaledAdd(LaunchArgs const& a, bool vector)
     auto const* x = static_cast<T const*>(a.inputs[0].data);
     auto const* y = static_cast<T const*>(a.inputs[1].data);
     auto* out = static_cast<T*>(a.outputs[0].data);
-    float const alpha = static_cast<float>(a.scalars[0]);
+    float const alpha = static_cast<float>(a.scalars[fields::scaled_add::kALPHA]);
     int const threads = 256;
     int64_t const work = vector ? (n + 3) / 4 : n;
     int const blocks
@@ -147,7 +149,8 @@ cudaError_t filterAbove(LaunchArgs const& a)
     }
     auto* out = a.phase == ttp::sdk::kPHASE_SIZES ? nullptr : static_cast<float*>(a.outputs[0].data);
     filterAboveKernel<<<1, kFILTER_THREADS, 0, a.stream>>>(static_cast<float const*>(a.inputs[0].data),
-        a.inputs[0].numel(), static_cast<float>(a.scalars[0]), out, static_cast<int64_t*>(a.outputs[1].data));
+        a.inputs[0].numel(), static_cast<float>(a.scalars[fields::filter_above::kTHRESHOLD]), out,
+        static_cast<int64_t*>(a.outputs[1].data));
     return cudaGetLastError();
 }
 

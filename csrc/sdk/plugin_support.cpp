@@ -1,14 +1,13 @@
-#include "plugin_common.h"
+#include "sdk/plugin_support.h"
 
 #include <atomic>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
 #include <iterator>
 #include <limits>
-#include <system_error>
+#include <sstream>
 
 namespace ttp::plugin
 {
@@ -121,17 +120,17 @@ void log(Severity severity, std::string const& message) noexcept
 
 // ------------------------------------------------------------------------------------------ fields
 
-FieldKind FieldDesc::kind() const noexcept
-{
-    switch (type)
-    {
-    case nvinfer1::PluginFieldType::kFLOAT16:
-    case nvinfer1::PluginFieldType::kFLOAT32:
-    case nvinfer1::PluginFieldType::kFLOAT64:
-    case nvinfer1::PluginFieldType::kBF16: return FieldKind::kFLOAT;
-    default: return FieldKind::kINT;
-    }
-}
+static_assert(
+    static_cast<int32_t>(nvinfer1::PluginFieldType::kFLOAT16) == static_cast<int32_t>(sdk::FieldType::kFLOAT16)
+        && static_cast<int32_t>(nvinfer1::PluginFieldType::kFLOAT32) == static_cast<int32_t>(sdk::FieldType::kFLOAT32)
+        && static_cast<int32_t>(nvinfer1::PluginFieldType::kFLOAT64) == static_cast<int32_t>(sdk::FieldType::kFLOAT64)
+        && static_cast<int32_t>(nvinfer1::PluginFieldType::kINT8) == static_cast<int32_t>(sdk::FieldType::kINT8)
+        && static_cast<int32_t>(nvinfer1::PluginFieldType::kINT16) == static_cast<int32_t>(sdk::FieldType::kINT16)
+        && static_cast<int32_t>(nvinfer1::PluginFieldType::kINT32) == static_cast<int32_t>(sdk::FieldType::kINT32)
+        && static_cast<int32_t>(nvinfer1::PluginFieldType::kCHAR) == static_cast<int32_t>(sdk::FieldType::kCHAR)
+        && static_cast<int32_t>(nvinfer1::PluginFieldType::kBF16) == static_cast<int32_t>(sdk::FieldType::kBF16)
+        && static_cast<int32_t>(nvinfer1::PluginFieldType::kINT64) == static_cast<int32_t>(sdk::FieldType::kINT64),
+    "sdk::FieldType must hold nvinfer1::PluginFieldType's values");
 
 namespace
 {
@@ -139,28 +138,10 @@ namespace
 // An integer field's value reaches the launchers as a double (LaunchArgs::scalars): it must be one exactly.
 constexpr int64_t kLARGEST_EXACT_INTEGER = int64_t{1} << 53;
 
-bool isExactInteger(double value) noexcept
+// "field 'eps'": how createPlugin's messages name a field.
+std::string fieldSubject(FieldDecl const& field)
 {
-    return std::isfinite(value) && std::nearbyint(value) == value && std::fabs(value) <= 9223372036854775808.0;
-}
-
-// Integers as integers ("16777216", not "1.67772e+07"); other values in the shortest form that reads back the same.
-std::string formatNumber(double value, bool integer)
-{
-    if (integer && isExactInteger(value) && value < 9223372036854775808.0)
-    {
-        return std::to_string(static_cast<int64_t>(value));
-    }
-    char text[32];
-    auto const [end, error] = std::to_chars(std::begin(text), std::end(text), value);
-    return error == std::errc() ? std::string(text, end) : std::string("?");
-}
-
-std::string formatNumber(float value)
-{
-    char text[32];
-    auto const [end, error] = std::to_chars(std::begin(text), std::end(text), value);
-    return error == std::errc() ? std::string(text, end) : std::string("?");
+    return concat("field '", field.name, "'");
 }
 
 } // namespace
@@ -182,41 +163,23 @@ std::string fieldTypeName(nvinfer1::PluginFieldType type)
 // 10) makes an INT/INTS attribute kINT32 (read with get<int32_t>) and a FLOAT/FLOATS attribute kFLOAT32, and rejects
 // an INT64 tensor attribute; TensorRT-RTX 1.7.1 also delivers a DOUBLE tensor as kFLOAT32 (torchtrt_plugins/onnx.py).
 // So an INT64 field must take kINT32 and a FLOAT64 field kFLOAT32; no other type stands in for another.
-bool FieldDesc::acceptsType(nvinfer1::PluginFieldType given) const noexcept
+bool acceptsType(FieldDecl const& field, nvinfer1::PluginFieldType given) noexcept
 {
     using FT = nvinfer1::PluginFieldType;
+    FT const type = pluginFieldType(field);
     return given == type || (type == FT::kINT64 && given == FT::kINT32)
            || (type == FT::kFLOAT64 && given == FT::kFLOAT32);
 }
 
-std::string FieldDesc::typeExpectation() const
+std::string typeExpectation(FieldDecl const& field)
 {
     using FT = nvinfer1::PluginFieldType;
-    switch (type)
+    switch (pluginFieldType(field))
     {
     case FT::kINT64: return "INT64 (or INT32, as TensorRT's ONNX parser delivers an INT attribute)";
     case FT::kFLOAT64: return "FLOAT64 (or FLOAT32, as TensorRT's ONNX parser delivers a FLOAT attribute)";
-    default: return fieldTypeName(type);
+    default: return fieldTypeName(pluginFieldType(field));
     }
-}
-
-std::string FieldDesc::expectation() const
-{
-    bool const integer = kind() == FieldKind::kINT;
-    std::string out = integer ? "an integer" : "a float";
-    if (std::isfinite(min))
-    {
-        out += concat(minInclusive ? " >= " : " > ", formatNumber(min, integer));
-    }
-    if (std::isfinite(max))
-    {
-        out += concat(std::isfinite(min) ? " and" : "", " <= ", formatNumber(max, integer));
-    }
-    if (!std::isnan(shapeInputSentinel))
-    {
-        out += concat(" (or ", formatNumber(shapeInputSentinel, integer), ": from a shape input)");
-    }
-    return out;
 }
 
 FieldReader::FieldReader(
@@ -283,7 +246,7 @@ nvinfer1::PluginField const* FieldReader::find(char const* name) const noexcept
     return nullptr;
 }
 
-double FieldReader::number(FieldDesc const& desc) const
+double FieldReader::number(FieldDecl const& desc) const
 {
     using FT = nvinfer1::PluginFieldType;
     nvinfer1::PluginField const* found = find(desc.name);
@@ -291,7 +254,7 @@ double FieldReader::number(FieldDesc const& desc) const
     {
         if (desc.required)
         {
-            throw PluginError(concat("missing field '", desc.name, "' (expected ", desc.expectation(), ")"));
+            throw PluginError(concat("missing field '", desc.name, "' (expected ", sdk::expectation(desc, true), ")"));
         }
         return desc.defaultValue;
     }
@@ -300,10 +263,10 @@ double FieldReader::number(FieldDesc const& desc) const
         throw PluginError(concat("field '", desc.name, "' must hold exactly one value, got length ", found->length,
             found->data == nullptr ? " and no data" : ""));
     }
-    if (!desc.acceptsType(found->type))
+    if (!acceptsType(desc, found->type))
     {
         throw PluginError(concat("field '", desc.name, "' has unsupported PluginFieldType ", fieldTypeName(found->type),
-            " (expected ", desc.typeExpectation(), ")"));
+            " (expected ", typeExpectation(desc), ")"));
     }
     if (found->type != FT::kINT32 && found->type != FT::kINT64 && found->type != FT::kFLOAT32
         && found->type != FT::kFLOAT64)
@@ -311,38 +274,36 @@ double FieldReader::number(FieldDesc const& desc) const
         throw PluginError(concat("field '", desc.name, "': its PluginFieldType ", fieldTypeName(found->type),
             " cannot be read (fields are INT32, INT64, FLOAT32 or FLOAT64)"));
     }
-    if (desc.kind() == FieldKind::kINT)
+    if (desc.kind != sdk::ScalarKind::kFLOAT)
     {
         int64_t const raw = found->type == FT::kINT64 ? *static_cast<int64_t const*>(found->data)
                                                       : *static_cast<int32_t const*>(found->data);
         auto const value = static_cast<double>(raw);
         // Compared as integers: -2^63 + 1 and -2^63 are one double.
-        if (desc.isShapeInputSentinel(value) && raw == static_cast<int64_t>(desc.shapeInputSentinel))
+        if (value == desc.shapeInputSentinel && raw == static_cast<int64_t>(desc.shapeInputSentinel))
         {
             return value;
         }
-        bool const lowOk = desc.minInclusive ? value >= desc.min : value > desc.min;
-        if (!lowOk || value > desc.max)
+        if (!sdk::inRange(desc, value))
         {
-            throw PluginError(concat("field '", desc.name, "' must be ", desc.expectation(), ", got ", raw));
+            throw PluginError(sdk::outOfRange(desc, fieldSubject(desc), std::to_string(raw), true));
         }
         // The launchers take scalars as doubles (LaunchArgs::scalars).
         if (raw < -kLARGEST_EXACT_INTEGER || raw > kLARGEST_EXACT_INTEGER)
         {
-            throw PluginError(concat("field '", desc.name, "' must be ", desc.expectation(),
+            throw PluginError(concat(fieldSubject(desc), " must be ", sdk::expectation(desc, true),
                 " and within +-2^53 (the launchers take it as a double), got ", raw));
         }
         return value;
     }
     double const value = found->type == FT::kFLOAT32 ? *static_cast<float const*>(found->data)
                                                      : *static_cast<double const*>(found->data);
-    bool const lowOk = desc.minInclusive ? value >= desc.min : value > desc.min;
-    if (!std::isfinite(value) || !lowOk || value > desc.max)
+    if (!sdk::inRange(desc, value))
     {
         // A FLOAT32 as given: through a double, 0.1f would read 0.10000000149011612.
-        std::string const got = found->type == FT::kFLOAT32 ? formatNumber(*static_cast<float const*>(found->data))
-                                                            : formatNumber(value, false);
-        throw PluginError(concat("field '", desc.name, "' must be ", desc.expectation(), ", got ", got));
+        std::string const got = found->type == FT::kFLOAT32 ? sdk::pythonRepr(*static_cast<float const*>(found->data))
+                                                            : sdk::pythonRepr(value);
+        throw PluginError(sdk::outOfRange(desc, fieldSubject(desc), got, true));
     }
     return value;
 }
@@ -353,11 +314,11 @@ void FieldWriter::clear()
     mFields.clear();
 }
 
-void FieldWriter::add(FieldDesc const& desc, double value)
+void FieldWriter::add(FieldDecl const& desc, double value)
 {
     mStorage.emplace_back(8);
     uint8_t* bytes = mStorage.back().data();
-    switch (desc.type)
+    switch (pluginFieldType(desc))
     {
     case nvinfer1::PluginFieldType::kFLOAT32:
     {
@@ -379,9 +340,10 @@ void FieldWriter::add(FieldDesc const& desc, double value)
         break;
     }
     default:
-        throw PluginError(concat("field '", desc.name, "': cannot serialize PluginFieldType ", int32_t(desc.type)));
+        throw PluginError(
+            concat("field '", desc.name, "': cannot serialize PluginFieldType ", static_cast<int32_t>(desc.type)));
     }
-    mFields.emplace_back(desc.name, nullptr, desc.type, 1);
+    mFields.emplace_back(desc.name, nullptr, pluginFieldType(desc), 1);
 }
 
 void FieldWriter::addArray(char const* name, nvinfer1::PluginFieldType type, std::vector<uint8_t> bytes, int32_t length)

@@ -1,4 +1,4 @@
-// Shared vocabulary of the kernel layer: no torch, no TensorRT types.
+// The element types of the launcher ABI (sdk/ttp_sdk.h), which kernels share: no torch, no TensorRT types.
 #pragma once
 
 #include <cstdint>

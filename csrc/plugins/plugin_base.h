@@ -1,201 +1,25 @@
-// Shared machinery of every plugin in the library, written once:
-// - logging through the TensorRT logger found via setLoggerFinder (stderr before one is set);
-// - `guarded`: no exception crosses the TensorRT API; it is logged and turned into an error value;
-// - field descriptions driving getFieldNames, createPlugin parsing (with range checks) and
-//   getFieldsToSerialize, so the three cannot drift apart;
+// PluginBase, the escape hatch for what torchtrt_plugins.declare cannot express: a hand-written IPluginV3 on the
+// SDK's plugin machinery (sdk/plugin_support.h: logging, `guarded`, the field reader over sdk/fields.h, the creator
+// registry that the library's getCreators hands out):
 // - PluginBase<Derived>: the IPluginV3 capability plumbing, clone, tactics and the timing cache id;
 // - CreatorBase<Plugin> and self-registration of creators for getCreators.
 #pragma once
 
-#include <NvInferRuntime.h>
-
 #include <array>
-#include <cstdint>
-#include <limits>
-#include <memory>
 #include <sstream>
-#include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "kernels/common.h"
-#include "sdk/rules.h"
+#include "sdk/plugin_support.h"
 
 namespace ttp::plugin
 {
-
-constexpr char const* kNAMESPACE = "torchtrt";
-
-using Severity = nvinfer1::ILogger::Severity;
-
-void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept;
-void log(Severity severity, std::string const& message) noexcept;
-
-// An error a caller caused (bad field, unsupported shape): logged as kERROR by `guarded`.
-class PluginError : public std::runtime_error
-{
-public:
-    using std::runtime_error::runtime_error;
-};
-
-// Streams its arguments into one string (the SDK's shape rules, which plugins share, define it).
-using sdk::rules::concat;
-
-// Runs fn(); any exception is logged as "<plugin>::<method>: <what>" and `onError` returned.
-template <typename R, typename F>
-R guarded(char const* plugin, char const* method, R onError, F&& fn) noexcept
-{
-    try
-    {
-        return fn();
-    }
-    catch (std::exception const& e)
-    {
-        log(Severity::kERROR, concat(kNAMESPACE, "::", plugin, " ", method, ": ", e.what()));
-    }
-    catch (...)
-    {
-        log(Severity::kERROR, concat(kNAMESPACE, "::", plugin, " ", method, ": unknown exception"));
-    }
-    return onError;
-}
-
-// ------------------------------------------------------------------------------------------ fields
-
-enum class FieldKind : int32_t
-{
-    kFLOAT,
-    kINT
-};
-
-struct FieldDesc
-{
-    char const* name;
-    nvinfer1::PluginFieldType type; // the type we advertise and serialize
-    bool required;
-    double defaultValue;
-    double min;
-    double max;
-    bool minInclusive;
-    // For an op argument that may arrive as a shape input instead: the value the field then holds, accepted
-    // outside [min, max]. NaN (the default) means none.
-    double shapeInputSentinel = std::numeric_limits<double>::quiet_NaN();
-
-    FieldKind kind() const noexcept;
-    bool isShapeInputSentinel(double value) const noexcept
-    {
-        return value == shapeInputSentinel;
-    }
-    // Whether createPlugin takes the field as `given`: its own type, or the one TensorRT's ONNX parser delivers it as.
-    bool acceptsType(nvinfer1::PluginFieldType given) const noexcept;
-    // "FLOAT64 (or FLOAT32, as TensorRT's ONNX parser delivers a FLOAT attribute)"
-    std::string typeExpectation() const;
-    // "an integer >= 1 and <= 16777216 (or -9223372036854775808: from a shape input)"
-    std::string expectation() const;
-};
-
-// "INT64", "FLOAT32", ...; "PluginFieldType <n>" for a value outside the enumeration.
-std::string fieldTypeName(nvinfer1::PluginFieldType type);
-
-// Reads and validates the fields of a PluginFieldCollection: they come from plans and ONNX graphs others wrote, so
-// createPlugin is a trust boundary. The constructor checks the collection as a whole against `known` (the creator's
-// getFieldNames): a valid count, and every field named, known and given once; number() checks one field's type,
-// length and value. Both throw PluginError naming the field and what was expected.
-class FieldReader
-{
-public:
-    FieldReader(
-        char const* plugin, nvinfer1::PluginFieldCollection const* fc, nvinfer1::PluginFieldCollection const& known);
-
-    double number(FieldDesc const& desc) const;
-    float getFloat(FieldDesc const& desc) const
-    {
-        return static_cast<float>(number(desc));
-    }
-    int64_t getInt(FieldDesc const& desc) const
-    {
-        return static_cast<int64_t>(number(desc));
-    }
-    // The field named `name` as given (nullptr when absent), for a caller that checks an array field itself.
-    nvinfer1::PluginField const* find(char const* name) const noexcept;
-
-private:
-    char const* mPlugin;
-    nvinfer1::PluginFieldCollection const* mFc;
-};
-
-// Owns the storage behind a PluginFieldCollection returned from getFieldsToSerialize.
-class FieldWriter
-{
-public:
-    void clear();
-    void add(FieldDesc const& desc, double value);
-    // An array field: `length` elements of `type` in `bytes` (copied).
-    void addArray(char const* name, nvinfer1::PluginFieldType type, std::vector<uint8_t> bytes, int32_t length);
-    nvinfer1::PluginFieldCollection const* collection();
-
-private:
-    std::vector<std::vector<uint8_t>> mStorage;
-    std::vector<nvinfer1::PluginField> mFields;
-    nvinfer1::PluginFieldCollection mCollection{};
-};
-
-// ------------------------------------------------------------------------------------------ tensors
-
-// Maps a TensorRT data type onto the kernel layer's; throws PluginError for types we never accept.
-DType toKernelDType(nvinfer1::DataType type);
-char const* dataTypeName(nvinfer1::DataType type) noexcept;
-int64_t volume(nvinfer1::Dims const& dims) noexcept;
-std::string dimsString(nvinfer1::Dims const& dims);
-
-// ------------------------------------------------------------------------------------------ plugin base
-
-// The four IPluginV3 interfaces of one plugin object and the capability lookup over them, shared by PluginBase
-// and the SDK's generic plugin. `Core` is IPluginV3OneCore or a class deriving from it; `Build` is
-// IPluginV3OneBuild or a class deriving from it (IPluginV3OneBuildV2 for aliased outputs).
-template <typename Core = nvinfer1::IPluginV3OneCore, typename Build = nvinfer1::IPluginV3OneBuild>
-class PluginInterfaces : public nvinfer1::IPluginV3, public Core, public Build, public nvinfer1::IPluginV3OneRuntime
-{
-public:
-    PluginInterfaces() = default;
-    template <typename Arg>
-    PluginInterfaces(std::in_place_t /*tag*/, Arg&& coreArg)
-        : Core(std::forward<Arg>(coreArg))
-    {
-    }
-    template <typename CoreArg, typename BuildArg>
-    PluginInterfaces(std::in_place_t /*tag*/, CoreArg&& coreArg, BuildArg&& buildArg)
-        : Core(std::forward<CoreArg>(coreArg))
-        , Build(std::forward<BuildArg>(buildArg))
-    {
-    }
-    PluginInterfaces(PluginInterfaces const& other)
-        : nvinfer1::IPluginV3(other)
-        , Core(other)
-        , Build(other)
-        , nvinfer1::IPluginV3OneRuntime(other)
-    {
-    }
-    PluginInterfaces& operator=(PluginInterfaces const&) = delete;
-
-    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override
-    {
-        switch (type)
-        {
-        case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
-        case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<Build*>(this);
-        case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
-        }
-        return nullptr;
-    }
-};
 
 // Derived provides:
 //   static constexpr char const* kNAME, kVERSION;
 //   static constexpr std::array<char const*, N> kINPUTS, kOUTPUTS (tensor names: they give the counts);
 //   static constexpr std::array<int32_t, N> kTACTICS (may be empty);
-//   static std::vector<FieldDesc> const& fieldDescs();
+//   static std::vector<FieldDecl> const& fieldDescs();
 //   static Derived* create(FieldReader const&, nvinfer1::TensorRTPhase)  (for CreatorBase);
 //   std::vector<double> fieldValues() const  (same order as fieldDescs, what createPlugin reads back);
 //   the methods TTP_PLUGIN_INTERFACE declares: outputDataTypes, outputShapes, supportsFormat, run;
@@ -471,12 +295,6 @@ private:
 
 // ------------------------------------------------------------------------------------------ creators
 
-class CreatorRegistry
-{
-public:
-    static std::vector<nvinfer1::IPluginCreatorInterface*>& creators();
-};
-
 // Plugin provides `static Plugin* create(FieldReader const&, nvinfer1::TensorRTPhase)` (may throw).
 template <typename Plugin>
 class CreatorBase : public nvinfer1::IPluginCreatorV3One
@@ -484,9 +302,9 @@ class CreatorBase : public nvinfer1::IPluginCreatorV3One
 public:
     CreatorBase()
     {
-        for (FieldDesc const& desc : Plugin::fieldDescs())
+        for (FieldDecl const& desc : Plugin::fieldDescs())
         {
-            mFields.emplace_back(desc.name, nullptr, desc.type, 1);
+            mFields.emplace_back(desc.name, nullptr, pluginFieldType(desc), 1);
         }
         mCollection.nbFields = static_cast<int32_t>(mFields.size());
         mCollection.fields = mFields.data();
@@ -538,7 +356,7 @@ struct CreatorRegistration
 
 // Declares, inside a plugin class, the methods PluginBase<Derived> calls that every plugin defines.
 #define TTP_PLUGIN_INTERFACE(PLUGIN)                                                                                   \
-    static std::vector<::ttp::plugin::FieldDesc> const& fieldDescs();                                                  \
+    static std::vector<::ttp::sdk::FieldDecl> const& fieldDescs();                                                     \
     static PLUGIN* create(::ttp::plugin::FieldReader const& fields, nvinfer1::TensorRTPhase phase);                    \
     int32_t outputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,  \
         int32_t nbInputs) const;                                                                                       \

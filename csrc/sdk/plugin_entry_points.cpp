@@ -1,6 +1,6 @@
 // The two entry points TensorRT looks up in a plugin library (IPluginRegistry::loadLibrary,
-// trtexec --dynamicPlugins, plugins serialized into a plan). Nothing else is exported (exports.map).
-#include "plugin_common.h"
+// trtexec --dynamicPlugins, plugins serialized into a plan). Nothing else is exported (plugins.map).
+#include "sdk/plugin_support.h"
 
 extern "C" __attribute__((visibility("default"))) void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept
 {
