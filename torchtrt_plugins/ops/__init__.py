@@ -59,7 +59,15 @@ def define(schema: str, fake: Callable[..., Any], reference: Callable[..., Any],
 #: The ops defined with a ``<name>_tactic`` variant.
 _TACTIC_OPS: list[str] = []
 
-from . import add_rms_norm, masked_rows, pad_to, rms_norm, rms_norm_quant, rotary_embedding  # noqa: E402, F401
+from . import (  # noqa: E402, F401
+    add_rms_norm,
+    masked_rows,
+    multi_scale_deformable_attention,
+    pad_to,
+    rms_norm,
+    rms_norm_quant,
+    rotary_embedding,
+)
 
 for _qualname in _TACTIC_OPS:
     sdk.register_eager_kernel(spec_mod.get(_qualname).declaration, tactic=True)
