@@ -23,6 +23,7 @@ def test_every_op_of_ours_is_declared():
     assert sorted(e.spec.name for e in OURS) == [
         "add_rms_norm",
         "masked_rows",
+        "multi_scale_deformable_attention",
         "pad_to",
         "rms_norm",
         "rms_norm_fp8",

@@ -23,6 +23,7 @@ import torch
 
 from torchtrt_plugins import _build, _compat, converters, native
 from torchtrt_plugins import spec as spec_mod
+from torchtrt_plugins.ops import multi_scale_deformable_attention
 
 PluginCall = converters.PluginCall
 FieldValue = converters._factory.FieldValue
@@ -38,6 +39,13 @@ EXAMPLE_ARGS: dict[str, dict[str, Any]] = {
     "masked_rows": {"mask": torch.ones(4, dtype=torch.bool)},
     "pad_to": {"x": torch.zeros(1, 2, 4, 8)},  # (B, C, H, W)
     "rotary_embedding": {"positions": torch.zeros((), dtype=torch.int64)},  # x: (heads, head_dim), one token
+    "multi_scale_deformable_attention": dict(
+        zip(
+            ("value", "spatial_shapes", "level_start_index", "sampling_locations", "attention_weights"),
+            multi_scale_deformable_attention.example_inputs(),
+            strict=True,
+        )
+    ),
 }
 
 
