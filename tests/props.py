@@ -299,13 +299,15 @@ def check_rotary_embedding(case: Case, out: torch.Tensor) -> None:
     _assert_allclose(out, expected, tol.atol, tol.rtol, case.note)
 
 
-# ------------------------------------------------------------------------------------------ multi_scale_deformable_attention
+# ------------------------------------------------------------------------- multi_scale_deformable_attention
 
 
 def draw_multi_scale_deformable_attention(data: st.DataObject, device: str) -> Case:
     dtype = data.draw(st.sampled_from(FLOATS), label="dtype")
     index_dtype = data.draw(st.sampled_from([torch.int64, torch.int32]), label="index dtype")
-    levels = data.draw(st.lists(st.tuples(st.integers(1, 23), st.integers(1, 23)), min_size=1, max_size=4), label="maps")
+    levels = data.draw(
+        st.lists(st.tuples(st.integers(1, 23), st.integers(1, 23)), min_size=1, max_size=4), label="maps"
+    )
     batch = data.draw(st.sampled_from([0, 1, 2, 3]), label="batch")
     queries = data.draw(st.sampled_from([0, 1, 7, 33, 100]), label="queries")
     heads = data.draw(st.sampled_from([1, 2, 3, 8]), label="heads")
@@ -337,7 +339,7 @@ def check_multi_scale_deformable_attention(case: Case, out: torch.Tensor) -> Non
 
     value, shapes, starts, locations, weights = (as_numpy(t) for t in case.args)
     batch, _, heads, channels = value.shape
-    queries, points = locations.shape[1], locations.shape[4]
+    queries = locations.shape[1]
     expected = np.zeros((batch, queries, heads, channels))
     for level, ((height, width), start) in enumerate(zip(shapes.tolist(), starts.tolist(), strict=True)):
         x = _bilinear_coordinate(locations[:, :, :, level, :, 0], width)  # (B, Q, H, P)

@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchtrt_plugins import SpecError, onnx as tonnx
+from torchtrt_plugins import SpecError
+from torchtrt_plugins import onnx as tonnx
 from torchtrt_plugins.converters import plan_node, validate_node
 from torchtrt_plugins.ops import multi_scale_deformable_attention as msda
 from torchtrt_plugins.transformers import apply_multi_scale_deformable_attention

@@ -178,7 +178,9 @@ CASES = (
             NetworkInput("value", torch.bfloat16, ((1, 1, 4, 16), (2, 500, 4, 16), (4, 20000, 4, 16))),
             NetworkInput("spatial_shapes", torch.int32, ((4, 2),) * 3),
             NetworkInput("level_start_index", torch.int32, ((4,),) * 3),
-            NetworkInput("locations", torch.bfloat16, ((1, 1, 4, 4, 3, 2), (2, 500, 4, 4, 3, 2), (4, 20000, 4, 4, 3, 2))),
+            NetworkInput(
+                "locations", torch.bfloat16, ((1, 1, 4, 4, 3, 2), (2, 500, 4, 4, 3, 2), (4, 20000, 4, 4, 3, 2))
+            ),
             NetworkInput("weights", torch.bfloat16, ((1, 1, 4, 4, 3), (2, 500, 4, 4, 3), (4, 20000, 4, 4, 3))),
         ),
     ),
