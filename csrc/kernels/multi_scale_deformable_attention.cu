@@ -113,22 +113,42 @@ __device__ __forceinline__ void accumulate(
     }
 }
 
+// The (b, q, h) item of lane group `slot` (thread / group), or -1 past the last. HEAD_TILES: block k takes
+// kBLOCK / group consecutive queries of one head, blocks ordered (b, query tile, h); else items in (b, q, h) order.
+template <bool HEAD_TILES>
+__device__ __forceinline__ int64_t itemOf(int64_t slot, int32_t group, MsdaShape const& shape)
+{
+    if constexpr (HEAD_TILES)
+    {
+        int64_t const perTile = kBLOCK / group;
+        int64_t const tile = slot / perTile;
+        int64_t const tilesPerHead = (shape.queries + perTile - 1) / perTile;
+        int64_t const head = tile % shape.heads;
+        int64_t const rest = tile / shape.heads;
+        int64_t const batch = rest / tilesPerHead;
+        int64_t const query = (rest % tilesPerHead) * perTile + slot % perTile;
+        return batch < shape.batch && query < shape.queries ? (batch * shape.queries + query) * shape.heads + head : -1;
+    }
+    return slot < shape.batch * shape.queries * shape.heads ? slot : -1;
+}
+
 // GROUP lanes (a power of two <= 32, `group`) per (b, q, h) item, across its D / VEC channel vectors (a lane takes
 // vectors member, member + group, ...). SHARED: lane t of a group computes points t, t + group, ... once and the
 // group reads them by shuffle; else every lane computes every point (the group's loads of one location coincide).
 // Every lane of a warp runs the same trip counts (one L * P for all items), so the shuffles see the whole warp.
-template <typename T, typename I, int VEC, bool SHARED>
+template <typename T, typename I, int VEC, bool SHARED, bool HEAD_TILES>
 __global__ void __launch_bounds__(kBLOCK) msdaKernel(T const* __restrict__ value, I const* __restrict__ shapes,
     I const* __restrict__ starts, T const* __restrict__ locations, T const* __restrict__ weights, T* __restrict__ out,
-    MsdaShape shape, int32_t group, int64_t items)
+    MsdaShape shape, int32_t group)
 {
     waitForPrerequisites();
     int64_t const thread = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     int32_t const lane = static_cast<int32_t>(threadIdx.x % kWarpSize);
     int32_t const member = lane & (group - 1);
     int32_t const leader = lane - member;
-    bool const active = thread / group < items;
-    int64_t const item = active ? thread / group : items - 1; // an idle group still takes part in the shuffles
+    int64_t const found = itemOf<HEAD_TILES>(thread / group, group, shape);
+    bool const active = found >= 0;
+    int64_t const item = active ? found : 0; // an idle group still takes part in the shuffles
     int64_t const head = item % shape.heads;
     int64_t const batch = item / (shape.heads * shape.queries);
     auto const pointsPerItem = static_cast<int32_t>(shape.levels * shape.points);
@@ -184,7 +204,7 @@ __global__ void __launch_bounds__(kBLOCK) msdaKernel(T const* __restrict__ value
 
 template <typename T, typename I, int VEC>
 cudaError_t launchMsda(T const* value, I const* shapes, I const* starts, T const* locations, T const* weights, T* out,
-    MsdaShape const& shape, MsdaPoints points, cudaStream_t stream)
+    MsdaShape const& shape, MsdaTactic tactic, cudaStream_t stream)
 {
     int64_t const vectors = shape.channels / VEC;
     int32_t group = 1;
@@ -192,27 +212,40 @@ cudaError_t launchMsda(T const* value, I const* shapes, I const* starts, T const
     {
         group *= 2;
     }
-    if (points == MsdaPoints::kHEURISTIC)
+    if (tactic == MsdaTactic::kHEURISTIC)
     {
-        // Sharing pays where enough lanes split the points' arithmetic; a group of few lanes computes them anyway.
-        points = group >= 8 ? MsdaPoints::kSHARED : MsdaPoints::kPER_LANE;
+        // Sharing pays where enough lanes split the points' arithmetic (a group of few lanes computes them anyway);
+        // head tiles keep neighbouring queries' corners in one block's L1. Not yet timed against each other.
+        tactic = group >= 8 ? MsdaTactic::kHEAD_TILES : MsdaTactic::kPER_LANE_POINTS;
     }
-    int64_t const items = shape.batch * shape.queries * shape.heads;
-    int64_t const blocks = (items * group + kBLOCK - 1) / kBLOCK;
+    int64_t slots = shape.batch * shape.queries * shape.heads;
+    if (tactic == MsdaTactic::kHEAD_TILES)
+    {
+        int64_t const perTile = kBLOCK / group;
+        slots = shape.batch * shape.heads * ((shape.queries + perTile - 1) / perTile) * perTile;
+    }
+    int64_t const blocks = (slots * group + kBLOCK - 1) / kBLOCK;
     if (blocks > INT_MAX)
     {
         return cudaErrorInvalidValue;
     }
-    auto* kernel = points == MsdaPoints::kSHARED ? &msdaKernel<T, I, VEC, true> : &msdaKernel<T, I, VEC, false>;
+    void (*kernel)(T const*, I const*, I const*, T const*, T const*, T*, MsdaShape, int32_t) = nullptr;
+    switch (tactic)
+    {
+    case MsdaTactic::kSHARED_POINTS: kernel = &msdaKernel<T, I, VEC, true, false>; break;
+    case MsdaTactic::kPER_LANE_POINTS: kernel = &msdaKernel<T, I, VEC, false, false>; break;
+    case MsdaTactic::kHEAD_TILES: kernel = &msdaKernel<T, I, VEC, true, true>; break;
+    default: return cudaErrorInvalidValue;
+    }
     return launchKernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kBLOCK), stream, pdlSupported(), value,
-        shapes, starts, locations, weights, out, shape, group, items);
+        shapes, starts, locations, weights, out, shape, group);
 }
 
 } // namespace
 
 cudaError_t multiScaleDeformableAttention(void const* value, void const* spatialShapes, void const* levelStartIndex,
     DType indexDtype, void const* locations, void const* weights, void* out, MsdaShape const& shape, DType dtype,
-    MsdaPoints points, cudaStream_t stream)
+    MsdaTactic tactic, cudaStream_t stream)
 {
     MsdaShape const& s = shape;
     if ((indexDtype != DType::kINT32 && indexDtype != DType::kINT64) || s.batch < 0 || s.spatial < 0 || s.heads < 0
@@ -241,11 +274,11 @@ cudaError_t multiScaleDeformableAttention(void const* value, void const* spatial
                     if (s.channels % 2 == 0 && isAligned(value, 4) && isAligned(out, 4))
                     {
                         return launchMsda<T, std::remove_cv_t<std::remove_pointer_t<decltype(shapes)>>, 2>(
-                            v, shapes, starts, loc, w, y, s, points, stream);
+                            v, shapes, starts, loc, w, y, s, tactic, stream);
                     }
                 }
                 return launchMsda<T, std::remove_cv_t<std::remove_pointer_t<decltype(shapes)>>, 1>(
-                    v, shapes, starts, loc, w, y, s, points, stream);
+                    v, shapes, starts, loc, w, y, s, tactic, stream);
             };
             return indexDtype == DType::kINT32
                        ? run(static_cast<int32_t const*>(spatialShapes), static_cast<int32_t const*>(levelStartIndex))

@@ -10,12 +10,18 @@
 namespace ttp
 {
 
-// How the lanes of one (b, q, h) share the work of its L * P points.
-enum class MsdaPoints : int32_t
+// How the lanes of one (b, q, h) share the work of its L * P points, and which items a block takes.
+enum class MsdaTactic : int32_t
 {
     kHEURISTIC = 0,
-    kSHARED = 1,   // each lane computes some points' corners and weights once; the group reads them by shuffle
-    kPER_LANE = 2, // every lane computes every point itself (no shuffles; the locations are broadcast loads)
+    // Each lane computes some points' corners and weights once; the group reads them by shuffle. A block takes
+    // consecutive items: the heads of consecutive queries.
+    kSHARED_POINTS = 1,
+    // Every lane computes every point itself (no shuffles; the group's loads of one location coincide).
+    kPER_LANE_POINTS = 2,
+    // As kSHARED_POINTS, but a block takes consecutive queries of one head: neighbouring queries (an encoder's
+    // pixels) sample overlapping corners of the same head's channels, which the block then finds in L1.
+    kHEAD_TILES = 3,
 };
 
 struct MsdaShape
@@ -33,6 +39,6 @@ struct MsdaShape
 // levelStartIndex (L,): device memory, int32 or int64 (`indexDtype`).
 cudaError_t multiScaleDeformableAttention(void const* value, void const* spatialShapes, void const* levelStartIndex,
     DType indexDtype, void const* locations, void const* weights, void* out, MsdaShape const& shape, DType dtype,
-    MsdaPoints points, cudaStream_t stream);
+    MsdaTactic tactic, cudaStream_t stream);
 
 } // namespace ttp

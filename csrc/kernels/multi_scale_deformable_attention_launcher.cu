@@ -8,7 +8,7 @@ namespace ttp::launchers
 namespace
 {
 
-cudaError_t launch(sdk::LaunchArgs const& a, MsdaPoints points)
+cudaError_t launch(sdk::LaunchArgs const& a, MsdaTactic tactic)
 {
     if (a.nbInputs != 5 || a.nbOutputs != 1)
     {
@@ -37,24 +37,29 @@ cudaError_t launch(sdk::LaunchArgs const& a, MsdaPoints points)
         return cudaErrorInvalidValue;
     }
     return ttp::multiScaleDeformableAttention(value.data, shapes.data, starts.data, shapes.dtype, locations.data,
-        weights.data, a.outputs[0].data, shape, value.dtype, points, a.stream);
+        weights.data, a.outputs[0].data, shape, value.dtype, tactic, a.stream);
 }
 
 } // namespace
 
 cudaError_t multiScaleDeformableAttention(sdk::LaunchArgs const& a)
 {
-    return launch(a, MsdaPoints::kHEURISTIC);
+    return launch(a, MsdaTactic::kHEURISTIC);
 }
 
 cudaError_t multiScaleDeformableAttentionSharedPoints(sdk::LaunchArgs const& a)
 {
-    return launch(a, MsdaPoints::kSHARED);
+    return launch(a, MsdaTactic::kSHARED_POINTS);
 }
 
 cudaError_t multiScaleDeformableAttentionPerLanePoints(sdk::LaunchArgs const& a)
 {
-    return launch(a, MsdaPoints::kPER_LANE);
+    return launch(a, MsdaTactic::kPER_LANE_POINTS);
+}
+
+cudaError_t multiScaleDeformableAttentionHeadTiles(sdk::LaunchArgs const& a)
+{
+    return launch(a, MsdaTactic::kHEAD_TILES);
 }
 
 } // namespace ttp::launchers

@@ -4,8 +4,10 @@ it, our CUDA op (each tactic) and the plugin's enqueue through the harness.
 
 A size is ``(batch, queries)`` over one value: four levels of an 800x1066 image at strides 8 to 64 ((100, 134),
 (50, 67), (25, 34), (13, 17): S = 17821 rows), 8 heads of 32 channels, 4 points per level; ``(2, 17821)`` is the
-encoder (a query per value row), ``(8, 900)`` the decoder's cross-attention. Locations are uniform in [0, 1], weights a
-softmax over each query's 16 points, as the model's are.
+encoder (a query per value row), ``(8, 900)`` the decoder's cross-attention. Locations are as the model makes them: a
+reference point per query (the encoder's: the centre of its own pixel; the decoder's: uniform in [0, 1]) plus offsets
+of about two pixels of each level (normal, sd 2 / W_l and 2 / H_l), so that neighbouring encoder queries sample
+overlapping corners; weights are a softmax over each query's 16 points.
 
 The DRAM bytes it must move (``nbytes``, the copy it is judged against): the locations, weights and output once, and
 of value the smaller of all of it and the corners the points touch (4 corners x D channels per point): the encoder's
@@ -39,7 +41,7 @@ def make_case(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) 
     shapes = torch.tensor(maps, device=device)
     starts = torch.tensor([sum(sizes[:i]) for i in range(len(sizes))], device=device)
     value = torch.randn(batch, sum(sizes), HEADS, CHANNELS, generator=generator).to(device, dtype)
-    locations = torch.rand(batch, queries, HEADS, len(maps), POINTS, 2, generator=generator).to(device, dtype)
+    locations = _locations(batch, queries, maps, generator).to(device, dtype)
     logits = torch.randn(batch, queries, HEADS, len(maps) * POINTS, generator=generator)
     weights = logits.softmax(-1).view(batch, queries, HEADS, len(maps), POINTS).to(device, dtype)
     element = value.element_size()
@@ -58,6 +60,21 @@ def make_case(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) 
         {},
         nbytes,
     )
+
+
+def _locations(batch: int, queries: int, maps, generator: torch.Generator) -> torch.Tensor:
+    sizes = [h * w for h, w in maps]
+    if queries == sum(sizes):  # the encoder: query s is pixel s of its level
+        centres = []
+        for h, w in maps:
+            y, x = torch.meshgrid((torch.arange(h) + 0.5) / h, (torch.arange(w) + 0.5) / w, indexing="ij")
+            centres.append(torch.stack((x.flatten(), y.flatten()), -1))
+        reference = torch.cat(centres).expand(batch, queries, 2)
+    else:
+        reference = torch.rand(batch, queries, 2, generator=generator)
+    scale = torch.tensor([[2.0 / w, 2.0 / h] for h, w in maps])  # (L, 2): two pixels of each level
+    offsets = torch.randn(batch, queries, HEADS, len(maps), POINTS, 2, generator=generator) * scale[:, None, :]
+    return reference[:, :, None, None, None, :] + offsets
 
 
 def _shapes_list(case: Case) -> list[tuple[int, int]]:

@@ -10,10 +10,12 @@ share one float dtype; the math is fp32, rounded once. ``spatial_shapes`` and ``
 int32) device tensors the kernel reads; a corner outside the S rows of ``value`` counts as padding, so inconsistent
 shapes give zeros, never an out-of-bounds read.
 
-Launchers: ``csrc/kernels/multi_scale_deformable_attention_launcher.cu`` (tactic 0: the kernel's heuristic; 1: the
-lanes of a (b, q, h) group compute its points once and broadcast them; 2: every lane computes each point itself, no
-shuffles). The plugin is the generic one (``MultiScaleDeformableAttention`` v1); it takes the inputs of NVIDIA's
-``MultiscaleDeformableAttnPlugin_TRT`` in its order and no fields (docs/onnx.md).
+Launchers: ``csrc/kernels/multi_scale_deformable_attention_launcher.cu``; a group of lanes across D per (b, q, h)
+(tactic 0: the kernel's heuristic; 1: the group's lanes compute its points once and shuffle them, a block taking the
+heads of consecutive queries; 2: every lane computes each point itself, no shuffles; 3: as 1, a block taking
+consecutive queries of one head, whose neighbouring samples share L1). The plugin is the generic one
+(``MultiScaleDeformableAttention`` v1); it takes the inputs of NVIDIA's ``MultiscaleDeformableAttnPlugin_TRT`` in
+its order and no fields (docs/onnx.md).
 """
 
 from __future__ import annotations
@@ -156,6 +158,7 @@ MULTI_SCALE_DEFORMABLE_ATTENTION = declare(
     tactics={
         1: "ttp::launchers::multiScaleDeformableAttentionSharedPoints",
         2: "ttp::launchers::multiScaleDeformableAttentionPerLanePoints",
+        3: "ttp::launchers::multiScaleDeformableAttentionHeadTiles",
     },
     dtypes={
         "value": FLOATS,

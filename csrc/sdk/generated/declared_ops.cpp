@@ -8,6 +8,7 @@
 namespace ttp::launchers { cudaError_t addRmsNorm(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t maskedRows(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t multiScaleDeformableAttention(::ttp::sdk::LaunchArgs const& args); }
+namespace ttp::launchers { cudaError_t multiScaleDeformableAttentionHeadTiles(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t multiScaleDeformableAttentionPerLanePoints(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t multiScaleDeformableAttentionSharedPoints(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t padTo(::ttp::sdk::LaunchArgs const& args); }
@@ -43,9 +44,9 @@ int64_t const kPrograms1[] = {36, 1414811731, 3, 2, 1, 1, 0, 1, 9, 2, 0, 0, 1, 1
 ::ttp::sdk::DeclaredOpRegistration const kRegistration1{kOp1};
 ::ttp::sdk::InputDecl const kInputs2[] = {{"value", 131u, -1}, {"spatial_shapes", 264u, -1}, {"level_start_index", 264u, 1}, {"sampling_locations", 131u, 0}, {"attention_weights", 131u, 0}};
 char const* const kOutputs2[] = {"out0"};
-::ttp::sdk::TacticDecl const kTactics2[] = {{0, "ttp::launchers::multiScaleDeformableAttention", &ttp::launchers::multiScaleDeformableAttention}, {1, "ttp::launchers::multiScaleDeformableAttentionSharedPoints", &ttp::launchers::multiScaleDeformableAttentionSharedPoints}, {2, "ttp::launchers::multiScaleDeformableAttentionPerLanePoints", &ttp::launchers::multiScaleDeformableAttentionPerLanePoints}};
+::ttp::sdk::TacticDecl const kTactics2[] = {{0, "ttp::launchers::multiScaleDeformableAttention", &ttp::launchers::multiScaleDeformableAttention}, {1, "ttp::launchers::multiScaleDeformableAttentionSharedPoints", &ttp::launchers::multiScaleDeformableAttentionSharedPoints}, {2, "ttp::launchers::multiScaleDeformableAttentionPerLanePoints", &ttp::launchers::multiScaleDeformableAttentionPerLanePoints}, {3, "ttp::launchers::multiScaleDeformableAttentionHeadTiles", &ttp::launchers::multiScaleDeformableAttentionHeadTiles}};
 int64_t const kPrograms2[] = {116, 1414811731, 3, 5, 4, 2, 1, 6, 5, 0, 0, 1, -1, 3, 3, 2, 0, 0, 3, 2, 3, 1, 7, 2, 0, 2, 2, 0, 3, 12, 11, 3, 2, 1, 1, 2, 1, 2, 3, 2, 2, 0, 3, 2, 1, 0, 3, 2, 3, 0, 3, 2, 0, 0, 3, 2, 3, 2, 3, 2, 0, 2, 3, 2, 3, 3, 3, 2, 1, 0, 3, 2, 3, 5, 2, 1, 2, 3, 2, 4, 0, 3, 2, 0, 0, 3, 2, 4, 1, 3, 2, 3, 1, 3, 2, 4, 2, 3, 2, 0, 2, 3, 2, 4, 3, 3, 2, 1, 0, 3, 2, 4, 4, 3, 2, 3, 4};
-::ttp::sdk::OpDecl const kOp2{"torchtrt::multi_scale_deformable_attention", "MultiScaleDeformableAttention", "1", "torchtrt", kInputs2, 5, kOutputs2, 1, nullptr, 0, kTactics2, 3, nullptr, kPrograms2, 117, nullptr, 0, nullptr, 0, nullptr, 0};
+::ttp::sdk::OpDecl const kOp2{"torchtrt::multi_scale_deformable_attention", "MultiScaleDeformableAttention", "1", "torchtrt", kInputs2, 5, kOutputs2, 1, nullptr, 0, kTactics2, 4, nullptr, kPrograms2, 117, nullptr, 0, nullptr, 0, nullptr, 0};
 ::ttp::sdk::DeclaredOpRegistration const kRegistration2{kOp2};
 ::ttp::sdk::InputDecl const kInputs3[] = {{"x", 135u, -1}};
 char const* const kOutputs3[] = {"out0"};
