@@ -170,10 +170,11 @@ MULTI_SCALE_DEFORMABLE_ATTENTION = declare(
     same_dtype={"level_start_index": "spatial_shapes", "sampling_locations": "value", "attention_weights": "value"},
     example_inputs=example_inputs("meta"),
     reference=reference,
-    # fp32: the kernel forms the pixel coordinates as grid_sample does, but its sums of L*P bilinear terms are
-    # ordered differently.
+    # fp32: the kernel forms the pixel coordinates as grid_sample's formula does, without fma; grid_sample's own CUDA
+    # build may contract it into one, moving a coordinate of ~100 pixels by an ulp (8e-6 of a pixel), and the kernel
+    # orders its sums of L*P bilinear terms differently.
     tolerances={
-        torch.float32: Tolerance(2e-5, 2e-5),
+        torch.float32: Tolerance(1e-4, 1e-4),
         torch.float16: Tolerance(2e-3, 2e-3),
         torch.bfloat16: Tolerance(1.6e-2, 1.6e-2),
     },
