@@ -163,6 +163,13 @@ class EfficientNmsCall(nn.Module):
         return num, det_boxes * 2, det_scores, det_classes
 
 
+class DeformableAttentionCall(nn.Module):
+    def forward(self, value, spatial_shapes, level_start_index, locations, weights):
+        return torch.ops.torchtrt.multi_scale_deformable_attention(
+            value, spatial_shapes, level_start_index, locations.sigmoid(), weights
+        )
+
+
 def _rms_norm() -> list[ExportCase]:
     return [
         ExportCase("rms_norm", "static", RmsNormCall(8, 1e-5), (torch.randn(3, 8),)),
@@ -251,6 +258,34 @@ def _efficient_nms() -> list[ExportCase]:
     ]
 
 
+def _multi_scale_deformable_attention() -> list[ExportCase]:
+    from torchtrt_plugins.ops import multi_scale_deformable_attention as msda
+
+    _, shapes, starts, locations, weights = msda.example_inputs()  # two levels of 16 rows in all
+    value = torch.randn(2, 16, 2, 4)
+    locations = torch.randn(2, *locations.shape[1:])
+    weights = torch.rand(2, *weights.shape[1:])
+    return [
+        ExportCase(
+            "multi_scale_deformable_attention",
+            "dynamic",
+            DeformableAttentionCall(),
+            (value, shapes, starts, locations, weights),
+            {
+                "value": {0: "batch"},
+                "locations": {0: "batch", 1: "queries"},
+                "weights": {0: "batch", 1: "queries"},
+            },
+        ),
+        ExportCase(
+            "multi_scale_deformable_attention",
+            "int32",
+            DeformableAttentionCall(),
+            (value, shapes.int(), starts.int(), locations, weights),
+        ),
+    ]
+
+
 def _add_rms_norm() -> list[ExportCase]:
     # None yet: export holds the mutating op as auto_functionalized_v2(op, ...), and torch 2.13's dynamo exporter
     # fails on that node before any translation runs (it looks the OpOverload argument up as an FX value:
@@ -268,6 +303,7 @@ CASES: dict[str, Callable[[], list[ExportCase]]] = {
     "masked_rows": _masked_rows,
     "pad_to": _pad_to,
     "rotary_embedding": _rotary_embedding,
+    "multi_scale_deformable_attention": _multi_scale_deformable_attention,
 }
 
 

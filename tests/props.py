@@ -428,6 +428,66 @@ def check_rotary_embedding(case: Case, out: torch.Tensor) -> None:
     _assert_allclose(out, expected, tol.atol, tol.rtol, case.note)
 
 
+# ------------------------------------------------------------------------- multi_scale_deformable_attention
+
+
+def draw_multi_scale_deformable_attention(data: st.DataObject, device: str) -> Case:
+    dtype = data.draw(st.sampled_from(FLOATS), label="dtype")
+    index_dtype = data.draw(st.sampled_from([torch.int64, torch.int32]), label="index dtype")
+    levels = data.draw(
+        st.lists(st.tuples(st.integers(1, 23), st.integers(1, 23)), min_size=1, max_size=4), label="maps"
+    )
+    batch = data.draw(st.sampled_from([0, 1, 2, 3]), label="batch")
+    queries = data.draw(st.sampled_from([0, 1, 7, 33, 100]), label="queries")
+    heads = data.draw(st.sampled_from([1, 2, 3, 8]), label="heads")
+    channels = data.draw(st.sampled_from([1, 2, 3, 8, 31, 32, 33, 64]), label="channels")
+    points = data.draw(st.sampled_from([1, 2, 3, 4]), label="points")
+    sizes = [h * w for h, w in levels]
+    shapes = torch.tensor(levels, dtype=index_dtype, device=device)
+    starts = torch.tensor([sum(sizes[:i]) for i in range(len(sizes))], dtype=index_dtype, device=device)
+    value = tensor(data, (batch, sum(sizes), heads, channels), dtype, device)
+    # Around the maps' centres, some outside [0, 1]: those corners are padding.
+    locations = tensor(data, (batch, queries, heads, len(levels), points, 2), dtype, device, scale=0.4) + 0.5
+    weights = tensor(data, (batch, queries, heads, len(levels), points), dtype, device, scale=0.3)
+    note = (
+        f"{dtype} value {tuple(value.shape)} stride {value.stride()} maps {levels} ({index_dtype}) queries {queries} "
+        f"points {points}"
+    )
+    return Case("multi_scale_deformable_attention", (value, shapes, starts, locations, weights), note=note)
+
+
+def _bilinear_coordinate(location: np.ndarray, size: int) -> np.ndarray:
+    """grid_sample's pixel coordinate (align_corners=False) of Hugging Face's grid 2 * loc - 1, each step in fp32."""
+    f32 = np.float32
+    grid = (f32(2) * location.astype(f32) - f32(1)).astype(f32)
+    return ((((grid + f32(1)).astype(f32) * f32(size)).astype(f32) - f32(1)).astype(f32) * f32(0.5)).astype(np.float64)
+
+
+def check_multi_scale_deformable_attention(case: Case, out: torch.Tensor) -> None:
+    from torchtrt_plugins.ops import multi_scale_deformable_attention as msda
+
+    value, shapes, starts, locations, weights = (as_numpy(t) for t in case.args)
+    batch, _, heads, channels = value.shape
+    queries = locations.shape[1]
+    expected = np.zeros((batch, queries, heads, channels))
+    for level, ((height, width), start) in enumerate(zip(shapes.tolist(), starts.tolist(), strict=True)):
+        x = _bilinear_coordinate(locations[:, :, :, level, :, 0], width)  # (B, Q, H, P)
+        y = _bilinear_coordinate(locations[:, :, :, level, :, 1], height)
+        x0, y0 = np.floor(x), np.floor(y)
+        for dy in (0, 1):
+            for dx in (0, 1):
+                cx, cy = (x0 + dx).astype(np.int64), (y0 + dy).astype(np.int64)
+                weight = (1 - np.abs(x - cx)) * (1 - np.abs(y - cy)) * weights[:, :, :, level]
+                inside = (cx >= 0) & (cx < width) & (cy >= 0) & (cy < height)
+                rows = start + np.where(inside, cy * width + cx, 0)
+                b = np.arange(batch)[:, None, None, None]
+                h = np.arange(heads)[None, None, :, None]
+                corner = value[b, rows, h]  # (B, Q, H, P, D)
+                expected += (np.where(inside, weight, 0)[..., None] * corner).sum(axis=3)
+    tol = msda.SPEC.tolerance(case.args[0].dtype)
+    _assert_allclose(out, expected.reshape(batch, queries, heads * channels), tol.atol, tol.rtol, case.note)
+
+
 @dataclass(frozen=True)
 class OpProps:
     draw: Callable[[st.DataObject, str], Case]
@@ -443,6 +503,9 @@ CASES: dict[str, OpProps] = {
     "rms_norm_int8": OpProps(_draw_rms_norm_quant("rms_norm_int8"), check_rms_norm_quant),
     "rotary_embedding": OpProps(draw_rotary_embedding, check_rotary_embedding),
     "efficient_nms": OpProps(draw_efficient_nms, check_efficient_nms),
+    "multi_scale_deformable_attention": OpProps(
+        draw_multi_scale_deformable_attention, check_multi_scale_deformable_attention
+    ),
 }
 
 
@@ -486,4 +549,18 @@ def examples(device: str, seed: int = 0) -> dict[str, Case]:
             (nms_boxes.to(device), nms_scores.to(device), 0.2, 0.5, 100),
             note=f"fp32 {tuple(nms_scores.shape)} scores, 100 kept per image, on {device}",
         ),
+        "multi_scale_deformable_attention": _msda_example(g, device),
     }
+
+
+def _msda_example(g: torch.Generator, device: str) -> Case:
+    """The Deformable DETR decoder's cross-attention in fp16: 900 queries over four levels of an 800x1066 image."""
+    maps = [(100, 134), (50, 67), (25, 34), (13, 17)]
+    sizes = [h * w for h, w in maps]
+    shapes = torch.tensor(maps, device=device)
+    starts = torch.tensor([sum(sizes[:i]) for i in range(4)], device=device)
+    value = torch.randn(2, sum(sizes), 8, 32, generator=g).half().to(device)
+    locations = torch.rand(2, 900, 8, 4, 4, 2, generator=g).half().to(device)
+    weights = torch.softmax(torch.randn(2, 900, 8, 16, generator=g), -1).view(2, 900, 8, 4, 4).half().to(device)
+    note = f"fp16 value {tuple(value.shape)}, 900 queries, 4 levels x 4 points on {device}"
+    return Case("multi_scale_deformable_attention", (value, shapes, starts, locations, weights), note=note)

@@ -24,6 +24,7 @@ def test_every_op_of_ours_is_declared():
         "add_rms_norm",
         "efficient_nms",
         "masked_rows",
+        "multi_scale_deformable_attention",
         "pad_to",
         "rms_norm",
         "rms_norm_fp8",

@@ -23,6 +23,7 @@ import torch
 
 from torchtrt_plugins import _build, _compat, converters, native
 from torchtrt_plugins import spec as spec_mod
+from torchtrt_plugins.ops import multi_scale_deformable_attention
 
 PluginCall = converters.PluginCall
 FieldValue = converters._factory.FieldValue
@@ -39,6 +40,13 @@ EXAMPLE_ARGS: dict[str, dict[str, Any]] = {
     "pad_to": {"x": torch.zeros(1, 2, 4, 8)},  # (B, C, H, W)
     "rotary_embedding": {"positions": torch.zeros((), dtype=torch.int64)},  # x: (heads, head_dim), one token
     "efficient_nms": {"boxes": torch.zeros(1, 8, 4), "scores": torch.zeros(1, 8, 3)},
+    "multi_scale_deformable_attention": dict(
+        zip(
+            ("value", "spatial_shapes", "level_start_index", "sampling_locations", "attention_weights"),
+            multi_scale_deformable_attention.example_inputs(),
+            strict=True,
+        )
+    ),
 }
 
 

@@ -213,3 +213,41 @@ def nvidia_efficient_nms(op_type: str = "EfficientNMS", anchors: bool = False) -
         profile["anchors"] = [[1, 10, 4], [1, 1000, 4], [1, 20000, 4]]
     shapes = [[-1, 1], [-1, 100, 4], [-1, 100], [-1, 100]]
     return Handwritten("efficient_nms-nvidia_node" + ("-anchors" if anchors else ""), model, profile, shapes)
+
+
+#: The Deformable DETR sizes of NVIDIA's node below: four levels of an 800x1066 image at strides 8 to 64.
+DETR_MAPS = [(100, 134), (50, 67), (25, 34), (13, 17)]
+
+
+def nvidia_deformable_attention_models() -> list[Handwritten]:
+    """A node made for NVIDIA's ``MultiscaleDeformableAttnPlugin_TRT`` (five inputs in its order, no attributes;
+    spatial shapes and level starts as int32 initializers, as its plugin takes them; fp16 value, locations and weights)
+    with its op type renamed to ours: with nothing else changed (``op_type_only``), and with the namespace attribute our
+    creator is registered under (``with_namespace``)."""
+    f16, i32 = TensorProto.FLOAT16, TensorProto.INT32
+    sizes = [h * w for h, w in DETR_MAPS]
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    initializers = [
+        helper.make_tensor("spatial_shapes", i32, [4, 2], [d for hw in DETR_MAPS for d in hw]),
+        helper.make_tensor("level_start_index", i32, [4], starts),
+    ]
+    inputs = [
+        _value("value", f16, ["b", sum(sizes), 8, 32]),
+        _value("sampling_locations", f16, ["b", "q", 8, 4, 4, 2]),
+        _value("attention_weights", f16, ["b", "q", 8, 4, 4]),
+    ]
+    names = ["value", "spatial_shapes", "level_start_index", "sampling_locations", "attention_weights"]
+    profile = {
+        "value": [[1, sum(sizes), 8, 32], [2, sum(sizes), 8, 32], [8, sum(sizes), 8, 32]],
+        "sampling_locations": [[1, 1, 8, 4, 4, 2], [2, 900, 8, 4, 4, 2], [8, sum(sizes), 8, 4, 4, 2]],
+        "attention_weights": [[1, 1, 8, 4, 4], [2, 900, 8, 4, 4], [8, sum(sizes), 8, 4, 4]],
+    }
+    cases = []
+    for variant, attributes in (("op_type_only", {}), ("with_namespace", {"plugin_namespace": "torchtrt"})):
+        node = helper.make_node("MultiScaleDeformableAttention", names, ["out"], **attributes)
+        graph = helper.make_graph(
+            [node], f"msda_{variant}", inputs, [_value("out", f16, None)], initializer=initializers
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        cases.append(Handwritten(f"nvidia_msda-{variant}", model, profile, [[-1, -1, 256]]))
+    return cases

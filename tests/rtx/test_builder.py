@@ -181,6 +181,30 @@ CASES = (
         outputs=(0, 1, 2, 3),
     ),
     BuilderCase(
+        "multi_scale_deformable_attention-dynamic_queries-fp16",
+        "multi_scale_deformable_attention",
+        (
+            NetworkInput("value", torch.float16, ((1, 21, 8, 32), (2, 21, 8, 32), (8, 21, 8, 32))),
+            NetworkInput("spatial_shapes", torch.int64, ((2, 2),) * 3),
+            NetworkInput("level_start_index", torch.int64, ((2,),) * 3),
+            NetworkInput("locations", torch.float16, ((1, 1, 8, 2, 4, 2), (2, 300, 8, 2, 4, 2), (8, 900, 8, 2, 4, 2))),
+            NetworkInput("weights", torch.float16, ((1, 1, 8, 2, 4), (2, 300, 8, 2, 4), (8, 900, 8, 2, 4))),
+        ),
+    ),
+    BuilderCase(
+        "multi_scale_deformable_attention-int32_indices-bf16",
+        "multi_scale_deformable_attention",
+        (
+            NetworkInput("value", torch.bfloat16, ((1, 1, 4, 16), (2, 500, 4, 16), (4, 20000, 4, 16))),
+            NetworkInput("spatial_shapes", torch.int32, ((4, 2),) * 3),
+            NetworkInput("level_start_index", torch.int32, ((4,),) * 3),
+            NetworkInput(
+                "locations", torch.bfloat16, ((1, 1, 4, 4, 3, 2), (2, 500, 4, 4, 3, 2), (4, 20000, 4, 4, 3, 2))
+            ),
+            NetworkInput("weights", torch.bfloat16, ((1, 1, 4, 4, 3), (2, 500, 4, 4, 3), (4, 20000, 4, 4, 3))),
+        ),
+    ),
+    BuilderCase(
         "masked_rows-dds",
         "masked_rows",
         (

@@ -43,6 +43,8 @@ DECLARED = declared_export_cases.cases()
 DECLARED_EXPORTS = [(c, e) for c in DECLARED for e in ("dynamo", "torchscript") if e == "dynamo" or c.torchscript]
 #: Plugin nodes written by hand, semantic fields only (the declared libraries' where those can be built).
 HANDWRITTEN = [h for h in handwritten_models.models() if DECLARED or not h.declared]
+#: Parsed with the others; test_multi_scale_deformable_attention_rtx.py reads their reports.
+NVIDIA_STYLE = handwritten_models.nvidia_deformable_attention_models()
 
 
 def _id(case: export_cases.ExportCase, exporter: str) -> str:
@@ -120,7 +122,7 @@ def parser_reports(trt: Any, plugin_library: Path, tmp_path_factory: pytest.Temp
         onnx.save(model, path)
         models.append({"id": _id(case, exporter), "path": str(path), "profile": case.profile()})
         outputs[_id(case, exporter)] = _plugin_output_dims(model)
-    for case in HANDWRITTEN:
+    for case in HANDWRITTEN + NVIDIA_STYLE:
         path = folder / f"handwritten-{case.id}.onnx"
         onnx.save(case.model, path)
         models.append(

@@ -63,6 +63,7 @@ from . import (  # noqa: E402, F401
     add_rms_norm,
     efficient_nms,
     masked_rows,
+    multi_scale_deformable_attention,
     pad_to,
     rms_norm,
     rms_norm_quant,

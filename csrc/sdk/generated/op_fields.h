@@ -32,6 +32,11 @@ namespace torchtrt::fields::masked_rows
 constexpr int32_t kNB_SCALARS = 0;
 } // namespace torchtrt::fields::masked_rows
 
+namespace torchtrt::fields::multi_scale_deformable_attention
+{
+constexpr int32_t kNB_SCALARS = 0;
+} // namespace torchtrt::fields::multi_scale_deformable_attention
+
 namespace torchtrt::fields::pad_to
 {
 constexpr int32_t kHEIGHT = 0;
