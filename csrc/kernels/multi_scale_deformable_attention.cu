@@ -249,7 +249,7 @@ cudaError_t multiScaleDeformableAttention(void const* value, void const* spatial
 {
     MsdaShape const& s = shape;
     if ((indexDtype != DType::kINT32 && indexDtype != DType::kINT64) || s.batch < 0 || s.spatial < 0 || s.heads < 0
-        || s.channels < 0 || s.levels < 0 || s.queries < 0 || s.points < 0 || s.spatial >= INT_MAX - 2 * kMAX_SIDE
+        || s.channels < 0 || s.levels < 0 || s.queries < 0 || s.points < 0 || s.spatial > INT_MAX - kMAX_SIDE - 2
         || s.levels * s.points > INT_MAX / 2 || s.channels > INT_MAX)
     {
         return cudaErrorInvalidValue;
