@@ -17,14 +17,9 @@ PACKAGE = "torchtrt_plugins"
 ROOT = Path(torchtrt_plugins.__file__).resolve().parent
 
 # Old module paths kept importable for one release; the package itself imports the new ones.
-SHIMS = {
-    f"{PACKAGE}.kernels_aot",
-    f"{PACKAGE}.eager_kernel",
-    f"{PACKAGE}.declare_legacy",
-    f"{PACKAGE}.converters._factory",
-    f"{PACKAGE}._derive",
-    f"{PACKAGE}.native",
-}
+SHIMS = {f"{PACKAGE}.kernels_aot", f"{PACKAGE}.eager_kernel"}
+# Names the converter re-exports from their own layer (torchtrt_plugins.plan, spec) for one release.
+CONVERTER_REEXPORTS = {"FieldValue", "PluginCall", "bind", "plan_node", "weights_as_fields"}
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -124,6 +119,18 @@ def test_no_module_of_the_package_imports_an_old_path():
     users = {name: sorted(targets & SHIMS) for name, targets in graph.items() if name not in SHIMS}
     offenders = {name: shims for name, shims in users.items() if shims}
     assert not offenders, f"modules importing a re-export kept for old paths: {offenders}"
+
+
+def test_no_module_of_the_package_takes_the_plan_from_the_converter():
+    offenders = []
+    for name, path in _modules(ROOT).items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                source = _resolve(name, path, node.level, node.module)
+                taken = {alias.name for alias in node.names} & CONVERTER_REEXPORTS
+                if source == f"{PACKAGE}.converters._factory" and taken and name != source:
+                    offenders.append(f"{name}: {sorted(taken)}")
+    assert not offenders, f"modules taking the plan from the converter, not from torchtrt_plugins.plan: {offenders}"
 
 
 def test_the_graph_reader_finds_a_circle(tmp_path):

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .. import _build, _derive, native, sdk
+from .. import _build, _derive, native, registry, sdk
 from .. import spec as spec_mod
 
 #: Our own plugin library (libtorchtrt_plugins_v3.so) and launcher library, both prebuilt (wheel) or built by CMake.
@@ -33,7 +33,7 @@ def define(schema: str, fake: Callable[..., Any], reference: Callable[..., Any],
     lib.define(schema)
 
     def declaration():
-        return spec_mod.get(qualname).declaration
+        return registry.get(qualname).declaration
 
     def checked_fake(*args, **kwargs):  # the declared dtypes and ranges too, so that tracing reports them
         if not _derive.is_probing():
@@ -62,4 +62,4 @@ _TACTIC_OPS: list[str] = []
 from . import add_rms_norm, masked_rows, pad_to, rms_norm, rms_norm_quant, rotary_embedding  # noqa: E402, F401
 
 for _qualname in _TACTIC_OPS:
-    sdk.register_eager_kernel(spec_mod.get(_qualname).declaration, tactic=True)
+    sdk.register_eager_kernel(registry.get(_qualname).declaration, tactic=True)

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .. import _build, _derive, kernels_aot
-from ..declare import CXX_SYMBOL
-from ..spec import SpecError
+from .. import _build, _derive
+from ..kernels.source import generate_source
+from ..spec import CXX_SYMBOL, SpecError
 from .abi import KERNEL_DTYPES
 from .recipe import build_recipe
 
 if TYPE_CHECKING:
-    from ..declare import Declaration
+    from ..declaration import Declaration
 
 
 def _cxx_symbol(declaration: Declaration, symbol: str, what: str) -> str:
@@ -160,7 +160,7 @@ def generated_sources(declarations: Sequence[Declaration], archs: str | None = N
     each followed by the launchers of its Python kernels with their cubins for ``archs`` (CMake syntax; default
     ``_build.cuda_archs()``), compiled now (kernels_aot)."""
     recipe = build_recipe()
-    kernels = kernels_aot.generate_source(declarations, archs or _build.cuda_archs())
+    kernels = generate_source(declarations, archs or _build.cuda_archs())
     return {
         recipe["generated_plugin_source"]: generate_op_tables(declarations) + kernels,
         recipe["generated_launcher_source"]: generate_launcher_table(declarations) + kernels,

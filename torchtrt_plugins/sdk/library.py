@@ -29,14 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import _build, kernels_aot
+from .. import _build
+from ..kernels.compile import fingerprint
 from ..spec import SpecError
 from .abi import LaunchArgs
 from .codegen import generate_launcher_table, generate_op_tables, generated_sources
 from .recipe import build_recipe, include_dir, recipe_files
 
 if TYPE_CHECKING:
-    from ..declare import Declaration
+    from ..declaration import Declaration
 
 
 @dataclass
@@ -149,7 +150,7 @@ class PluginLibrary:
         key = [
             generate_op_tables(self.declarations, programs=lambda d: [int(d.rules_fingerprint(), 16)]),
             generate_launcher_table(self.declarations, programs=lambda d: [int(d.rules_fingerprint(), 16)]),
-            kernels_aot.fingerprint(self.declarations, archs),
+            fingerprint(self.declarations, archs),
         ]
         directory = _build.cache_dir() / f"sdk-{self.name}-{self._inputs_hash(include, nvcc, archs, key)}"
         plugins = directory / f"lib{self.name}_plugins.so"
