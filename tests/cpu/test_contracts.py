@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from torchtrt_plugins import _build, contracts, spec
+from torchtrt_plugins import _build, contracts, registry
 
-OURS = spec.all_ops()
+OURS = registry.all_ops()
 
 
 def test_generated_files_are_current():
@@ -67,7 +67,7 @@ def test_pad_to_sizes_carry_the_shape_input_marker():
 
 
 def test_a_changed_range_changes_the_tables(monkeypatch):
-    declaration = spec.get("rms_norm").declaration
+    declaration = registry.get("rms_norm").declaration
     eps = declaration.spec.field_by_name("eps")
     changed = dataclasses.replace(declaration.spec, fields=(dataclasses.replace(eps, min=1e-12, min_inclusive=True),))
     before = contracts.generate_tables()["declared_ops.cpp"]

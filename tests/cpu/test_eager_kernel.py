@@ -18,8 +18,13 @@ import pytest  # noqa: E402
 import sdk_ops  # noqa: E402
 import torch  # noqa: E402
 
-from torchtrt_plugins import _build, eager_kernel, sdk, spec  # noqa: E402
+from torchtrt_plugins import (  # noqa: E402
+    _build,
+    registry,  # noqa: E402
+    sdk,
+)
 from torchtrt_plugins.ops import add_rms_norm  # noqa: E402
+from torchtrt_plugins.sdk import eager_kernel  # noqa: E402
 
 # Ops with sdk_test::shapes's and torchtrt::add_rms_norm's schemas and no kernel, so the C++ kernel can take their
 # CPU key.
@@ -191,7 +196,7 @@ def test_mutating_op_checks_give_the_python_paths_messages(mutating_on_cpu, args
 
 @pytest.fixture(scope="module")
 def tactic_on_cpu(flavour):
-    declaration = spec.get("rms_norm").declaration
+    declaration = registry.get("rms_norm").declaration
     handle = eager_kernel.register(
         declaration, name="ttp_eager_test::rms_norm_tactic", dispatch_key="CPU", tactic_argument=True, flavour=flavour
     )
@@ -200,7 +205,7 @@ def tactic_on_cpu(flavour):
 
 
 def test_tactic_argument_picks_a_declared_launcher(tactic_on_cpu):
-    declaration = spec.get("rms_norm").declaration
+    declaration = registry.get("rms_norm").declaration
     x, w = torch.ones(2, 8), torch.ones(8)
     with pytest.raises(Exception) as info:
         sdk.launch(declaration, x, w, 1e-6, tactic=7)
@@ -211,7 +216,7 @@ def test_tactic_argument_picks_a_declared_launcher(tactic_on_cpu):
 
 def test_tactic_variant_gets_the_cpp_kernel_on_first_call(flavour, monkeypatch):
     monkeypatch.setenv(eager_kernel.ENV, flavour)
-    declaration = spec.get("rms_norm").declaration
+    declaration = registry.get("rms_norm").declaration
     sdk.reset_eager_kernel(declaration, tactic=True)
     assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm_tactic")
     try:
@@ -240,7 +245,7 @@ def test_mutating_op_table_names_the_aliased_input():
 )
 def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(flavour, name, args, monkeypatch):
     monkeypatch.setenv(eager_kernel.ENV, flavour)
-    declaration = spec.get(name).declaration
+    declaration = registry.get(name).declaration
     qualname = f"torchtrt::{name}"
     before = torch._C._dispatch_dump(qualname)
     assert "eager.cpp" not in before
@@ -263,7 +268,7 @@ def unavailable(monkeypatch):
     why = "BuildError: no C++ compiler found (set CXX)"
     monkeypatch.setattr(eager_kernel, "_unavailable", dict.fromkeys(eager_kernel.FLAVOURS, why))
     monkeypatch.setattr(eager_kernel, "_warned", False)
-    declaration = spec.get("rms_norm").declaration
+    declaration = registry.get("rms_norm").declaration
     yield declaration
     sdk.reset_eager_kernel(declaration)
 
@@ -278,7 +283,7 @@ def test_python_kernel_stays_with_one_warning_saying_why(unavailable, monkeypatc
     ):
         with pytest.raises(Exception, match="must be a CUDA tensor"):  # the Python path ran
             declaration.python_kernel(x, torch.ones(8), 1e-6)
-    other = spec.get("pad_to").declaration
+    other = registry.get("pad_to").declaration
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")

@@ -22,10 +22,11 @@ import pytest
 import torch
 
 from torchtrt_plugins import _build, _compat, converters, native
+from torchtrt_plugins import registry as op_registry
 from torchtrt_plugins import spec as spec_mod
 
 PluginCall = converters.PluginCall
-FieldValue = converters._factory.FieldValue
+FieldValue = converters.planning.FieldValue
 
 #: Schema arguments that neither a schema default nor a field spec can supply, per op:
 #: {op name: {argument name: example value}}. Tensors and field-fed arguments are filled in generically.
@@ -97,7 +98,7 @@ def example_call(spec: spec_mod.OpSpec, symbolic_shape_inputs: bool = False) -> 
 
 @dataclass(frozen=True)
 class ValidCase:
-    entry: spec_mod.OpEntry
+    entry: registry.OpEntry
     variant: str  # "constants", or "shape_inputs" (shape-input arguments symbolic: fields carry the sentinel)
 
     @property
@@ -112,7 +113,7 @@ class ValidCase:
 class InvalidField:
     """A valid call with one field broken: dropped (``value`` None), replaced by ``value``, or given twice."""
 
-    entry: spec_mod.OpEntry
+    entry: registry.OpEntry
     field: str
     kind: str
     value: FieldValue | None
@@ -143,7 +144,7 @@ def _out_of_range(fspec: spec_mod.FieldSpec) -> list[tuple[str, float]]:
     return cases
 
 
-def invalid_fields(entry: spec_mod.OpEntry) -> list[InvalidField]:
+def invalid_fields(entry: registry.OpEntry) -> list[InvalidField]:
     cases = []
     for fspec in entry.spec.fields:
         good = valid_field_value(fspec)
@@ -171,7 +172,7 @@ def invalid_fields(entry: spec_mod.OpEntry) -> list[InvalidField]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    entries = spec_mod.all_ops()
+    entries = op_registry.all_ops()
     if "entry" in metafunc.fixturenames:
         metafunc.parametrize("entry", entries, ids=[e.spec.name for e in entries])
     if "valid_case" in metafunc.fixturenames:
