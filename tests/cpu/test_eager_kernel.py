@@ -17,6 +17,7 @@ import warnings  # noqa: E402
 import pytest  # noqa: E402
 import sdk_ops  # noqa: E402
 import torch  # noqa: E402
+from eager_kernels import reset_eager_kernel  # noqa: E402
 
 from torchtrt_plugins import (  # noqa: E402
     _build,
@@ -217,7 +218,7 @@ def test_tactic_argument_picks_a_declared_launcher(tactic_on_cpu):
 def test_tactic_variant_gets_the_cpp_kernel_on_first_call(flavour, monkeypatch):
     monkeypatch.setenv(eager_kernel.ENV, flavour)
     declaration = registry.get("rms_norm").declaration
-    sdk.reset_eager_kernel(declaration, tactic=True)
+    reset_eager_kernel(declaration, tactic=True)
     assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm_tactic")
     try:
         # Called as the dispatcher would for CUDA; it redispatches, here to the CPU reference.
@@ -225,7 +226,7 @@ def test_tactic_variant_gets_the_cpp_kernel_on_first_call(flavour, monkeypatch):
         after = [line for line in torch._C._dispatch_dump("torchtrt::rms_norm_tactic").splitlines() if "CUDA" in line]
         assert len(after) == 1 and "eager.cpp" in after[0], after
     finally:
-        sdk.reset_eager_kernel(declaration, tactic=True)
+        reset_eager_kernel(declaration, tactic=True)
     assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm_tactic")
 
 
@@ -258,7 +259,7 @@ def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(flavour, name, args, m
         assert len(after) == 1 and "eager.cpp" in after[0] and "boxed" in after[0], after
         assert eager_kernel._handles[qualname].flavour == flavour
     finally:
-        sdk.reset_eager_kernel(declaration)
+        reset_eager_kernel(declaration)
     assert "eager.cpp" not in torch._C._dispatch_dump(qualname)
 
 
@@ -270,7 +271,7 @@ def unavailable(monkeypatch):
     monkeypatch.setattr(eager_kernel, "_warned", False)
     declaration = registry.get("rms_norm").declaration
     yield declaration
-    sdk.reset_eager_kernel(declaration)
+    reset_eager_kernel(declaration)
 
 
 def test_python_kernel_stays_with_one_warning_saying_why(unavailable, monkeypatch):
@@ -292,7 +293,7 @@ def test_python_kernel_stays_with_one_warning_saying_why(unavailable, monkeypatc
             with pytest.raises(Exception, match="must be a CUDA tensor"):
                 other.python_kernel(torch.ones(1, 1, 2, 2), 3, 3, 0.0)
     finally:
-        sdk.reset_eager_kernel(other)
+        reset_eager_kernel(other)
     assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm")
 
 

@@ -2,7 +2,7 @@
 
 Every op (``rms_norm``, ``masked_rows``, ``pad_to``) is declared with the public :func:`torchtrt_plugins.declare`, as
 a user's op is: their launchers (``csrc/kernels/*_launcher.cu``) and generic plugin tables (``csrc/sdk/generated``,
-written by ``python -m torchtrt_plugins.contracts``) are built by CMake into our own libraries, so they need no build
+written by ``python tools/contracts.py``) are built by CMake into our own libraries, so they need no build
 at run time.
 """
 

@@ -373,18 +373,3 @@ def register_eager_kernel(declaration: Declaration, *, tactic: bool = False) -> 
     if tactic:
         _TACTIC_KERNELS[declaration.qualname] = kernel
     return kernel
-
-
-def reset_eager_kernel(declaration: Declaration, *, tactic: bool = False) -> None:
-    """Put the op's eager CUDA kernel (with ``tactic``, its ``_tactic`` variant's) back as first registered (its C++
-    kernel removed): for tests."""
-    old = _TACTIC_KERNELS[declaration.qualname] if tactic else declaration.python_kernel
-    eager_kernel.uninstall(declaration, qualname=old.qualname)
-    if old.library in _EAGER_LIBRARIES:
-        _EAGER_LIBRARIES.remove(old.library)
-        old.library._destroy()
-    new = _PythonKernel(declaration, tactic=tactic)
-    if tactic:
-        _TACTIC_KERNELS[declaration.qualname] = new
-    else:
-        declaration.python_kernel = new
