@@ -146,12 +146,13 @@ class BuildPy(build_py):
         _say(f"built in {seconds:.0f} s: {', '.join(names)}")
 
     def _prebuild_eager(self, lib_dir: Path, flavour: str, *, manylinux: bool) -> tuple[str, str | None]:
-        """Build the ``flavour`` C++ eager kernel into ``lib_dir`` with torchtrt_plugins.eager_kernel.build (in a child
-        process: it imports torch); returns what build_info.json records: its file name, or why there is none, and
-        for the native flavour the torch it serves (eager_kernel.torch_identity)."""
+        """Build the ``flavour`` C++ eager kernel into ``lib_dir`` with torchtrt_plugins._build.build_eager_kernel (in a
+        child process: it imports torch); returns what build_info.json records: its file name, or why there is none,
+        and for the native flavour the torch it serves (sdk.eager_kernel.torch_identity)."""
         script = (
-            "import sys; from pathlib import Path; from torchtrt_plugins import eager_kernel as e; "
-            "f = sys.argv[3]; e.build(Path(sys.argv[1]) / e.LIBRARY_NAMES[f], flavour=f, quiet=True, "
+            "import sys; from pathlib import Path; from torchtrt_plugins import _build as b; "
+            "from torchtrt_plugins.sdk import eager_kernel as e; "
+            "f = sys.argv[3]; b.build_eager_kernel(Path(sys.argv[1]) / e.LIBRARY_NAMES[f], flavour=f, quiet=True, "
             "compiler=sys.argv[2] or None, extra_flags=['-Wl,-rpath,' + e.WHEEL_RPATH]); print(e.LIBRARY_NAMES[f]); "
             "print(e.torch_identity() if f == 'native' else '')"
         )

@@ -87,7 +87,7 @@ def test_the_native_flavour_is_built_for_this_torch_only(tmp_path, monkeypatch):
     assert "libtorch_cpu.so" in needed and "libtorch_python" not in needed
     # Another torch (a version, a commit) gets its own build, never this one.
     monkeypatch.setattr(eager_kernel, "torch_identity", lambda: "2.99.0|0000000|cxx11abi=1")
-    monkeypatch.setattr(eager_kernel, "build", lambda output, **kwargs: output)
+    monkeypatch.setattr(_build, "build_eager_kernel", lambda output, **kwargs: output)
     monkeypatch.setattr(_build, "cache_dir", lambda: tmp_path)
     assert eager_kernel.library_path("native").parent.parent == tmp_path
 
@@ -105,7 +105,7 @@ def test_prebuilt_native_flavour_serves_only_the_torch_it_names(tmp_path, monkey
 def test_exports_only_its_entry_points_even_with_a_static_libstdcxx(flavour, tmp_path):
     # The H100 machine's compiler links libstdc++ statically: the library then exported that copy's symbols, which
     # mixed with torch's libstdc++ in the process and crashed in the first std::ostream call (seen there).
-    static = eager_kernel.build(
+    static = _build.build_eager_kernel(
         tmp_path / "libstatic.so", flavour=flavour, quiet=True, extra_flags=["-static-libstdc++"]
     )
     for library in (eager_kernel.library_path(flavour), static):

@@ -28,12 +28,8 @@ import ctypes
 import hashlib
 import json
 import os
-import shutil
-import subprocess
-import tempfile
 import threading
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +47,7 @@ LIBRARY_NAMES = {"native": "libtorchtrt_plugins_eager_native.so", "stable": "lib
 #: build_info.json's key naming the torch the prebuilt native flavour was built for (:func:`torch_identity`).
 NATIVE_TORCH_KEY = "eager_kernel_native_torch"
 #: The oldest torch whose stable ABI the library targets (TORCH_TARGET_VERSION).
-TARGET_TORCH = (2, 11)
+TARGET_TORCH = _build.EAGER_TARGET_TORCH
 ENV = "TORCHTRT_PLUGINS_EAGER"
 #: The prebuilt library's RPATH: torch's libraries from site-packages/torchtrt_plugins/lib (torch has loaded them by
 #: the time the library is loaded; the RPATH is for the loader's and auditwheel's lookups).
@@ -90,50 +86,9 @@ class EagerKernelUnavailable(RuntimeError):
     """Why the C++ eager kernel cannot serve here (the Python kernel does instead)."""
 
 
-def sources(flavour: str = "stable") -> list[Path]:
-    csrc = _build.source_dir() / "csrc"
-    names = [
-        "sdk/eager.cpp",
-        f"sdk/eager_{flavour}.h",
-        "sdk/rules.cpp",
-        "sdk/rules.h",
-        "sdk/op_table.h",
-        "sdk/ttp_sdk.h",
-        "kernels/common.h",
-        "sdk/eager.map",
-    ]
-    return [csrc / name for name in names]
-
-
 def torch_identity() -> str:
     """The running torch as the native flavour's ABI depends on it: version, commit and C++ ABI."""
     return f"{torch.__version__}|{torch.version.git_version}|cxx11abi={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
-
-
-def _cuda_include_dir() -> Path | None:
-    """Where ``cuda_runtime_api.h`` is: the toolkit of nvcc or CUDA_HOME, else the ``nvidia-cuda-runtime`` package."""
-    candidates = []
-    nvcc = _build.nvcc_path()
-    if nvcc:
-        candidates.append(Path(nvcc).resolve().parent.parent / "include")
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home:
-            candidates.append(Path(home) / "include")
-    try:
-        import nvidia  # the pip packages of the CUDA runtime (torch's CUDA builds install them)
-
-        candidates += [Path(p) / "cu13" / "include" for p in nvidia.__path__]
-        candidates += [Path(p) / "cuda_runtime" / "include" for p in nvidia.__path__]
-    except ImportError:
-        pass
-    return next((c for c in candidates if (c / "cuda_runtime_api.h").is_file()), None)
-
-
-def _compiler() -> str | None:
-    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
 
 
 def _check_flavour(flavour: str) -> None:
@@ -144,94 +99,7 @@ def _check_flavour(flavour: str) -> None:
 def build_prerequisites(flavour: str = "stable") -> list[str]:
     """What building the ``flavour`` library here lacks (empty when it can build)."""
     _check_flavour(flavour)
-    reasons = []
-    if _compiler() is None:
-        reasons.append("no C++ compiler found (set CXX)")
-    if _cuda_include_dir() is None:
-        reasons.append(
-            "the CUDA runtime headers (cuda_runtime_api.h) are not found: install the CUDA toolkit or set CUDA_HOME"
-        )
-    include = Path(torch.__file__).parent / "include"
-    if flavour == "stable" and not (include / "torch" / "csrc" / "stable").is_dir():
-        reasons.append(f"torch {torch.__version__} carries no stable-ABI headers (torch/csrc/stable)")
-    if flavour == "native" and not (include / "torch" / "library.h").is_file():
-        reasons.append(f"torch {torch.__version__} carries no LibTorch headers (torch/library.h)")
-    if tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < TARGET_TORCH:
-        reasons.append(f"torch {torch.__version__} is older than {'.'.join(map(str, TARGET_TORCH))}")
-    return reasons
-
-
-def build(
-    output: Path,
-    *,
-    flavour: str = "stable",
-    quiet: bool = False,
-    extra_flags: Sequence[str] = (),
-    compiler: str | None = None,
-) -> Path:
-    """Compile the ``flavour`` library into ``output`` (the wheel's prebuild and the first-use build). Raises
-    BuildError.
-
-    It exports its ``ttp_eager_*`` entry points and nothing else: a compiler that links libstdc++ statically by
-    default (the H100 machine's ``CXX``) would otherwise export that copy's symbols, which then mix with the
-    process's own libstdc++ (torch's) and crash in the first ``std::ostream`` call. ``compiler`` (default: ``CXX``, else
-    the first found) is how the wheel's prebuild links it for manylinux_2_28."""
-    missing = [r for r in build_prerequisites(flavour) if compiler is None or not r.startswith("no C++ compiler")]
-    if missing:
-        raise _build.BuildError(f"cannot build the {flavour} C++ eager kernel: " + "; ".join(missing))
-    torch_dir = Path(torch.__file__).parent
-    csrc = _build.source_dir() / "csrc"
-    cxx = compiler or str(_compiler())
-    compile_flags = ["-O2", "-fPIC", "-fvisibility=hidden", f"-I{csrc}", f"-I{torch_dir / 'include'}"]
-    if flavour == "stable":
-        major, minor = TARGET_TORCH
-        compile_flags += ["-std=c++17", f"-DTORCH_TARGET_VERSION=0x{major:02x}{minor:02x}000000000000"]
-        libraries = ["-ltorch_cpu"]
-        abi = "stable ABI (every torch from 2.11 on)"
-    else:
-        compile_flags += [
-            "-std=c++20",  # what torch's own extensions build with (torch.utils.cpp_extension)
-            "-DTTP_EAGER_NATIVE",
-            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-            f"-I{torch_dir / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
-        ]
-        libraries = ["-ltorch_cpu", "-lc10"]
-        abi = "full ABI (this torch only)"
-    compile_flags.append(f"-I{_cuda_include_dir()}")
-    if not quiet:
-        _build._message(
-            f"building the C++ eager kernel of declared ops against torch {torch.__version__}'s {abi} into "
-            f"{output.parent} (once per torch and source change)"
-        )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    # Compiled, then linked: the manylinux_2_28 compiler compiles with g++ and links with zig, one step each.
-    with tempfile.TemporaryDirectory(dir=output.parent) as work:
-        objects = []
-        for source in (s for s in sources(flavour) if s.suffix == ".cpp"):
-            objects.append(str(Path(work) / f"{source.stem}.o"))
-            _run([cxx, *compile_flags, "-c", str(source), "-o", objects[-1]])
-        _run(
-            [
-                cxx,
-                "-shared",
-                *objects,
-                f"-L{torch_dir / 'lib'}",
-                *libraries,
-                "-ldl",
-                "-Wl,--no-undefined",
-                f"-Wl,--version-script={csrc / 'sdk' / 'eager.map'}",
-                *extra_flags,
-                "-o",
-                str(output),
-            ]
-        )
-    return output
-
-
-def _run(command: list[str]) -> None:
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise _build.BuildError(f"{' '.join(command)}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return _build.eager_kernel_build_prerequisites(flavour)
 
 
 def _prebuilt(flavour: str) -> Path | None:
@@ -252,9 +120,9 @@ def _cached(flavour: str) -> Path:
     """Where the first-use build of ``flavour`` goes: per torch (the native flavour: per torch_identity), compiler
     and source."""
     served = torch_identity() if flavour == "native" else torch.__version__
-    digest = hashlib.sha256(f"{flavour}|{served}|{_compiler()}|{TARGET_TORCH}".encode())
-    digest.update(Path(__file__).read_bytes())  # the build command
-    for path in sources(flavour):
+    digest = hashlib.sha256(f"{flavour}|{served}|{_build.cxx_compiler()}|{TARGET_TORCH}".encode())
+    digest.update(Path(_build.__file__).read_bytes())  # the build command
+    for path in _build.eager_kernel_sources(flavour):
         digest.update(path.read_bytes())
     return _build.cache_dir() / f"eager-{flavour}-{digest.hexdigest()[:16]}" / LIBRARY_NAMES[flavour]
 
@@ -269,7 +137,7 @@ def library_path(flavour: str = "stable") -> Path:
     output = _cached(flavour)
     with _build._locked(output.parent):
         if not output.is_file():
-            build(output, flavour=flavour)
+            _build.build_eager_kernel(output, flavour=flavour)
     return output
 
 
