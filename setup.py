@@ -2,9 +2,10 @@
 
 - The native sources (``CMakeLists.txt`` and ``csrc/``) travel inside the package as ``torchtrt_plugins/_native``:
   the SDK's headers and recipe for users' libraries, and the sources a sources-only wheel builds on first use.
-- A wheel carries the plugin library, our declared ops' launcher library, the conformance harness and the harness's
-  broken test plugins prebuilt (``torchtrt_plugins/lib``) for ``_build.WHEEL_CUDA_ARCHS``, linked to the CUDA
-  runtime only, so it needs no compiler and no TensorRT headers where it is installed.
+- A wheel carries the plugin library, our declared ops' launcher library and the conformance harness prebuilt
+  (``torchtrt_plugins/lib``) for ``_build.WHEEL_CUDA_ARCHS``, linked to the CUDA runtime only, so it needs no
+  compiler and no TensorRT headers where it is installed. The harness's broken test plugins, which prove its checks
+  fire, are for our tests: a source checkout builds them, no wheel carries them.
   ``TORCHTRT_PLUGINS_PREBUILT``: ``auto`` (default: prebuild when nvcc, cmake and the headers are found, else a
   sources-only wheel, saying why), ``1`` (fail without them), ``0`` (never). ``TORCHTRT_PLUGINS_WHEEL_ARCHS``
   overrides the architectures.
@@ -127,7 +128,6 @@ class BuildPy(build_py):
             builder.PLUGIN_LIBRARY_NAME,
             builder.LAUNCHER_LIBRARY_NAME,
             builder.HARNESS_LIBRARY_NAME,
-            builder.BROKEN_PLUGINS_LIBRARY_NAME,
         )
         for name in names:
             shutil.copy2(build_dir / name, lib_dir / name)

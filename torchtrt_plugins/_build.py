@@ -258,7 +258,8 @@ class PluginBuild:
     library: Path
     harness: Path | None
     built_now: bool
-    #: The harness's deliberately broken test plugins (built with the harness).
+    #: The harness's deliberately broken test plugins, which prove its checks fire: built with the harness from a
+    #: source checkout (for its tests), never carried by a wheel.
     broken_plugins: Path | None = None
     #: True for the libraries a wheel carries (``torchtrt_plugins/lib``), False for a build from the sources.
     prebuilt: bool = False
@@ -274,6 +275,7 @@ _NATIVE_PATTERNS = (
     "csrc/plugins/**/*",
     "csrc/sdk/**/*",
     "csrc/harness/**/*",
+    "tests/harness_plugins/**/*",
 )
 
 
@@ -290,14 +292,13 @@ def prebuilt_libraries() -> PluginBuild | None:
     library = PREBUILT_DIR / PLUGIN_LIBRARY_NAME
     if not library.is_file():
         return None
-    harness, broken = PREBUILT_DIR / HARNESS_LIBRARY_NAME, PREBUILT_DIR / BROKEN_PLUGINS_LIBRARY_NAME
+    harness = PREBUILT_DIR / HARNESS_LIBRARY_NAME
     launchers = PREBUILT_DIR / LAUNCHER_LIBRARY_NAME
     return PluginBuild(
         PREBUILT_DIR,
         library,
         harness if harness.is_file() else None,
         built_now=False,
-        broken_plugins=broken if broken.is_file() else None,
         prebuilt=True,
         launchers=launchers if launchers.is_file() else None,
     )
@@ -347,12 +348,13 @@ def _source_build(root: Path, include: Path, nvcc: str, archs: str, *, built_now
     """Where the build of the sources at ``root`` puts its products (the cache entry), present or not."""
     build_dir = plugin_build_dir(root, include, nvcc, archs)
     harness = build_dir / HARNESS_LIBRARY_NAME if (root / "csrc" / "harness").is_dir() else None
+    broken = build_dir / BROKEN_PLUGINS_LIBRARY_NAME if (root / "tests" / "harness_plugins").is_dir() else None
     return PluginBuild(
         build_dir,
         build_dir / PLUGIN_LIBRARY_NAME,
         harness,
         built_now=built_now,
-        broken_plugins=build_dir / BROKEN_PLUGINS_LIBRARY_NAME if harness is not None else None,
+        broken_plugins=broken if harness is not None else None,
         launchers=build_dir / LAUNCHER_LIBRARY_NAME,
     )
 

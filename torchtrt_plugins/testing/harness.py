@@ -53,7 +53,6 @@ __all__ = [
     "TensorArg",
     "Violation",
     "bench_enqueue",
-    "broken_plugins_library",
     "field_json",
     "run_call",
     "run_plugin",
@@ -247,14 +246,6 @@ def _private_copy(library: str | Path) -> Path:
         shutil.copy2(path, copy)
         _private_copies[key] = copy
     return _private_copies[key]
-
-
-def broken_plugins_library() -> Path:
-    """The harness's self-test plugins (``libttp_broken_plugins.so``)."""
-    build = _build()
-    if build.broken_plugins is None:
-        raise HarnessError("these sources have no harness test plugins (csrc/harness/testplugins)")
-    return build.broken_plugins
 
 
 def _harness(path: str | Path | None = None) -> ctypes.CDLL:
