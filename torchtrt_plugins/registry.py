@@ -18,13 +18,13 @@ class OpEntry:
     spec: OpSpec
     reference: Callable[..., Any]
     fake: Callable[..., Any]
+    #: The declaration (``torchtrt_plugins.declare``), which derives per call what the generic plugin needs (the
+    #: shape program): every entry is made from one (:func:`entry_of`).
+    declaration: Declaration
     #: Validation of argument values shared by the fake kernel, the eager op and the converter.
     check_args: Callable[..., None] | None = None
     #: The plugin library holding the op's creator: a callable returning its path; None is ours.
     library: Callable[[], Any] | None = None
-    #: The declaration (``torchtrt_plugins.declare``), which derives per call what the generic plugin needs (the
-    #: shape program). None only for an entry made by hand (tests of the converter and exporter machinery).
-    declaration: Declaration | None = None
 
 
 _REGISTRY: dict[str, OpEntry] = {}
@@ -46,14 +46,13 @@ def unregister(entry: OpEntry) -> None:
 
 def is_ours(entry: OpEntry) -> bool:
     """Whether the op's plugin lives in our own plugin library (declared on our library)."""
-    declaration = entry.declaration
-    return declaration is not None and getattr(declaration.library, "ours", False)
+    return getattr(entry.declaration.library, "ours", False)
 
 
 def declaration_of(spec: OpSpec) -> Declaration | None:
     """The declaration a registered spec was made from; None for a spec made by hand (not registered as it is)."""
     entry = _REGISTRY.get(spec.qualname)
-    if entry is None or entry.declaration is None or not (entry.spec is spec or entry.spec == spec):
+    if entry is None or not (entry.spec is spec or entry.spec == spec):
         return None
     return entry.declaration
 

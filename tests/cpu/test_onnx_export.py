@@ -193,7 +193,9 @@ def test_translation_table_covers_every_overload():
 
 @pytest.fixture(scope="module")
 def user_op():
-    """An op declared only through a spec (not registered with our catalogue), with a field of every type."""
+    """An op with a spec written by hand (not registered), with a field of every type: more types than a declaration
+    makes (FLOAT64, INT64, INT32), which a hand-written node or another exporter may give. Its entry carries the op's
+    declaration, as every entry does; exporting a spec that is not registered as it is derives nothing."""
     lib = torch.library.Library(spec_mod.NAMESPACE, "FRAGMENT")
     name = "onnx_export_test_scale"
     schema = "(Tensor x, float f32, float f64, float f16, int i8, int i16, int i32, int i64) -> Tensor"
@@ -211,7 +213,10 @@ def user_op():
         fields=tuple(spec_mod.FieldSpec(arg, t, arg=arg) for arg, t in types.items()),
         plugin_namespace="user_ns",
     )
-    entry = registry.OpEntry(spec, reference=lambda x, *a: x, fake=lambda x, *a: torch.empty_like(x))
+    declaration = torchtrt_plugins.Declaration(f"{spec_mod.NAMESPACE}::{name}")
+    entry = registry.OpEntry(
+        spec, reference=lambda x, *a: x, fake=lambda x, *a: torch.empty_like(x), declaration=declaration
+    )
     yield entry
     lib._destroy()
 
