@@ -602,7 +602,7 @@ def cmd_sdk_generate(args: argparse.Namespace) -> int:
     written = []
     try:
         sources = sdk.generated_sources(library.declarations, args.archs or None)
-    except ValueError as err:  # a kernel written in Python that does not compile (kernels_aot.KernelError)
+    except ValueError as err:  # a kernel written in Python that does not compile (kernels.describe.KernelError)
         print(f"sdk generate: {err}", file=sys.stderr)
         return 2
     for file_name, text in sources.items():

@@ -201,7 +201,7 @@ class Declaration:
                 raise DeclarationError(
                     f"{self.qualname}: same_dtype['{key}'] must name an earlier tensor argument, got {other!r}"
                 )
-        # A Python kernel (kernels_aot: Triton, CUDA source) stands for the C++ launcher generated for it.
+        # A Python kernel (kernels.describe: Triton, CUDA source) stands for the C++ launcher generated for it.
         launcher, tactics, self.aot_kernels = expand_launchers(self.qualname, launcher, tactics)
         launchers = {0: launcher} if launcher else {}
         for value, symbol in (tactics or {}).items():

@@ -338,7 +338,7 @@ def generate_source(declarations: Sequence[Declaration], archs: str) -> str:
     if not targets:
         raise KernelError(f"no architecture to compile kernels for in {archs!r}")
     out = [
-        "// Python kernels of the declared ops, compiled ahead of time (torchtrt_plugins.kernels_aot); do not edit.",
+        "// Python kernels of the declared ops, compiled ahead of time (torchtrt_plugins.kernels); do not edit.",
         '#include "sdk/cubin_launch.h"',
         '#include "sdk/ttp_sdk.h"',
         "",

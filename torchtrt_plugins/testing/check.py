@@ -11,7 +11,7 @@ From the user's own pytest::
 Each sample (a tuple of arguments, or ``(args, kwargs)``) goes through:
 
 - ``eager``: the op against ``reference`` (on the sample's device, and on CUDA when a GPU is there); for a kernel
-  written in Python (``kernels_aot``), every tactic also against the same kernel launched from Python where Triton
+  written in Python (``kernels``), every tactic also against the same kernel launched from Python where Triton
   or CuPy is installed (reported as ``python kernel``);
 - ``opcheck``: ``torch.library.opcheck``;
 - ``compile``: ``torch.compile(fullgraph=True)`` against eager;
