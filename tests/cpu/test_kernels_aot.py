@@ -1,4 +1,4 @@
-"""Kernels written in Python as declared ops' launchers (torchtrt_plugins.kernels_aot), on CPU: the mapping from the
+"""Kernels written in Python as declared ops' launchers (torchtrt_plugins.kernels), on CPU: the mapping from the
 op's arguments to the kernel's parameters, the bad inputs (each error names the op, the kernel and what is wrong),
 compiling for named architectures with no GPU, and the generated C++ evaluating grids as Python does."""
 

@@ -158,7 +158,7 @@ def generate_op_tables(
 def generated_sources(declarations: Sequence[Declaration], archs: str | None = None) -> dict[str, str]:
     """The C++ files generated from a library's declarations, by file name: its op tables and its launcher table,
     each followed by the launchers of its Python kernels with their cubins for ``archs`` (CMake syntax; default
-    ``_build.cuda_archs()``), compiled now (kernels.source)."""
+    ``_build.cuda_archs()``), compiled now (kernels_aot)."""
     recipe = build_recipe()
     kernels = generate_source(declarations, archs or _build.cuda_archs())
     return {
