@@ -24,10 +24,7 @@ import declared_export_cases  # noqa: E402
 import export_cases  # noqa: E402
 import sdk_ops  # noqa: E402
 
-from torchtrt_plugins import (
-    converters,  # noqa: E402
-    registry,
-)
+from torchtrt_plugins import converters, registry  # noqa: E402
 from torchtrt_plugins import plan as planning  # noqa: E402
 from torchtrt_plugins.testing.harness import field_json  # noqa: E402
 

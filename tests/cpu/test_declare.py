@@ -16,11 +16,7 @@ import torch  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 import torchtrt_plugins as ttp  # noqa: E402
-from torchtrt_plugins import (  # noqa: E402
-    _derive,
-    converters,
-    native,  # noqa: E402
-)
+from torchtrt_plugins import _derive, converters, native  # noqa: E402
 from torchtrt_plugins import plan as planning  # noqa: E402
 from torchtrt_plugins import registry as op_registry  # noqa: E402
 from torchtrt_plugins.converters import _factory  # noqa: E402

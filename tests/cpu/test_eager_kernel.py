@@ -19,11 +19,7 @@ import sdk_ops  # noqa: E402
 import torch  # noqa: E402
 from eager_kernels import reset_eager_kernel  # noqa: E402
 
-from torchtrt_plugins import (  # noqa: E402
-    _build,
-    registry,  # noqa: E402
-    sdk,
-)
+from torchtrt_plugins import _build, registry, sdk  # noqa: E402
 from torchtrt_plugins.ops import add_rms_norm  # noqa: E402
 from torchtrt_plugins.sdk import eager_kernel  # noqa: E402
 
