@@ -73,7 +73,7 @@ def declare(op: Any, **options: Any) -> Declaration:
     """
     eager_cuda = options.pop("eager_cuda", True)
     declaration = Declaration(op, **options)
-    entry = registry.register(registry.entry_of(declaration))
+    entry = declaration.registered_entry = registry.register(registry.entry_of(declaration))
     if declaration.library is not None:
         try:
             declaration.library.add(declaration)
@@ -81,10 +81,10 @@ def declare(op: Any, **options: Any) -> Declaration:
                 declaration.python_kernel = register_eager_kernel(declaration)
         except Exception:  # a declaration that fails here must not stay registered to break the others
             registry.unregister(entry)
+            declaration.registered_entry = None
             if declaration in getattr(declaration.library, "declarations", ()):
                 declaration.library.declarations.remove(declaration)
             raise
     if not getattr(declaration.library, "ours", False):  # ours: `import torchtrt_plugins` registers its converters
         converters.register_entry(entry)
-    declaration.registered_entry = entry
     return declaration
