@@ -29,7 +29,8 @@ from typing import Any
 
 import torch
 
-from . import _build, _compat, native, registry
+from . import _build, _compat, native
+from . import registry as op_registry
 from . import spec as spec_mod
 
 OK, MISSING, OPTIONAL, INFO = "ok", "missing", "optional", "info"
@@ -309,7 +310,7 @@ def _op_checks() -> list[Check]:
         except Exception as err:  # noqa: BLE001 - reported below as missing creators
             load_note = f" (loading {library.name} failed: {err})"
     converters_on = _compat.torch_tensorrt() is not None
-    for entry in registry.all_ops():
+    for entry in op_registry.all_ops():
         spec = entry.spec
         qualname = f"{spec_mod.NAMESPACE}::{spec.name}"
         defined = hasattr(getattr(torch.ops, spec_mod.NAMESPACE), spec.name)
@@ -555,7 +556,7 @@ def declared_library(module: str, name: str) -> Any:
     builds and loads nothing, so importing it does not start the very build this generator is a step of)."""
     importlib.import_module(module)
     libraries = {}
-    for entry in registry.registered_ops():
+    for entry in op_registry.registered_ops():
         library = getattr(entry.declaration, "library", None)
         if library is not None:
             libraries.setdefault(library.name, {})[id(library)] = library

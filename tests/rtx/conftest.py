@@ -22,11 +22,12 @@ import pytest
 import torch
 
 from torchtrt_plugins import _build, _compat, converters, native
+from torchtrt_plugins import plan as planning
 from torchtrt_plugins import registry as op_registry
 from torchtrt_plugins import spec as spec_mod
 
 PluginCall = converters.PluginCall
-FieldValue = converters.planning.FieldValue
+FieldValue = planning.FieldValue
 
 #: Schema arguments that neither a schema default nor a field spec can supply, per op:
 #: {op name: {argument name: example value}}. Tensors and field-fed arguments are filled in generically.
@@ -98,7 +99,7 @@ def example_call(spec: spec_mod.OpSpec, symbolic_shape_inputs: bool = False) -> 
 
 @dataclass(frozen=True)
 class ValidCase:
-    entry: registry.OpEntry
+    entry: op_registry.OpEntry
     variant: str  # "constants", or "shape_inputs" (shape-input arguments symbolic: fields carry the sentinel)
 
     @property
@@ -113,7 +114,7 @@ class ValidCase:
 class InvalidField:
     """A valid call with one field broken: dropped (``value`` None), replaced by ``value``, or given twice."""
 
-    entry: registry.OpEntry
+    entry: op_registry.OpEntry
     field: str
     kind: str
     value: FieldValue | None
@@ -144,7 +145,7 @@ def _out_of_range(fspec: spec_mod.FieldSpec) -> list[tuple[str, float]]:
     return cases
 
 
-def invalid_fields(entry: registry.OpEntry) -> list[InvalidField]:
+def invalid_fields(entry: op_registry.OpEntry) -> list[InvalidField]:
     cases = []
     for fspec in entry.spec.fields:
         good = valid_field_value(fspec)

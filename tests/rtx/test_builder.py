@@ -17,7 +17,8 @@ import pytest
 import torch
 from _nvidia import add_plugin_v3
 
-from torchtrt_plugins import converters, registry
+from torchtrt_plugins import converters
+from torchtrt_plugins import registry as op_registry
 
 Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
@@ -171,7 +172,7 @@ CASES = (
 
 
 def test_every_op_has_a_builder_case():
-    assert {entry.spec.name for entry in registry.all_ops()} <= {case.op for case in CASES}
+    assert {entry.spec.name for entry in op_registry.all_ops()} <= {case.op for case in CASES}
 
 
 def _trt_dtype(trt: Any, dtype: torch.dtype) -> Any:
@@ -182,7 +183,7 @@ def _build(
     trt: Any, trt_log: Any, registry: Any, case: BuilderCase, aliased_io: bool = True
 ) -> tuple[bytes | None, Any]:
     """Build a plan for ``case``; ``(plan bytes or None, network)``."""
-    spec = registry.get(case.op).spec
+    spec = op_registry.get(case.op).spec
     builder = trt.Builder(trt_log.logger)
     network = builder.create_network(0)
     profile = builder.create_optimization_profile()
@@ -261,7 +262,7 @@ def test_aliased_output_needs_the_preview_feature(trt, trt_log, registry, adapte
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_nvidia_builder_builds_a_plan(trt, trt_log, registry, adapter, case):
-    spec = registry.get(case.op).spec
+    spec = op_registry.get(case.op).spec
     with trt_log.capture() as records:
         plan, network = _build(trt, trt_log, registry, case)
     errors = [f"{r.severity}: {r.message}" for r in trt_log.errors(records)]

@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from .. import _compat, registry
+from .. import _compat
+from .. import registry as op_registry
 from .. import spec as spec_mod
 from .._compat import require_tensorrt
 
@@ -60,7 +61,7 @@ def accept(node: torch.fx.Node, reason: str | None) -> bool:
     return False
 
 
-def rejection(entry: registry.OpEntry, args: Sequence[Any], kwargs: dict) -> str | None:
+def rejection(entry: op_registry.OpEntry, args: Sequence[Any], kwargs: dict) -> str | None:
     """Why the plugin does not take this call of the op (FX nodes or constants as arguments), or None."""
     if reason := _compat.plugin_layers_unavailable():  # TensorRT-RTX: emit could not add the layer
         _compat.warn_plugin_layers_unavailable(reason)
@@ -173,7 +174,7 @@ def emit(ctx: Any, call: PluginCall, target: Any, name: str, *, with_mutated: bo
     return outputs[0] if len(outputs) == 1 else outputs
 
 
-def make_converter(entry: registry.OpEntry):
+def make_converter(entry: op_registry.OpEntry):
     """The Torch-TensorRT converter function for one op."""
 
     def converter(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):
@@ -184,7 +185,7 @@ def make_converter(entry: registry.OpEntry):
     return converter
 
 
-def register(entry: registry.OpEntry, converter: Callable) -> bool:
+def register(entry: op_registry.OpEntry, converter: Callable) -> bool:
     """Register ``converter`` with Torch-TensorRT for every overload of the op. False when it is missing."""
     from .._compat import torch_tensorrt
 

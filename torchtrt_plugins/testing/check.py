@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import _build, _derive, registry
+from .. import _build, _derive
 from .. import plan as planning
+from .. import registry as op_registry
 from .. import spec as spec_mod
 from ..converters import _factory
 
@@ -65,16 +66,16 @@ class CheckReport:
         return "\n".join(lines)
 
 
-def _entry(op: Any) -> registry.OpEntry:
+def _entry(op: Any) -> op_registry.OpEntry:
     entry = planning.entry_for_target(op)
     if entry is None and isinstance(op, str):
-        entry = registry.get(op)
+        entry = op_registry.get(op)
     if entry is None:
         raise ValueError(f"check_op: {op!r} is not an op with a plugin (declare it with torchtrt_plugins.declare)")
     return entry
 
 
-def _overload(entry: registry.OpEntry) -> Any:
+def _overload(entry: op_registry.OpEntry) -> Any:
     return getattr(getattr(torch.ops, entry.spec.op_namespace), entry.spec.name).default
 
 
@@ -126,7 +127,7 @@ def _traced_node(fn: Callable, args: tuple, kwargs: dict, target: Any) -> torch.
     raise AssertionError(f"{target}: not found in the traced graph {graph.graph}")
 
 
-def _check_plan(entry: registry.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> Any:
+def _check_plan(entry: op_registry.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> Any:
     spec = entry.spec
     node = _traced_node(op, args, kwargs, op)
     assert _factory.validate_node(node), (
@@ -165,7 +166,7 @@ def _sizes_from_eager(program: Sequence[int], shapes: list, outputs: list[torch.
     return [found.get(k, 0) for k in range(len(parsed.sizes))]
 
 
-def _check_harness(entry: registry.OpEntry, call: Any, args: tuple, kwargs: dict, eager: Any, report: CheckReport):
+def _check_harness(entry: op_registry.OpEntry, call: Any, args: tuple, kwargs: dict, eager: Any, report: CheckReport):
     from .harness import run_call
 
     library = entry.library() if entry.library is not None else None
@@ -190,7 +191,7 @@ def _unbuildable(err: _build.BuildError) -> str:
     return "the plugin library is not prebuilt and cannot be built here: " + "; ".join(missing)
 
 
-def _check_rtx(entry: registry.OpEntry, call: Any) -> None:
+def _check_rtx(entry: op_registry.OpEntry, call: Any) -> None:
     trt = importlib.import_module("tensorrt_rtx")
     registry = trt.get_plugin_registry()
     for phase in (trt.TensorRTPhase.BUILD, trt.TensorRTPhase.RUNTIME):
@@ -231,7 +232,7 @@ def _stderr_into(printed: list[str]):
             printed.append(sink.read().decode(errors="replace"))
 
 
-def _check_trt(entry: registry.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> None:
+def _check_trt(entry: op_registry.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> None:
     import torch_tensorrt
 
     class Module(torch.nn.Module):
