@@ -322,11 +322,11 @@ def test_a_misspelt_launcher_is_named_with_its_op_by_the_build(tmp_path):
 
 
 def test_a_library_compiles_only_its_own_sources_and_links_the_sdks_shared_objects(tmp_path, monkeypatch):
-    from torchtrt_plugins.sdk import library as library_module
+    from torchtrt_plugins import _build
 
     sdk_ops.LIBRARY.build()  # the SDK's objects for these flags exist from here on
-    run, commands = library_module._run, []
-    monkeypatch.setattr(library_module, "_run", lambda command: (commands.append(command), run(command))[1])
+    run, commands = _build.run, []
+    monkeypatch.setattr(_build, "run", lambda command: (commands.append(command), run(command))[1])
     built = _copy_library(tmp_path, "decl_test_own", "decl_test::copy").build(force=True)
     compiled = [Path(c[c.index("-c") + 1]).name for c in commands if "-c" in c]
     assert sorted(compiled) == ["declared_ops.cpp", "launcher_table.cpp", "launchers.cu"]
