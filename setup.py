@@ -2,9 +2,10 @@
 
 - The native sources (``CMakeLists.txt`` and ``csrc/``) travel inside the package as ``torchtrt_plugins/_native``:
   the SDK's headers and recipe for users' libraries, and the sources a sources-only wheel builds on first use.
-- A wheel carries the plugin library, our declared ops' launcher library, the conformance harness and the harness's
-  broken test plugins prebuilt (``torchtrt_plugins/lib``) for ``_build.WHEEL_CUDA_ARCHS``, linked to the CUDA
-  runtime only, so it needs no compiler and no TensorRT headers where it is installed.
+- A wheel carries the plugin library, our declared ops' launcher library and the conformance harness prebuilt
+  (``torchtrt_plugins/lib``) for ``_build.WHEEL_CUDA_ARCHS``, linked to the CUDA runtime only, so it needs no
+  compiler and no TensorRT headers where it is installed. The harness's broken test plugins, which prove its checks
+  fire, are for our tests: a source checkout builds them, no wheel carries them.
   ``TORCHTRT_PLUGINS_PREBUILT``: ``auto`` (default: prebuild when nvcc, cmake and the headers are found, else a
   sources-only wheel, saying why), ``1`` (fail without them), ``0`` (never). ``TORCHTRT_PLUGINS_WHEEL_ARCHS``
   overrides the architectures.
@@ -127,7 +128,6 @@ class BuildPy(build_py):
             builder.PLUGIN_LIBRARY_NAME,
             builder.LAUNCHER_LIBRARY_NAME,
             builder.HARNESS_LIBRARY_NAME,
-            builder.BROKEN_PLUGINS_LIBRARY_NAME,
         )
         for name in names:
             shutil.copy2(build_dir / name, lib_dir / name)
@@ -146,12 +146,13 @@ class BuildPy(build_py):
         _say(f"built in {seconds:.0f} s: {', '.join(names)}")
 
     def _prebuild_eager(self, lib_dir: Path, flavour: str, *, manylinux: bool) -> tuple[str, str | None]:
-        """Build the ``flavour`` C++ eager kernel into ``lib_dir`` with torchtrt_plugins.eager_kernel.build (in a child
-        process: it imports torch); returns what build_info.json records: its file name, or why there is none, and
-        for the native flavour the torch it serves (eager_kernel.torch_identity)."""
+        """Build the ``flavour`` C++ eager kernel into ``lib_dir`` with torchtrt_plugins._build.build_eager_kernel (in a
+        child process: it imports torch); returns what build_info.json records: its file name, or why there is none,
+        and for the native flavour the torch it serves (sdk.eager_kernel.torch_identity)."""
         script = (
-            "import sys; from pathlib import Path; from torchtrt_plugins import eager_kernel as e; "
-            "f = sys.argv[3]; e.build(Path(sys.argv[1]) / e.LIBRARY_NAMES[f], flavour=f, quiet=True, "
+            "import sys; from pathlib import Path; from torchtrt_plugins import _build as b; "
+            "from torchtrt_plugins.sdk import eager_kernel as e; "
+            "f = sys.argv[3]; b.build_eager_kernel(Path(sys.argv[1]) / e.LIBRARY_NAMES[f], flavour=f, quiet=True, "
             "compiler=sys.argv[2] or None, extra_flags=['-Wl,-rpath,' + e.WHEEL_RPATH]); print(e.LIBRARY_NAMES[f]); "
             "print(e.torch_identity() if f == 'native' else '')"
         )

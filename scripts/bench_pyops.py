@@ -7,7 +7,7 @@ eager call: wall time of 500 calls with no synchronization inside the loop, divi
 the GPU runs behind). Providers, each on the same buffers:
   ttp eager      the declared op (torch.ops.pyops.*): our cubin, launched from C++ through the launcher library
   ttp enqueue    sdk.PreparedLaunch: the launcher on fixed buffers, as the plugin's enqueue calls it
-  from python    the same kernel and settings launched from Python (kernels_aot.launch_from_python: Triton's
+  from python    the same kernel and settings launched from Python (launch.launch_from_python: Triton's
                  launcher, CuPy's RawModule, with our argument mapping)
   triton launch  Liger's kernel launched directly with Triton's launcher (kernel[grid](...)), nothing else
   liger          Liger-Kernel's own rms_norm_forward (its full Python path, same kernel)
@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "py
 
 import pyops  # noqa: E402
 
-from torchtrt_plugins import kernels_aot, sdk  # noqa: E402
+from torchtrt_plugins import sdk  # noqa: E402
+from torchtrt_plugins.kernels import launch
 
 CALLS_PER_GRAPH = 50
 HOST_CALLS = 500
@@ -84,7 +85,7 @@ def rms_norm_providers(rows: int, cols: int, dtype: torch.dtype):
     return {
         "ttp eager": lambda: torch.ops.pyops.liger_rms_norm(x, w, 1e-6, 0.0),
         "ttp enqueue": prepared,
-        "from python": lambda: kernels_aot.launch_from_python(pyops.LIGER_RMS_NORM, (x, w, 1e-6, 0.0), outputs),
+        "from python": lambda: launch.launch_from_python(pyops.LIGER_RMS_NORM, (x, w, 1e-6, 0.0), outputs),
         "triton launch": lambda: _rms_norm_forward_kernel[(rows,)](
             outputs[0], cols, x, cols, w, 1, outputs[1], 1, cols, 1e-6, 0.0, 0, True, block, num_warps=warps
         ),
@@ -100,7 +101,7 @@ def swiglu_providers(rows: int, cols: int, dtype: torch.dtype):
     providers = {"ttp eager": lambda: torch.ops.pyops.swiglu(gate, up, 1.0)}
     for tactic in (0, 1):
         providers[f"ttp enqueue t{tactic}"] = sdk.PreparedLaunch(pyops.SWIGLU, gate, up, 1.0, tactic=tactic)
-        providers[f"from python t{tactic}"] = lambda t=tactic: kernels_aot.launch_from_python(
+        providers[f"from python t{tactic}"] = lambda t=tactic: launch.launch_from_python(
             pyops.SWIGLU, (gate, up, 1.0), [out], tactic=t
         )
     providers["torch"] = lambda: torch.nn.functional.silu(gate) * up

@@ -15,8 +15,9 @@ from pathlib import Path
 import torch
 
 import torchtrt_plugins
-from torchtrt_plugins import eager_kernel, spec
+from torchtrt_plugins import registry
 from torchtrt_plugins.ops.rotary_embedding import cos_sin_cache as cos_sin_cache_of
+from torchtrt_plugins.sdk import eager_kernel
 
 # The hand-written twins live in the checkout's benchmarks/ (not in the package); appended, so a PYTHONPATH checkout's
 # torchtrt_plugins stays the one imported.
@@ -78,7 +79,7 @@ torch.testing.assert_close(r1, r2, rtol=0, atol=0)
 _stable = torch.library.Library("ttp_stable", "DEF")
 for _name in ("rms_norm", "add_rms_norm", "pad_to", "rotary_embedding"):
     _stable.define(str(getattr(torch.ops.torchtrt, _name).default._schema).split("::", 1)[1])
-    eager_kernel.register(spec.get(_name).declaration, name=f"ttp_stable::{_name}", flavour="stable")
+    eager_kernel.register(registry.get(_name).declaration, name=f"ttp_stable::{_name}", flavour="stable")
 torch.ops.torchtrt.rms_norm(x, w, 1e-6)
 print(f"[{LABEL}] torchtrt:: ops served by the {eager_kernel.flavour()} flavour, ttp_stable:: by the stable one")
 singles = {

@@ -29,7 +29,7 @@ $PY -m ruff format --check .
 # The clang-format of the test extra (this Python's scripts folder, else the one on PATH).
 clang_format=$($PY -c "import os, sysconfig; print(os.path.join(sysconfig.get_path('scripts'), 'clang-format'))")
 [ -x "$clang_format" ] || clang_format=clang-format
-git ls-files 'csrc/*.h' 'csrc/*.cpp' 'csrc/*.cu' 'csrc/*.cuh' | xargs "$clang_format" --dry-run --Werror
+git ls-files 'csrc/*.h' 'csrc/*.cpp' 'csrc/*.cu' 'csrc/*.cuh' 'tests/*.h' 'tests/*.cpp' 'tests/*.cu' | xargs "$clang_format" --dry-run --Werror
 
 workers=${TORCHTRT_PLUGINS_TEST_WORKERS:-$(($(nproc) < 4 ? $(nproc) : 4))}
 $PY -m pytest -q -rs -n "$workers" --dist loadfile "$@"

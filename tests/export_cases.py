@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from torchtrt_plugins import spec as spec_mod
+from torchtrt_plugins import registry
 
 
 @dataclass
@@ -308,11 +308,11 @@ CASES: dict[str, Callable[[], list[ExportCase]]] = {
 
 
 def cases() -> list[ExportCase]:
-    missing = [e.spec.name for e in spec_mod.all_ops() if e.spec.name not in CASES]
+    missing = [e.spec.name for e in registry.all_ops() if e.spec.name not in CASES]
     if missing:
         raise LookupError(f"no ONNX export case for ops {missing}; add them to tests/export_cases.py")
     torch.manual_seed(0)
-    return [case for entry in spec_mod.all_ops() for case in CASES[entry.spec.name]()]
+    return [case for entry in registry.all_ops() for case in CASES[entry.spec.name]()]
 
 
 def end_to_end_cases() -> list[ExportCase]:

@@ -24,9 +24,8 @@ import declared_export_cases  # noqa: E402
 import export_cases  # noqa: E402
 import sdk_ops  # noqa: E402
 
-from torchtrt_plugins import converters  # noqa: E402
-from torchtrt_plugins import spec as spec_mod  # noqa: E402
-from torchtrt_plugins.converters import _factory  # noqa: E402
+from torchtrt_plugins import converters, registry  # noqa: E402
+from torchtrt_plugins import plan as planning  # noqa: E402
 from torchtrt_plugins.testing.harness import field_json  # noqa: E402
 
 
@@ -49,15 +48,15 @@ def plugin_calls() -> list[converters.PluginCall]:
         symbolic = torch.export.export(case.module, case.args, dynamic_shapes=case.dynamic_shapes()).graph
         for graph in (concrete, symbolic):
             for node in graph.nodes:
-                if node.op == "call_function" and _factory.entry_for_target(node.target) is not None:
+                if node.op == "call_function" and planning.entry_for_target(node.target) is not None:
                     calls.append(converters.plan_node(node))
     # add_rms_norm has no export case (torch's ONNX exporter cannot take its functionalized node): its plan here.
     mutating = converters.plan(
-        spec_mod.get("add_rms_norm").spec, (torch.zeros(4, 8), torch.zeros(4, 8), torch.ones(8), 1e-6)
+        registry.get("add_rms_norm").spec, (torch.zeros(4, 8), torch.zeros(4, 8), torch.ones(8), 1e-6)
     )
     # A weight given as a field (declare(weight_fields=...)): its elements and dims are fields too.
     weight_field = converters.plan(
-        spec_mod.get("rms_norm").spec, (torch.zeros(4, 8), torch.linspace(0.5, 2.0, 8)), weights_as_fields=True
+        registry.get("rms_norm").spec, (torch.zeros(4, 8), torch.linspace(0.5, 2.0, 8)), weights_as_fields=True
     )
     return calls + _sdk_test_calls() + [mutating, weight_field]
 
@@ -89,9 +88,9 @@ def plugin_ids() -> set[str]:
     """ "ns::Name vN" of every creator in our library and in :func:`declared_libraries`, from the declarations."""
     libraries = [*declared_export_cases.libraries(), sdk_ops.LIBRARY]
     ids = set()
-    for entry in spec_mod.registered_ops():
+    for entry in registry.registered_ops():
         library = getattr(entry.declaration, "library", None)
-        if spec_mod.is_ours(entry) or any(library is x for x in libraries):
+        if registry.is_ours(entry) or any(library is x for x in libraries):
             ids.add(f"{entry.spec.plugin_namespace}::{entry.spec.plugin_name} v{entry.spec.plugin_version}")
     return ids
 

@@ -13,10 +13,11 @@ from . import (
     sdk,
 )
 from .declare import Declaration, DeclarationError, Range, Resource, declare
-from .kernels_aot import cuda_kernel, triton_kernel
+from .kernels.describe import cuda_kernel, triton_kernel
 from .lowering import lower, lower_with_report
 from .native import load_plugins, load_program, plugin_library_path
-from .spec import NAMESPACE, SpecError, Tolerance, all_ops, get, registered_ops
+from .registry import all_ops, get, registered_ops
+from .spec import NAMESPACE, SpecError, Tolerance
 
 __version__ = "0.1.0"
 

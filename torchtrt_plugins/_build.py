@@ -1,9 +1,16 @@
-"""Building the native pieces from the one set of sources in ``csrc/``.
+"""Building every native piece from the one set of sources in ``csrc/``: the one module that runs a compiler.
 
-The TensorRT plugin library (``libtorchtrt_plugins_v3.so``, CMake target ``torchtrt_plugins_v3``), the launcher
-library our ops' eager CUDA kernels call and the conformance harness, built with CMake/nvcc against the TensorRT
-headers (no libnvinfer, no libtorch). A wheel carries them prebuilt (``torchtrt_plugins/lib``); from a source
-checkout they are built on first use.
+- CMake (:func:`build_plugin_library`): the TensorRT plugin library (``libtorchtrt_plugins_v3.so``, CMake target
+  ``torchtrt_plugins_v3``), the launcher library our ops' eager CUDA kernels call and the conformance harness, built
+  with nvcc against the TensorRT headers (no libnvinfer, no libtorch);
+- nvcc (:func:`compile_objects`, :func:`sdk_objects`, :func:`run`): a user's declared-op library, with the flags
+  of the SDK's recipe that :class:`torchtrt_plugins.sdk.PluginLibrary` reads;
+- a C++ compiler (:func:`build_eager_kernel`): the C++ eager kernel of declared ops, against torch.
+
+A wheel carries our own libraries prebuilt (``torchtrt_plugins/lib``); from a source checkout they are built on
+first use. This module imports nothing of the package, nor torch at import: ``setup.py`` loads it by its path
+(importing ``torchtrt_plugins._build`` would run the package's ``__init__``, which imports torch, absent from an
+isolated build environment).
 
 The sources are the checkout's ``csrc/`` and ``CMakeLists.txt``, or the copy a wheel carries in
 ``torchtrt_plugins/_native``. Builds are cached under ``$TORCHTRT_PLUGINS_CACHE`` (default
@@ -23,6 +30,9 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +42,8 @@ LAUNCHER_LIBRARY_NAME = "libtorchtrt_plugins_launchers.so"
 HARNESS_LIBRARY_NAME = "libtorchtrt_plugins_harness.so"
 BROKEN_PLUGINS_LIBRARY_NAME = "libttp_broken_plugins.so"
 DEFAULT_CUDA_ARCH = "90"
+#: The oldest torch the C++ eager kernel of declared ops builds against (its stable-ABI target).
+EAGER_TARGET_TORCH = (2, 11)
 #: CMake CUDA architectures of the libraries a wheel carries: SASS for the data-center (sm_80 A100, sm_90
 #: H100/H200, sm_100 B200, sm_103 B300) and consumer (sm_86 RTX 30, sm_89 RTX 40/L4/L40, sm_120 RTX 50)
 #: GPUs CUDA 13's nvcc supports from sm_80 up, plus PTX of the newest (compute_120) for later GPUs.
@@ -246,7 +258,8 @@ class PluginBuild:
     library: Path
     harness: Path | None
     built_now: bool
-    #: The harness's deliberately broken test plugins (built with the harness).
+    #: The harness's deliberately broken test plugins, which prove its checks fire: built with the harness from a
+    #: source checkout (for its tests), never carried by a wheel.
     broken_plugins: Path | None = None
     #: True for the libraries a wheel carries (``torchtrt_plugins/lib``), False for a build from the sources.
     prebuilt: bool = False
@@ -262,6 +275,7 @@ _NATIVE_PATTERNS = (
     "csrc/plugins/**/*",
     "csrc/sdk/**/*",
     "csrc/harness/**/*",
+    "tests/harness_plugins/**/*",
 )
 
 
@@ -278,14 +292,13 @@ def prebuilt_libraries() -> PluginBuild | None:
     library = PREBUILT_DIR / PLUGIN_LIBRARY_NAME
     if not library.is_file():
         return None
-    harness, broken = PREBUILT_DIR / HARNESS_LIBRARY_NAME, PREBUILT_DIR / BROKEN_PLUGINS_LIBRARY_NAME
+    harness = PREBUILT_DIR / HARNESS_LIBRARY_NAME
     launchers = PREBUILT_DIR / LAUNCHER_LIBRARY_NAME
     return PluginBuild(
         PREBUILT_DIR,
         library,
         harness if harness.is_file() else None,
         built_now=False,
-        broken_plugins=broken if broken.is_file() else None,
         prebuilt=True,
         launchers=launchers if launchers.is_file() else None,
     )
@@ -335,12 +348,13 @@ def _source_build(root: Path, include: Path, nvcc: str, archs: str, *, built_now
     """Where the build of the sources at ``root`` puts its products (the cache entry), present or not."""
     build_dir = plugin_build_dir(root, include, nvcc, archs)
     harness = build_dir / HARNESS_LIBRARY_NAME if (root / "csrc" / "harness").is_dir() else None
+    broken = build_dir / BROKEN_PLUGINS_LIBRARY_NAME if (root / "tests" / "harness_plugins").is_dir() else None
     return PluginBuild(
         build_dir,
         build_dir / PLUGIN_LIBRARY_NAME,
         harness,
         built_now=built_now,
-        broken_plugins=build_dir / BROKEN_PLUGINS_LIBRARY_NAME if harness is not None else None,
+        broken_plugins=broken if harness is not None else None,
         launchers=build_dir / LAUNCHER_LIBRARY_NAME,
     )
 
@@ -433,3 +447,215 @@ def run_cmake(
             raise BuildError(
                 f"plugin library build failed: {' '.join(command)}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
             )
+
+
+# ------------------------------------------------------------------------------------- nvcc: a declared-op library
+
+
+def nvcc_host_compiler() -> str:
+    # NVCC_CCBIN picks nvcc's host compiler (the manylinux_2_28 toolchain for a distributable build).
+    return os.environ.get("NVCC_CCBIN", "")
+
+
+def headers_in(folders: Sequence[Path]) -> list[Path]:
+    """The headers directly in ``folders`` (what a cache key of their sources covers)."""
+    return sorted({path for folder in folders for path in folder.glob("*.h*")})
+
+
+def files_digest(settings: Sequence[str], files: Sequence[Path]) -> str:
+    """A cache key: the settings, then each file's path and contents."""
+    digest = hashlib.sha256("|".join(settings).encode())
+    for path in files:
+        digest.update(str(path).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def compile_objects(nvcc: str, jobs: Sequence[tuple[Path, Path, list[str]]]) -> None:
+    """Compile each (source, object, flags) with nvcc, in parallel. An object appears only complete: a build that
+    stopped half-way leaves no object that a later build would take."""
+
+    def compile_one(job: tuple[Path, Path, list[str]]) -> None:
+        source, obj, flags = job
+        partial = obj.with_name(obj.name + ".partial")
+        run([nvcc, *flags, "-c", str(source), "-o", str(partial)])
+        partial.replace(obj)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        list(pool.map(compile_one, jobs))
+
+
+def sdk_objects(
+    nvcc: str,
+    plugin_flags: list[str],
+    launcher_flags: list[str],
+    include_dirs: Sequence[Path],
+    *,
+    csrc: Path,
+    recipe: dict,
+    recipe_paths: Sequence[Path],
+) -> dict[str, list[Path]]:
+    """The objects of the recipe's SDK sources for each side ("plugin", "launcher"), compiled with its flags: once
+    per compiler, flags and SDK files into the cache, then taken by every library built with them. Most of a small
+    library's build is these sources (about 14 CPU-seconds of nvcc), the same for every library."""
+    settings = [nvcc, nvcc_host_compiler(), str(plugin_flags), str(launcher_flags)]
+    key = files_digest(settings, [*recipe_paths, *headers_in(include_dirs)])
+    directory = cache_dir() / f"sdk-objects-{key}"
+    jobs = {
+        kind: [
+            (csrc / source, directory / f"{kind}_{index:02d}_{Path(source).stem}.o", flags)
+            for index, source in enumerate(recipe[f"{kind}_sources"])
+        ]
+        for kind, flags in (("plugin", plugin_flags), ("launcher", launcher_flags))
+    }
+    with _locked(directory):
+        directory.mkdir(parents=True, exist_ok=True)
+        compile_objects(nvcc, [job for side in jobs.values() for job in side if not job[1].is_file()])
+    return {kind: [obj for _, obj, _ in side] for kind, side in jobs.items()}
+
+
+# ------------------------------------------------------------------------------------- g++: the C++ eager kernel
+
+
+def eager_kernel_sources(flavour: str = "stable") -> list[Path]:
+    """The sources of the ``flavour`` C++ eager kernel of declared ops (the only code compiled against torch)."""
+    csrc = source_dir() / "csrc"
+    names = [
+        "sdk/eager.cpp",
+        f"sdk/eager_{flavour}.h",
+        "sdk/rules.cpp",
+        "sdk/rules.h",
+        "sdk/fields.cpp",
+        "sdk/fields.h",
+        "sdk/op_table.h",
+        "sdk/ttp_sdk.h",
+        "sdk/dtypes.h",
+        "sdk/eager.map",
+    ]
+    return [csrc / name for name in names]
+
+
+def cuda_include_dir() -> Path | None:
+    """Where ``cuda_runtime_api.h`` is: the toolkit of nvcc or CUDA_HOME, else the ``nvidia-cuda-runtime`` package."""
+    candidates = []
+    nvcc = nvcc_path()
+    if nvcc:
+        candidates.append(Path(nvcc).resolve().parent.parent / "include")
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            candidates.append(Path(home) / "include")
+    try:
+        import nvidia  # the pip packages of the CUDA runtime (torch's CUDA builds install them)
+
+        candidates += [Path(p) / "cu13" / "include" for p in nvidia.__path__]
+        candidates += [Path(p) / "cuda_runtime" / "include" for p in nvidia.__path__]
+    except ImportError:
+        pass
+    return next((c for c in candidates if (c / "cuda_runtime_api.h").is_file()), None)
+
+
+def cxx_compiler() -> str | None:
+    """The host C++ compiler: ``CXX``, else the first of c++, g++, clang++ found."""
+    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def eager_kernel_build_prerequisites(flavour: str = "stable") -> list[str]:
+    """What building the ``flavour`` C++ eager kernel here lacks (empty when it can build)."""
+    import torch
+
+    reasons = []
+    if cxx_compiler() is None:
+        reasons.append("no C++ compiler found (set CXX)")
+    if cuda_include_dir() is None:
+        reasons.append(
+            "the CUDA runtime headers (cuda_runtime_api.h) are not found: install the CUDA toolkit or set CUDA_HOME"
+        )
+    include = Path(torch.__file__).parent / "include"
+    if flavour == "stable" and not (include / "torch" / "csrc" / "stable").is_dir():
+        reasons.append(f"torch {torch.__version__} carries no stable-ABI headers (torch/csrc/stable)")
+    if flavour == "native" and not (include / "torch" / "library.h").is_file():
+        reasons.append(f"torch {torch.__version__} carries no LibTorch headers (torch/library.h)")
+    if tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < EAGER_TARGET_TORCH:
+        reasons.append(f"torch {torch.__version__} is older than {'.'.join(map(str, EAGER_TARGET_TORCH))}")
+    return reasons
+
+
+def build_eager_kernel(
+    output: Path,
+    *,
+    flavour: str = "stable",
+    quiet: bool = False,
+    extra_flags: Sequence[str] = (),
+    compiler: str | None = None,
+) -> Path:
+    """Compile the ``flavour`` C++ eager kernel into ``output`` (the wheel's prebuild and the first-use build). Raises
+    BuildError.
+
+    It exports its ``ttp_eager_*`` entry points and nothing else: a compiler that links libstdc++ statically by
+    default (the H100 machine's ``CXX``) would otherwise export that copy's symbols, which then mix with the
+    process's own libstdc++ (torch's) and crash in the first ``std::ostream`` call. ``compiler`` (default: ``CXX``, else
+    the first found) is how the wheel's prebuild links it for manylinux_2_28."""
+    missing = [
+        r for r in eager_kernel_build_prerequisites(flavour) if compiler is None or not r.startswith("no C++ compiler")
+    ]
+    if missing:
+        raise BuildError(f"cannot build the {flavour} C++ eager kernel: " + "; ".join(missing))
+    import torch
+
+    torch_dir = Path(torch.__file__).parent
+    csrc = source_dir() / "csrc"
+    cxx = compiler or str(cxx_compiler())
+    compile_flags = ["-O2", "-fPIC", "-fvisibility=hidden", f"-I{csrc}", f"-I{torch_dir / 'include'}"]
+    if flavour == "stable":
+        major, minor = EAGER_TARGET_TORCH
+        compile_flags += ["-std=c++17", f"-DTORCH_TARGET_VERSION=0x{major:02x}{minor:02x}000000000000"]
+        libraries = ["-ltorch_cpu"]
+        abi = "stable ABI (every torch from 2.11 on)"
+    else:
+        compile_flags += [
+            "-std=c++20",  # what torch's own extensions build with (torch.utils.cpp_extension)
+            "-DTTP_EAGER_NATIVE",
+            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+            f"-I{torch_dir / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
+        ]
+        libraries = ["-ltorch_cpu", "-lc10"]
+        abi = "full ABI (this torch only)"
+    compile_flags.append(f"-I{cuda_include_dir()}")
+    if not quiet:
+        _message(
+            f"building the C++ eager kernel of declared ops against torch {torch.__version__}'s {abi} into "
+            f"{output.parent} (once per torch and source change)"
+        )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    # Compiled, then linked: the manylinux_2_28 compiler compiles with g++ and links with zig, one step each.
+    with tempfile.TemporaryDirectory(dir=output.parent) as work:
+        objects = []
+        for source in (s for s in eager_kernel_sources(flavour) if s.suffix == ".cpp"):
+            objects.append(str(Path(work) / f"{source.stem}.o"))
+            run([cxx, *compile_flags, "-c", str(source), "-o", objects[-1]])
+        run(
+            [
+                cxx,
+                "-shared",
+                *objects,
+                f"-L{torch_dir / 'lib'}",
+                *libraries,
+                "-ldl",
+                "-Wl,--no-undefined",
+                f"-Wl,--version-script={csrc / 'sdk' / 'eager.map'}",
+                *extra_flags,
+                "-o",
+                str(output),
+            ]
+        )
+    return output
+
+
+def run(command: list[str]) -> None:
+    """Run a compiler or linker; BuildError with the command and the tail of its output when it fails."""
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BuildError(f"{' '.join(command)}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")

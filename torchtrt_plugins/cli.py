@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from . import _build, _compat, native
+from . import registry as op_registry
 from . import spec as spec_mod
 
 OK, MISSING, OPTIONAL, INFO = "ok", "missing", "optional", "info"
@@ -118,7 +119,7 @@ def _launcher_check(section: str, library: Path | None) -> Check:
 def _eager_kernel_check(section: str) -> Check:
     """Which flavour of the C++ eager kernel declared ops get (the first that can serve, or the one
     TORCHTRT_PLUGINS_EAGER names), and how each stands; without one, the Python path."""
-    from . import eager_kernel
+    from .sdk import eager_kernel
 
     name = "C++ eager kernel"
     states = {flavour: eager_kernel.status(flavour) for flavour in eager_kernel.FLAVOURS}
@@ -310,7 +311,7 @@ def _op_checks() -> list[Check]:
         except Exception as err:  # noqa: BLE001 - reported below as missing creators
             load_note = f" (loading {library.name} failed: {err})"
     converters_on = _compat.torch_tensorrt() is not None
-    for entry in spec_mod.all_ops():
+    for entry in op_registry.all_ops():
         spec = entry.spec
         qualname = f"{spec_mod.NAMESPACE}::{spec.name}"
         defined = hasattr(getattr(torch.ops, spec_mod.NAMESPACE), spec.name)
@@ -557,7 +558,7 @@ def declared_library(module: str, name: str) -> Any:
     builds and loads nothing, so importing it does not start the very build this generator is a step of)."""
     importlib.import_module(module)
     libraries = {}
-    for entry in spec_mod.registered_ops():
+    for entry in op_registry.registered_ops():
         library = getattr(entry.declaration, "library", None)
         if library is not None:
             libraries.setdefault(library.name, {})[id(library)] = library
@@ -604,7 +605,7 @@ def cmd_sdk_generate(args: argparse.Namespace) -> int:
     written = []
     try:
         sources = sdk.generated_sources(library.declarations, args.archs or None)
-    except ValueError as err:  # a kernel written in Python that does not compile (kernels_aot.KernelError)
+    except ValueError as err:  # a kernel written in Python that does not compile (kernels.describe.KernelError)
         print(f"sdk generate: {err}", file=sys.stderr)
         return 2
     for file_name, text in sources.items():

@@ -1,5 +1,5 @@
 """Every tensor dtype we handle and its name or value in each system we hand it to: the one table, read by the
-modules that talk to those systems (``_derive``, ``sdk``, ``kernels_aot``, ``onnx``, ``spec``, ``testing.harness``).
+modules that talk to those systems (``_derive``, ``sdk``, ``kernels``, ``onnx``, ``spec``, ``testing.harness``).
 
 A ``None`` means that system does not take the dtype from us.
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _build, _compat
-from . import spec as spec_mod
+from .registry import OpEntry, is_ours, registered_ops
 
 _lock = threading.RLock()
 
@@ -43,7 +43,7 @@ def _registered_keys(registry: Any) -> set[tuple[str, str, str]] | None:
     }
 
 
-def _creators_present(registry: Any, entries: list[spec_mod.OpEntry]) -> list[bool]:
+def _creators_present(registry: Any, entries: list[OpEntry]) -> list[bool]:
     keys = _registered_keys(registry)
     present = []
     for entry in entries:
@@ -57,17 +57,17 @@ def _creators_present(registry: Any, entries: list[spec_mod.OpEntry]) -> list[bo
     return present
 
 
-def _libraries() -> dict[Any, list[spec_mod.OpEntry]]:
+def _libraries() -> dict[Any, list[OpEntry]]:
     """Every plugin library with the ops whose creators it holds: ours first, then those of declared ops."""
-    groups: dict[Any, list[spec_mod.OpEntry]] = {plugin_library_path: []}
-    for entry in spec_mod.registered_ops():
-        if entry.library is None and not spec_mod.is_ours(entry):
+    groups: dict[Any, list[OpEntry]] = {plugin_library_path: []}
+    for entry in registered_ops():
+        if entry.library is None and not is_ours(entry):
             continue  # declared without a library: its plugin is loaded by whoever built it
         groups.setdefault(entry.library or plugin_library_path, []).append(entry)
     return groups
 
 
-def _load_library(registry: Any, path: Path, entries: list[spec_mod.OpEntry]) -> None:
+def _load_library(registry: Any, path: Path, entries: list[OpEntry]) -> None:
     if all(_creators_present(registry, entries)):
         return
     handle = registry.load_library(str(path))

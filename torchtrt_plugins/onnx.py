@@ -1,7 +1,7 @@
 """ONNX export of models that use our ops, as plugin nodes that TensorRT's ONNX parser imports.
 
 Every op exports through the same code, driven by its spec and the converter's planner
-(``converters._factory.plan``): ours, and those declared with ``torchtrt_plugins.declare`` (import the module
+(``plan.plan``): ours, and those declared with ``torchtrt_plugins.declare`` (import the module
 that declares them first; the generic plugin's shape program travels as an INTS attribute). A model exported here
 parses with ``trtexec --onnx=model.onnx --dynamicPlugins=<plugin library>`` (one per library), or with ``OnnxParser``
 once ``load_plugins`` has run.
@@ -38,9 +38,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import dtypes
+from . import dtypes, registry
+from . import plan as planning
 from . import spec as spec_mod
-from .converters import _factory
+from .spec import bind
 
 #: ONNX domain of our plugin nodes; the parser ignores it, other ONNX tools key custom ops on it.
 DOMAIN_PREFIX = "trt.plugins"
@@ -112,7 +113,7 @@ def field_attribute(field_type: str) -> FieldAttribute:
     return FieldAttribute(kind, parsed, spec_mod.FIELD_NUMPY_DTYPES[field_type])
 
 
-def attribute_values(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[str, Any]:
+def attribute_values(spec: spec_mod.OpSpec, call: planning.PluginCall) -> dict[str, Any]:
     """The node's attributes for a planned call: Python values whose type picks the ONNX attribute type
     (float FLOAT, int INT, str STRING, list FLOATS/INTS, numpy array TENSOR)."""
     if call.plugin_name in _builtin_onnx_ops():
@@ -144,7 +145,7 @@ def attribute_values(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[s
     return attributes
 
 
-def node_attributes(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[str, Any]:
+def node_attributes(spec: spec_mod.OpSpec, call: planning.PluginCall) -> dict[str, Any]:
     """``attribute_values``, plus the indices of the shape inputs, which follow the tensor inputs."""
     attributes = attribute_values(spec, call)
     if call.shape_inputs:
@@ -153,7 +154,7 @@ def node_attributes(spec: spec_mod.OpSpec, call: _factory.PluginCall) -> dict[st
     return attributes
 
 
-def _op_outputs(call: _factory.PluginCall, outputs: Any) -> Any:
+def _op_outputs(call: planning.PluginCall, outputs: Any) -> Any:
     """The outputs the torch op returns (the plugin's first ones; size tensors and the like stay unused)."""
     outputs = list(outputs) if isinstance(outputs, Sequence) else [outputs]
     visible = outputs[: call.num_op_outputs]
@@ -193,11 +194,11 @@ def _plan(spec: spec_mod.OpSpec, args: Sequence[Any], kwargs: dict, value_type: 
     op derives its shape program from its tensor inputs' sizes and dtypes, so it plans on meta-tensor stand-ins
     (``meta``) for them and the node takes the exporter's own values."""
     is_symbolic = lambda value: isinstance(value, value_type)  # noqa: E731
-    if spec_mod.declaration_of(spec) is None:
-        return _factory.plan(spec, args, kwargs, is_symbolic=is_symbolic)
-    bound = _factory.bind(spec, args, kwargs)
+    if registry.declaration_of(spec) is None:
+        return planning.plan(spec, args, kwargs, is_symbolic=is_symbolic)
+    bound = bind(spec, args, kwargs)
     tensors = {t.name: bound[t.name] for t in spec.inputs}
-    call = _factory.plan(
+    call = planning.plan(
         spec, (), {**bound, **{n: meta(spec, n, v) for n, v in tensors.items()}}, is_symbolic=is_symbolic
     )
     call.tensor_inputs = list(tensors.values())
@@ -233,9 +234,9 @@ def torch_op(spec: spec_mod.OpSpec) -> torch._ops.OpOverloadPacket:
     return getattr(getattr(torch.ops, namespace), name)
 
 
-def _entries(entries: Sequence[spec_mod.OpEntry] | None) -> list[spec_mod.OpEntry]:
+def _entries(entries: Sequence[registry.OpEntry] | None) -> list[registry.OpEntry]:
     """Every op with a plugin unless told: our catalogue and the ops declared with ``declare`` so far."""
-    return list(spec_mod.registered_ops() if entries is None else entries)
+    return list(registry.registered_ops() if entries is None else entries)
 
 
 # ------------------------------------------------------------------------- dynamo exporter (onnxscript)
@@ -307,7 +308,7 @@ def _onnxscript_op_for(
     return Op(Opset(op_domain, DOMAIN_VERSION), name, schema)
 
 
-def _translation(entry: spec_mod.OpEntry) -> Callable:
+def _translation(entry: registry.OpEntry) -> Callable:
     spec = entry.spec
 
     def translate(*args: Any, **kwargs: Any):
@@ -333,7 +334,7 @@ def _translation(entry: spec_mod.OpEntry) -> Callable:
     return translate
 
 
-def translation_table(entries: Sequence[spec_mod.OpEntry] | None = None) -> dict[Any, Callable]:
+def translation_table(entries: Sequence[registry.OpEntry] | None = None) -> dict[Any, Callable]:
     """``custom_translation_table`` for ``torch.onnx.export(..., dynamo=True)``: every overload of every op."""
     table: dict[Any, Callable] = {}
     for entry in _entries(entries):
@@ -356,7 +357,7 @@ _TORCHSCRIPT_MAX_OPSET = getattr(
 _SCALAR_KINDS = {"float": "f", "int": "i", "SymInt": "i", "bool": "b", "str": "s"}
 
 
-def _torchscript_symbolic(entry: spec_mod.OpEntry) -> Callable:
+def _torchscript_symbolic(entry: registry.OpEntry) -> Callable:
     spec = entry.spec
     signature = _python_signature(spec)
     schema = torch._C.parse_schema(f"{spec.qualname}{spec.schema}")
@@ -406,7 +407,7 @@ def _torchscript_value(value: Any) -> Any:
     return torch.from_numpy(np.ascontiguousarray(value)) if isinstance(value, np.ndarray) else value
 
 
-def register_torchscript_symbolics(entries: Sequence[spec_mod.OpEntry] | None = None) -> None:
+def register_torchscript_symbolics(entries: Sequence[registry.OpEntry] | None = None) -> None:
     """Register the symbolic functions of every op for ``torch.onnx.export(..., dynamo=False)``. Idempotent.
 
     Registered at every opset the exporter has: it dispatches to the newest registration at or below the target,
@@ -447,7 +448,7 @@ def export(
 # ------------------------------------------------------------------------------------- weights as fields
 
 
-def weights_to_fields(model: Any, entries: Sequence[spec_mod.OpEntry] | None = None) -> Any:
+def weights_to_fields(model: Any, entries: Sequence[registry.OpEntry] | None = None) -> Any:
     """Moves each plugin node's declared weight input (``declare(weight_fields=...)``) that is an initializer of the
     graph into the node's attributes: a TENSOR attribute named after the argument (TensorRT's ONNX parser makes it a
     field of the tensor's element type) and INTS ``<name>_shape``; the plugin then takes one input fewer. Rewrites

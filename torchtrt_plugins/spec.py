@@ -11,16 +11,15 @@ driven from here; a test checks the C++ plugin against it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from . import dtypes
-
-if TYPE_CHECKING:
-    from .declare import Declaration
+from .errors import SpecError
 
 #: Namespace of our torch ops (``torch.ops.torchtrt.*``) and of our TensorRT plugins.
 NAMESPACE = "torchtrt"
@@ -46,10 +45,6 @@ FIELD_NUMPY_DTYPES = {
 #: (TensorRT-RTX also hands over a DOUBLE tensor as kFLOAT32; see ``torchtrt_plugins/onnx.py``). createPlugin takes
 #: these in place of the field's own type, and no other (``acceptsType`` in csrc/sdk/plugin_support.cpp).
 PARSER_FIELD_TYPES = {"INT64": "INT32", "FLOAT64": "FLOAT32"}
-
-
-class SpecError(ValueError):
-    """A user-supplied value that the op cannot take. The message names op, argument and expectation."""
 
 
 @dataclass(frozen=True)
@@ -272,73 +267,6 @@ class OpSpec:
                     )
 
 
-@dataclass
-class OpEntry:
-    """A registered op: its spec plus the Python pieces (reference implementation, fake kernel) and the declaration
-    the spec was made from."""
-
-    spec: OpSpec
-    reference: Callable[..., Any]
-    fake: Callable[..., Any]
-    #: Validation of argument values shared by the fake kernel, the eager op and the converter.
-    check_args: Callable[..., None] | None = None
-    #: The plugin library holding the op's creator: a callable returning its path; None is ours.
-    library: Callable[[], Any] | None = None
-    #: The declaration (``torchtrt_plugins.declare``), which derives per call what the generic plugin needs (the
-    #: shape program). None only for an entry made by hand (tests of the converter and exporter machinery).
-    declaration: Declaration | None = None
-
-
-_REGISTRY: dict[str, OpEntry] = {}
-
-
-def register(entry: OpEntry) -> OpEntry:
-    """Register an op entry, keyed by its qualified name (``ns::op``)."""
-    if entry.spec.qualname in _REGISTRY:
-        raise ValueError(f"op {entry.spec.qualname!r} registered twice")
-    _REGISTRY[entry.spec.qualname] = entry
-    return entry
-
-
-def unregister(entry: OpEntry) -> None:
-    """Remove an op entry (a declaration that failed after it was registered)."""
-    if _REGISTRY.get(entry.spec.qualname) is entry:
-        del _REGISTRY[entry.spec.qualname]
-
-
-def is_ours(entry: OpEntry) -> bool:
-    """Whether the op's plugin lives in our own plugin library (declared on our library)."""
-    declaration = entry.declaration
-    return declaration is not None and getattr(declaration.library, "ours", False)
-
-
-def declaration_of(spec: OpSpec) -> Declaration | None:
-    """The declaration a registered spec was made from; None for a spec made by hand (not registered as it is)."""
-    entry = _REGISTRY.get(spec.qualname)
-    if entry is None or entry.declaration is None or not (entry.spec is spec or entry.spec == spec):
-        return None
-    return entry.declaration
-
-
-def all_ops() -> list[OpEntry]:
-    """Our catalogue: the ops whose plugins live in our own plugin library."""
-    return [entry for entry in _REGISTRY.values() if is_ours(entry)]
-
-
-def registered_ops() -> list[OpEntry]:
-    """Every op with a plugin: our catalogue and the ops declared by other packages."""
-    return list(_REGISTRY.values())
-
-
-def get(name: str) -> OpEntry:
-    """The entry for ``ns::op``, or for a bare name in our namespace."""
-    qualname = name if "::" in name else f"{NAMESPACE}::{name}"
-    try:
-        return _REGISTRY[qualname]
-    except KeyError:
-        raise KeyError(f"no op named {name!r} has a plugin; known: {sorted(_REGISTRY)}") from None
-
-
 def field_table(specs: Sequence[OpSpec]) -> str:
     """The Markdown table of the plugins' fields (docs/ops.md, "Plugin fields"): each field's PluginFieldType and the
     type TensorRT's ONNX parser delivers it as (createPlugin takes both, and no other), the op argument feeding it,
@@ -366,3 +294,33 @@ def field_table(specs: Sequence[OpSpec]) -> str:
             )
             rows.append(f"| {plugin} | `{name}_shape` | INT64 (INT32) | `{name}` | its dims, each >= 0 | 1-D |")
     return "\n".join(rows) + "\n"
+
+
+#: A C++ function name, namespace-qualified or not (a launcher, workspace or resource function of the library).
+CXX_SYMBOL = re.compile(r"^(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*$")
+
+
+def _schema(spec: OpSpec) -> torch.FunctionSchema:
+    return torch._C.parse_schema(f"{spec.qualname}{spec.schema}")
+
+
+def bind(spec: OpSpec, args: Sequence[Any], kwargs: dict) -> dict[str, Any]:
+    """Map positional and keyword args onto the schema's argument names, filling defaults."""
+    schema = _schema(spec)
+    bound: dict[str, Any] = {}
+    names = [a.name for a in schema.arguments]
+    if len(args) > len(names):
+        raise SpecError(f"{spec.label}: expected at most {len(names)} arguments, got {len(args)}")
+    for name, value in zip(names, args, strict=False):  # args may stop early: defaults fill the rest
+        bound[name] = value
+    for name, value in kwargs.items():
+        if name not in names:
+            raise SpecError(f"{spec.label}: unexpected argument '{name}'")
+        bound[name] = value
+    for argument in schema.arguments:
+        if argument.name not in bound:
+            if argument.has_default_value():
+                bound[argument.name] = argument.default_value
+            else:
+                raise SpecError(f"{spec.label}: missing argument '{argument.name}'")
+    return bound

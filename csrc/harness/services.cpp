@@ -354,7 +354,7 @@ bool HarnessGpuAllocator::deallocate(void* const memory) noexcept
 } // namespace ttp::harness
 
 // How a plugin reaches the harness's registry: TensorRT's `getPluginRegistry` is not available in a harness
-// process, so a plugin (or plugin_common) may fall back to dlsym(RTLD_DEFAULT, "ttp_harness_plugin_registry").
+// process, so a plugin (or plugin_support) may fall back to dlsym(RTLD_DEFAULT, "ttp_harness_plugin_registry").
 // The Python API loads the harness with RTLD_GLOBAL so that the symbol is visible.
 extern "C" __attribute__((visibility("default"))) nvinfer1::IPluginRegistry* ttp_harness_plugin_registry() noexcept
 {

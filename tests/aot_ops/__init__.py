@@ -1,4 +1,4 @@
-"""Small ops and kernels written in Python for the kernels_aot tests (tests/cpu/test_kernels_aot.py): a Triton
+"""Small ops and kernels written in Python for the Python-kernel tests (tests/cpu/test_kernels_aot.py): a Triton
 kernel (Triton needs the source of a @triton.jit function in a file) and CUDA sources."""
 
 from __future__ import annotations

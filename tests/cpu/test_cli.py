@@ -298,7 +298,7 @@ def test_the_package_does_not_use_unittest():
 
 
 def test_doctor_says_which_eager_kernel_flavour_serves_and_how_each_stands(monkeypatch, capsys):
-    from torchtrt_plugins import eager_kernel
+    from torchtrt_plugins.sdk import eager_kernel
 
     monkeypatch.delenv(eager_kernel.ENV, raising=False)
     monkeypatch.setattr(

@@ -17,7 +17,8 @@ from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 import torchtrt_plugins as ttp  # noqa: E402
 from torchtrt_plugins import _derive, converters, native  # noqa: E402
-from torchtrt_plugins import spec as spec_mod  # noqa: E402
+from torchtrt_plugins import plan as planning  # noqa: E402
+from torchtrt_plugins import registry as op_registry  # noqa: E402
 from torchtrt_plugins.converters import _factory  # noqa: E402
 
 _LIB = torch.library.Library("decl_test", "DEF")
@@ -128,9 +129,9 @@ def test_symbolic_symint_becomes_a_shape_input():
         lambda x, w, y: torch.ops.sdk_test.shapes(x, w, y.shape[0], 2),
         *(torch.zeros(6, 5), torch.zeros(5), torch.zeros(9)),
     )
-    assert _factory.entry_for_target(node.target) is sdk_ops.SHAPES.entry
+    assert planning.entry_for_target(node.target) is sdk_ops.SHAPES.entry
     assert _factory.validate_node(node)
-    call = _factory.plan_node(node)
+    call = planning.plan_node(node)
     assert len(call.shape_inputs) == 1 and call.field_value("n") == -(2**31)
     program = sdk_ops.SHAPES.derive_for_values(*node.args, **node.kwargs).program
     assert _derive.Program.parse(program).num_shape_inputs == 1
@@ -283,12 +284,12 @@ def test_a_declaration_rejected_at_declare_time_stays_undeclared():
     qualname = _define("retried", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x), cpu=lambda x: x.clone())
     with pytest.raises(ttp.DeclarationError, match=r"decl_test::retried: dtypes\['x'\] has \[torch\.float64\]"):
         ttp.declare(qualname, dtypes={"x": (torch.float64,)})
-    assert qualname not in [e.spec.qualname for e in spec_mod.registered_ops()]
+    assert qualname not in [e.spec.qualname for e in op_registry.registered_ops()]
     try:
         declaration = ttp.declare(qualname, dtypes={"x": (torch.float32,)})
-        assert spec_mod.get(qualname) is declaration.entry
+        assert op_registry.get(qualname) is declaration.entry
     finally:
-        spec_mod.unregister(spec_mod.get(qualname))
+        op_registry.unregister(op_registry.get(qualname))
 
 
 def _copy_library(tmp_path, name: str, launcher: str):
@@ -321,11 +322,11 @@ def test_a_misspelt_launcher_is_named_with_its_op_by_the_build(tmp_path):
 
 
 def test_a_library_compiles_only_its_own_sources_and_links_the_sdks_shared_objects(tmp_path, monkeypatch):
-    from torchtrt_plugins.sdk import library as library_module
+    from torchtrt_plugins import _build
 
     sdk_ops.LIBRARY.build()  # the SDK's objects for these flags exist from here on
-    run, commands = library_module._run, []
-    monkeypatch.setattr(library_module, "_run", lambda command: (commands.append(command), run(command))[1])
+    run, commands = _build.run, []
+    monkeypatch.setattr(_build, "run", lambda command: (commands.append(command), run(command))[1])
     built = _copy_library(tmp_path, "decl_test_own", "decl_test::copy").build(force=True)
     compiled = [Path(c[c.index("-c") + 1]).name for c in commands if "-c" in c]
     assert sorted(compiled) == ["declared_ops.cpp", "launcher_table.cpp", "launchers.cu"]
@@ -379,8 +380,8 @@ def test_registration_is_generic(monkeypatch):
     monkeypatch.setattr(_factory, "register", lambda entry, converter: registered.append(entry.spec.qualname) or True)
     assert converters.register_all()
     assert {"torchtrt::rms_norm", "sdk_test::shapes", "sdk_test::nonzero_count"} <= set(registered)
-    assert sdk_ops.SHAPES.entry in spec_mod.registered_ops()
-    assert sdk_ops.SHAPES.entry not in spec_mod.all_ops()  # the catalogue stays ours
+    assert sdk_ops.SHAPES.entry in op_registry.registered_ops()
+    assert sdk_ops.SHAPES.entry not in op_registry.all_ops()  # the catalogue stays ours
 
     class Registry:
         def __init__(self):
@@ -398,12 +399,12 @@ def test_registration_is_generic(monkeypatch):
     ours = "/ours/libtorchtrt_plugins_v3.so"
     monkeypatch.setattr(native, "plugin_library_path", lambda build=True: ours)
     theirs = "/theirs/libsdk_test_plugins.so"
-    for entry in spec_mod.registered_ops():
+    for entry in op_registry.registered_ops():
         if entry.library is not None:
             path = theirs if entry.spec.qualname.startswith("sdk_test::") else "/other/lib.so"
             monkeypatch.setattr(entry, "library", lambda path=path: path)
-    sdk_test = [e for e in spec_mod.registered_ops() if e.spec.qualname.startswith("sdk_test::")]
-    registry.all_creators = [Creator(e.spec.creator_key) for e in spec_mod.registered_ops() if e not in sdk_test]
+    sdk_test = [e for e in op_registry.registered_ops() if e.spec.qualname.startswith("sdk_test::")]
+    registry.all_creators = [Creator(e.spec.creator_key) for e in op_registry.registered_ops() if e not in sdk_test]
     with pytest.raises(
         RuntimeError, match=r"libsdk_test_plugins\.so .*did not register the creators.*Shapes/1/sdk_test"
     ):
@@ -427,7 +428,7 @@ def test_load_plugins_loads_every_other_library_and_names_the_ops_of_one_that_fa
 
     monkeypatch.setattr(native, "plugin_library_path", lambda build=True: "/ours/libtorchtrt_plugins_v3.so")
     monkeypatch.setattr(native, "_load_library", lambda registry, path, entries: registry.loaded.append(str(path)))
-    first, *others = [e for e in spec_mod.registered_ops() if e.library is not None]
+    first, *others = [e for e in op_registry.registered_ops() if e.library is not None]
     monkeypatch.setattr(first, "library", broken)
     for i, entry in enumerate(others):
         monkeypatch.setattr(entry, "library", lambda i=i: f"/theirs/lib{i}.so")
@@ -449,7 +450,7 @@ def test_check_op_says_why_the_validator_rejects():
         with pytest.raises(AssertionError, match=message):
             check_op(torch.ops.decl_test.halves, [(torch.zeros(3),)], checks=("plan",))
     finally:
-        spec_mod.unregister(declaration.entry)
+        op_registry.unregister(declaration.entry)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -469,7 +470,7 @@ def test_check_op_takes_a_unit_in_the_last_place_of_half_precision_by_default(dt
             check_op(declaration.overload, [(x,)], reference=lambda x: x * 1.05, checks=("eager",))
         assert declaration.spec.tolerance(torch.int32) == ttp.Tolerance(0.0, 0.0)
     finally:
-        spec_mod.unregister(declaration.entry)
+        op_registry.unregister(declaration.entry)
 
 
 def test_check_op_also_takes_our_hand_written_plugins():
@@ -539,8 +540,8 @@ def test_declare_registers_only_and_the_first_need_builds_and_loads(monkeypatch,
 
     registry, registered = Registry(), []
     monkeypatch.setattr(library, "build", build)
-    ours = {q: e for q, e in spec_mod._REGISTRY.items() if spec_mod.is_ours(e)}
-    monkeypatch.setattr(spec_mod, "_REGISTRY", ours)  # our library and this op's only
+    ours = {q: e for q, e in op_registry._REGISTRY.items() if op_registry.is_ours(e)}
+    monkeypatch.setattr(op_registry, "_REGISTRY", ours)  # our library and this op's only
     monkeypatch.setattr(converters, "register_entry", lambda entry: registered.append(entry) or True)
     trt = types.SimpleNamespace(__name__="tensorrt", get_plugin_registry=lambda: registry)
     monkeypatch.setattr(_compat, "tensorrt", lambda: trt)  # as where TensorRT imports
@@ -569,7 +570,7 @@ def test_a_bad_declaration_still_fails_at_declare_and_leaves_nothing_registered(
         ttp.declare(qualname, library=library, launcher="not a symbol")
     with pytest.raises(ttp.DeclarationError, match=r"ranges\['a'\] must be a torchtrt_plugins.Range"):
         ttp.declare(qualname, library=library, launcher="ns::f", ranges={"a": (0, 1)})
-    assert qualname not in {e.spec.qualname for e in spec_mod.registered_ops()} and library.declarations == []
+    assert qualname not in {e.spec.qualname for e in op_registry.registered_ops()} and library.declarations == []
 
 
 # ---------------------------------------------------------------------------------------------- compiled rules

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from torchtrt_plugins import _build, _derive, dtypes, kernels_aot, onnx, sdk, spec
+from torchtrt_plugins import _build, _derive, dtypes, onnx, sdk, spec
+from torchtrt_plugins.kernels import describe
 from torchtrt_plugins.testing import harness
 
 
@@ -44,8 +45,8 @@ def test_weight_field_types_are_plugin_field_types():
 def test_every_module_reads_the_one_table():
     assert _derive.TRT_DTYPE_CODES is dtypes.TRT_CODES
     assert sdk.KERNEL_DTYPES is dtypes.KERNEL_CODES
-    assert kernels_aot._CXX_DTYPES is dtypes.KERNEL_NAMES
-    assert kernels_aot._TRITON_DTYPES is dtypes.TRITON_NAMES
+    assert describe._CXX_DTYPES is dtypes.KERNEL_NAMES
+    assert describe._TRITON_DTYPES is dtypes.TRITON_NAMES
     assert onnx._ONNX_DTYPES is dtypes.ONNX_NAMES
     assert spec.WEIGHT_FIELD_TYPES is dtypes.WEIGHT_FIELD_TYPES
     assert harness._DTYPE_NAMES is dtypes.TRT_NAMES

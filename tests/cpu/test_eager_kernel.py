@@ -17,9 +17,11 @@ import warnings  # noqa: E402
 import pytest  # noqa: E402
 import sdk_ops  # noqa: E402
 import torch  # noqa: E402
+from eager_kernels import reset_eager_kernel  # noqa: E402
 
-from torchtrt_plugins import _build, eager_kernel, sdk, spec  # noqa: E402
+from torchtrt_plugins import _build, registry, sdk  # noqa: E402
 from torchtrt_plugins.ops import add_rms_norm  # noqa: E402
+from torchtrt_plugins.sdk import eager_kernel  # noqa: E402
 
 # Ops with sdk_test::shapes's and torchtrt::add_rms_norm's schemas and no kernel, so the C++ kernel can take their
 # CPU key.
@@ -81,7 +83,7 @@ def test_the_native_flavour_is_built_for_this_torch_only(tmp_path, monkeypatch):
     assert "libtorch_cpu.so" in needed and "libtorch_python" not in needed
     # Another torch (a version, a commit) gets its own build, never this one.
     monkeypatch.setattr(eager_kernel, "torch_identity", lambda: "2.99.0|0000000|cxx11abi=1")
-    monkeypatch.setattr(eager_kernel, "build", lambda output, **kwargs: output)
+    monkeypatch.setattr(_build, "build_eager_kernel", lambda output, **kwargs: output)
     monkeypatch.setattr(_build, "cache_dir", lambda: tmp_path)
     assert eager_kernel.library_path("native").parent.parent == tmp_path
 
@@ -99,7 +101,7 @@ def test_prebuilt_native_flavour_serves_only_the_torch_it_names(tmp_path, monkey
 def test_exports_only_its_entry_points_even_with_a_static_libstdcxx(flavour, tmp_path):
     # The H100 machine's compiler links libstdc++ statically: the library then exported that copy's symbols, which
     # mixed with torch's libstdc++ in the process and crashed in the first std::ostream call (seen there).
-    static = eager_kernel.build(
+    static = _build.build_eager_kernel(
         tmp_path / "libstatic.so", flavour=flavour, quiet=True, extra_flags=["-static-libstdc++"]
     )
     for library in (eager_kernel.library_path(flavour), static):
@@ -191,7 +193,7 @@ def test_mutating_op_checks_give_the_python_paths_messages(mutating_on_cpu, args
 
 @pytest.fixture(scope="module")
 def tactic_on_cpu(flavour):
-    declaration = spec.get("rms_norm").declaration
+    declaration = registry.get("rms_norm").declaration
     handle = eager_kernel.register(
         declaration, name="ttp_eager_test::rms_norm_tactic", dispatch_key="CPU", tactic_argument=True, flavour=flavour
     )
@@ -200,7 +202,7 @@ def tactic_on_cpu(flavour):
 
 
 def test_tactic_argument_picks_a_declared_launcher(tactic_on_cpu):
-    declaration = spec.get("rms_norm").declaration
+    declaration = registry.get("rms_norm").declaration
     x, w = torch.ones(2, 8), torch.ones(8)
     with pytest.raises(Exception) as info:
         sdk.launch(declaration, x, w, 1e-6, tactic=7)
@@ -211,8 +213,8 @@ def test_tactic_argument_picks_a_declared_launcher(tactic_on_cpu):
 
 def test_tactic_variant_gets_the_cpp_kernel_on_first_call(flavour, monkeypatch):
     monkeypatch.setenv(eager_kernel.ENV, flavour)
-    declaration = spec.get("rms_norm").declaration
-    sdk.reset_eager_kernel(declaration, tactic=True)
+    declaration = registry.get("rms_norm").declaration
+    reset_eager_kernel(declaration, tactic=True)
     assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm_tactic")
     try:
         # Called as the dispatcher would for CUDA; it redispatches, here to the CPU reference.
@@ -220,7 +222,7 @@ def test_tactic_variant_gets_the_cpp_kernel_on_first_call(flavour, monkeypatch):
         after = [line for line in torch._C._dispatch_dump("torchtrt::rms_norm_tactic").splitlines() if "CUDA" in line]
         assert len(after) == 1 and "eager.cpp" in after[0], after
     finally:
-        sdk.reset_eager_kernel(declaration, tactic=True)
+        reset_eager_kernel(declaration, tactic=True)
     assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm_tactic")
 
 
@@ -240,7 +242,7 @@ def test_mutating_op_table_names_the_aliased_input():
 )
 def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(flavour, name, args, monkeypatch):
     monkeypatch.setenv(eager_kernel.ENV, flavour)
-    declaration = spec.get(name).declaration
+    declaration = registry.get(name).declaration
     qualname = f"torchtrt::{name}"
     before = torch._C._dispatch_dump(qualname)
     assert "eager.cpp" not in before
@@ -253,7 +255,7 @@ def test_first_call_puts_the_cpp_kernel_in_the_dispatcher(flavour, name, args, m
         assert len(after) == 1 and "eager.cpp" in after[0] and "boxed" in after[0], after
         assert eager_kernel._handles[qualname].flavour == flavour
     finally:
-        sdk.reset_eager_kernel(declaration)
+        reset_eager_kernel(declaration)
     assert "eager.cpp" not in torch._C._dispatch_dump(qualname)
 
 
@@ -263,9 +265,9 @@ def unavailable(monkeypatch):
     why = "BuildError: no C++ compiler found (set CXX)"
     monkeypatch.setattr(eager_kernel, "_unavailable", dict.fromkeys(eager_kernel.FLAVOURS, why))
     monkeypatch.setattr(eager_kernel, "_warned", False)
-    declaration = spec.get("rms_norm").declaration
+    declaration = registry.get("rms_norm").declaration
     yield declaration
-    sdk.reset_eager_kernel(declaration)
+    reset_eager_kernel(declaration)
 
 
 def test_python_kernel_stays_with_one_warning_saying_why(unavailable, monkeypatch):
@@ -278,7 +280,7 @@ def test_python_kernel_stays_with_one_warning_saying_why(unavailable, monkeypatc
     ):
         with pytest.raises(Exception, match="must be a CUDA tensor"):  # the Python path ran
             declaration.python_kernel(x, torch.ones(8), 1e-6)
-    other = spec.get("pad_to").declaration
+    other = registry.get("pad_to").declaration
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -287,7 +289,7 @@ def test_python_kernel_stays_with_one_warning_saying_why(unavailable, monkeypatc
             with pytest.raises(Exception, match="must be a CUDA tensor"):
                 other.python_kernel(torch.ones(1, 1, 2, 2), 3, 3, 0.0)
     finally:
-        sdk.reset_eager_kernel(other)
+        reset_eager_kernel(other)
     assert "eager.cpp" not in torch._C._dispatch_dump("torchtrt::rms_norm")
 
 

@@ -18,8 +18,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from example_package import PYOPS, import_pyops, run_own_tests  # noqa: E402
 
-from torchtrt_plugins import _build, _derive, converters, kernels_aot  # noqa: E402
+from torchtrt_plugins import _build, _derive, converters  # noqa: E402
 from torchtrt_plugins import onnx as tonnx  # noqa: E402
+from torchtrt_plugins.kernels import compile as kernel_compile  # noqa: E402
+from torchtrt_plugins.kernels import source  # noqa: E402
 
 PY = import_pyops()
 
@@ -38,9 +40,9 @@ def _needed(path) -> list[str]:
 
 def test_both_libraries_embed_every_compiled_kernel_and_need_no_driver_library():
     build = PY.LIBRARY.build()
-    archs = kernels_aot.parse_archs(_build.cuda_archs())
+    archs = kernel_compile.parse_archs(_build.cuda_archs())
     cubins = sum(
-        len(kernels_aot._cases(kernel, index)) * len(archs)
+        len(source._cases(kernel, index)) * len(archs)
         for d in PY.LIBRARY.declarations
         for kernel, index in d.aot_kernels.values()
     )

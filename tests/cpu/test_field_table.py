@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from torchtrt_plugins import spec
+from torchtrt_plugins import registry, spec
 
 OPS_DOC = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 if not OPS_DOC.is_file():
@@ -24,7 +24,7 @@ END = "<!-- end of field table -->\n"
 
 def documented_specs() -> list[spec.OpSpec]:
     """Our catalogue and torchvision's roi_align and nms, by plugin."""
-    specs = [e.spec for e in spec.all_ops()] + [vision.ROI_ALIGN.spec, vision.NMS.spec]
+    specs = [e.spec for e in registry.all_ops()] + [vision.ROI_ALIGN.spec, vision.NMS.spec]
     return sorted(specs, key=lambda s: (s.plugin_namespace, s.plugin_name))
 
 

@@ -1,4 +1,4 @@
-"""Kernels written in Python as declared ops' launchers (torchtrt_plugins.kernels_aot), on CPU: the mapping from the
+"""Kernels written in Python as declared ops' launchers (torchtrt_plugins.kernels), on CPU: the mapping from the
 op's arguments to the kernel's parameters, the bad inputs (each error names the op, the kernel and what is wrong),
 compiling for named architectures with no GPU, and the generated C++ evaluating grids as Python does."""
 
@@ -17,8 +17,11 @@ if pyops_unavailable():
 import aot_ops  # noqa: E402
 import cupy  # noqa: E402
 
-from torchtrt_plugins import Declaration, _derive, kernels_aot, triton_kernel  # noqa: E402
+from torchtrt_plugins import Declaration, _derive, triton_kernel  # noqa: E402
 from torchtrt_plugins import cuda_kernel as cuda  # noqa: E402
+from torchtrt_plugins.kernels import compile as kernel_compile
+from torchtrt_plugins.kernels import describe
+from torchtrt_plugins.kernels import source as kernel_source
 
 FLOAT = {"x": (torch.float32,)}
 
@@ -88,12 +91,12 @@ def test_triton_parameters_map_to_the_ops_arguments():
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_a_mapping_that_does_not_fit_names_op_kernel_and_parameter(kernel, message):
-    with pytest.raises(kernels_aot.KernelError, match=r"aot_test::scale: kernel '\w+': " + message):
+    with pytest.raises(describe.KernelError, match=r"aot_test::scale: kernel '\w+': " + message):
         declare(kernel())
 
 
 def test_a_pointer_to_another_dtype_than_the_declared_is_an_error():
-    with pytest.raises(kernels_aot.KernelError, match=r"takes input 'x', whose declared dtypes are .*float16"):
+    with pytest.raises(describe.KernelError, match=r"takes input 'x', whose declared dtypes are .*float16"):
         declare(cuda_scale(), dtypes={"x": (torch.float32, torch.float16)})
 
 
@@ -104,7 +107,7 @@ def test_a_bool_tensor_cannot_go_to_a_triton_kernel():
         params={"x_ptr": "x", "out_ptr": "out0", "n": "mask", "alpha": 1.0},
         constexprs={"BLOCK": 64},
     )
-    with pytest.raises(kernels_aot.KernelError, match=r"aot_test::mask_scale: kernel 'scale_kernel': .*'mask'"):
+    with pytest.raises(describe.KernelError, match=r"aot_test::mask_scale: kernel 'scale_kernel': .*'mask'"):
         Declaration("aot_test::mask_scale", launcher=kernel, dtypes={"x": (torch.float32,), "mask": (torch.bool,)})
 
 
@@ -117,39 +120,37 @@ def test_a_bool_tensor_cannot_go_to_a_triton_kernel():
 )
 def test_a_grid_that_cannot_be_evaluated_is_an_error(grid, message):
     d = declare(triton_scale(grid=grid))
-    with pytest.raises(kernels_aot.KernelError, match=r"aot_test::scale: kernel 'scale_kernel': " + message):
-        kernels_aot.generate_source([d], "90")
+    with pytest.raises(describe.KernelError, match=r"aot_test::scale: kernel 'scale_kernel': " + message):
+        kernel_source.generate_source([d], "90")
 
 
 def test_a_grid_over_a_data_dependent_size_is_an_error():
     params = {"x_ptr": "x", "out_ptr": "out0", "n": lambda x: x.numel(), "alpha": "threshold"}
     kernel = triton_scale(grid=lambda out0: (out0.shape[0],), params=params)
     d = Declaration("aot_test::count_above", launcher=kernel, dtypes=FLOAT)
-    with pytest.raises(
-        kernels_aot.KernelError, match=r"count_above: kernel 'scale_kernel': grid\[0\] depends on a size"
-    ):
-        kernels_aot.generate_source([d], "90")
+    with pytest.raises(describe.KernelError, match=r"count_above: kernel 'scale_kernel': grid\[0\] depends on a size"):
+        kernel_source.generate_source([d], "90")
 
 
 def test_cuda_source_that_does_not_compile_shows_nvrtcs_log():
     d = declare(cuda_scale(source=aot_ops.SCALE_SOURCE.replace("alpha * x[i]", "alpha * undefined_name[i]")))
-    with pytest.raises(kernels_aot.KernelError, match=r"(?s)aot_test::scale: kernel 'scale': NVRTC .*undefined_name"):
-        kernels_aot.generate_source([d], "90")
+    with pytest.raises(describe.KernelError, match=r"(?s)aot_test::scale: kernel 'scale': NVRTC .*undefined_name"):
+        kernel_source.generate_source([d], "90")
 
 
 @pytest.mark.parametrize("kind", ["triton", "cuda"])
 def test_an_architecture_the_compiler_cannot_target_is_an_error(kind):
     d = declare(triton_scale() if kind == "triton" else cuda_scale())
-    with pytest.raises(kernels_aot.KernelError, match=r"aot_test::scale: kernel '\w+': .*sm_20"):
-        kernels_aot.generate_source([d], "20")
-    with pytest.raises(kernels_aot.KernelError, match=r"architecture 'native'"):
-        kernels_aot.generate_source([d], "native")
+    with pytest.raises(describe.KernelError, match=r"aot_test::scale: kernel '\w+': .*sm_20"):
+        kernel_source.generate_source([d], "20")
+    with pytest.raises(describe.KernelError, match=r"architecture 'native'"):
+        kernel_source.generate_source([d], "native")
 
 
 @pytest.mark.parametrize("kind", ["triton", "cuda"])
 def test_compiles_for_named_architectures_without_a_gpu(kind):
     d = declare(triton_scale() if kind == "triton" else cuda_scale())
-    source = kernels_aot.generate_source([d], "80;90-real;120;90-virtual")
+    source = kernel_source.generate_source([d], "80;90-real;120;90-virtual")
     for arch in (80, 90, 120):
         assert f"_sm{arch}[]" in source
     assert "_sm90-virtual" not in source and source.count("CubinImage const") == (2 if kind == "triton" else 1)
@@ -178,7 +179,7 @@ def _evaluate_in_cxx(tmp_path, expressions, dims) -> list[int]:
     compiler = shutil.which("g++") or shutil.which("c++")
     if compiler is None:
         pytest.skip("no host C++ compiler (g++)")
-    values = ", ".join(kernels_aot._cxx_expr(e) for e in expressions)
+    values = ", ".join(kernel_source._cxx_expr(e) for e in expressions)
     tensors = ", ".join(
         f"{{nullptr, ttp::DType::kFLOAT32, {len(d)}, {{{', '.join(map(str, d)) or '0'}}}}}" for d in dims
     )
@@ -187,7 +188,7 @@ def _evaluate_in_cxx(tmp_path, expressions, dims) -> list[int]:
         f"int main() {{ ttp::sdk::Tensor inputs[] = {{{tensors}}}; ttp::sdk::LaunchArgs args{{inputs, {len(dims)}}};"
         f' long long values[] = {{{values}}}; for (long long v : values) std::printf("%lld\\n", v); }}\n'
     )
-    includes = [f"-I{d}" for d in [sdk.include_dir(), *kernels_aot._cuda_include_dirs()]]
+    includes = [f"-I{d}" for d in [sdk.include_dir(), *kernel_compile._cuda_include_dirs()]]
     build = subprocess.run(
         [compiler, "-std=c++17", *includes, str(tmp_path / "e.cpp"), "-o", str(tmp_path / "e")],
         capture_output=True,
@@ -229,6 +230,6 @@ def test_a_template_without_a_function_for_a_declared_dtype_is_an_error():
         params=["x", "out0", lambda x: x.numel(), "alpha"],
     )
     with pytest.raises(
-        kernels_aot.KernelError, match=r"names= has no function for dtypes \['torch.float16'\] of argument 'x'"
+        describe.KernelError, match=r"names= has no function for dtypes \['torch.float16'\] of argument 'x'"
     ):
         declare(kernel, dtypes={"x": (torch.float32, torch.float16)})

@@ -24,8 +24,9 @@ import export_cases  # noqa: E402
 
 import torchtrt_plugins  # noqa: E402
 from torchtrt_plugins import onnx as tonnx  # noqa: E402
+from torchtrt_plugins import plan as planning  # noqa: E402
+from torchtrt_plugins import registry  # noqa: E402
 from torchtrt_plugins import spec as spec_mod  # noqa: E402
-from torchtrt_plugins.converters import _factory  # noqa: E402
 
 A = onnx.AttributeProto
 #: PluginFieldType -> (ONNX attribute type, tensor element type) that the parser's loadFields turns back into it
@@ -69,13 +70,13 @@ def exported(request) -> tuple[export_cases.ExportCase, str, onnx.ModelProto]:
     return case, exporter, _exported[key]
 
 
-def planned_call(case: export_cases.ExportCase) -> tuple[spec_mod.OpEntry, _factory.PluginCall, torch.fx.Node]:
+def planned_call(case: export_cases.ExportCase) -> tuple[registry.OpEntry, planning.PluginCall, torch.fx.Node]:
     """The converter's plan of the op's node in torch.export's graph: the expected fields and inputs."""
     program = torch.export.export(case.module, case.args, dynamic_shapes=case.dynamic_shapes())
-    nodes = [n for n in program.graph.nodes if _factory.entry_for_target(n.target) is not None]
+    nodes = [n for n in program.graph.nodes if planning.entry_for_target(n.target) is not None]
     assert len(nodes) == 1, nodes
-    entry = _factory.entry_for_target(nodes[0].target)
-    return entry, _factory.plan(entry.spec, nodes[0].args, nodes[0].kwargs), nodes[0]
+    entry = planning.entry_for_target(nodes[0].target)
+    return entry, planning.plan(entry.spec, nodes[0].args, nodes[0].kwargs), nodes[0]
 
 
 def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto.Tensor]:
@@ -93,7 +94,7 @@ def plugin_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
 
 def test_every_op_has_a_case():
     # add_rms_norm: none yet (torch's dynamo exporter fails on its functionalized node; export_cases says why).
-    assert {c.op for c in CASES} == {e.spec.name for e in spec_mod.all_ops()} - {"add_rms_norm"}
+    assert {c.op for c in CASES} == {e.spec.name for e in registry.all_ops()} - {"add_rms_norm"}
 
 
 def test_plugin_node(exported):
@@ -183,8 +184,8 @@ def test_one_call_export_helper(tmp_path):
 def test_translation_table_covers_every_overload():
     """Declared ops included (DECLARED imported them): ``translation_table()`` and ``export`` take every op."""
     table = tonnx.translation_table()
-    assert {c.op for c in DECLARED} <= {e.spec.qualname for e in spec_mod.registered_ops()}
-    for entry in spec_mod.registered_ops():
+    assert {c.op for c in DECLARED} <= {e.spec.qualname for e in registry.registered_ops()}
+    for entry in registry.registered_ops():
         packet = tonnx.torch_op(entry.spec)
         assert {getattr(packet, o) for o in packet.overloads()} <= set(table)
 
@@ -194,7 +195,9 @@ def test_translation_table_covers_every_overload():
 
 @pytest.fixture(scope="module")
 def user_op():
-    """An op declared only through a spec (not registered with our catalogue), with a field of every type."""
+    """An op with a spec written by hand (not registered), with a field of every type: more types than a declaration
+    makes (FLOAT64, INT64, INT32), which a hand-written node or another exporter may give. Its entry carries the op's
+    declaration, as every entry does; exporting a spec that is not registered as it is derives nothing."""
     lib = torch.library.Library(spec_mod.NAMESPACE, "FRAGMENT")
     name = "onnx_export_test_scale"
     schema = "(Tensor x, float f32, float f64, float f16, int i8, int i16, int i32, int i64) -> Tensor"
@@ -212,7 +215,10 @@ def user_op():
         fields=tuple(spec_mod.FieldSpec(arg, t, arg=arg) for arg, t in types.items()),
         plugin_namespace="user_ns",
     )
-    entry = spec_mod.OpEntry(spec, reference=lambda x, *a: x, fake=lambda x, *a: torch.empty_like(x))
+    declaration = torchtrt_plugins.Declaration(f"{spec_mod.NAMESPACE}::{name}")
+    entry = registry.OpEntry(
+        spec, reference=lambda x, *a: x, fake=lambda x, *a: torch.empty_like(x), declaration=declaration
+    )
     yield entry
     lib._destroy()
 
@@ -275,7 +281,7 @@ def test_symbolic_value_for_a_field_that_is_not_a_shape_input_is_an_export_error
 
 def test_plugin_named_like_a_standard_op_is_an_export_error():
     spec = torchtrt_plugins.get("rms_norm").spec
-    call = _factory.PluginCall("rms_norm", "Pad", "1", spec_mod.NAMESPACE, [], [])
+    call = planning.PluginCall("rms_norm", "Pad", "1", spec_mod.NAMESPACE, [], [])
     with pytest.raises(tonnx.OnnxExportError, match=r"torchtrt::rms_norm: plugin name 'Pad' is also a standard ONNX"):
         tonnx.attribute_values(spec, call)
 
@@ -311,7 +317,7 @@ def test_lowered_decoder_block_exports_two_rms_norm_nodes(case: export_cases.Exp
 @pytest.mark.parametrize("case", DECLARED, ids=lambda c: c.id)
 def test_declared_op_exports_with_the_one_call_helper(case: export_cases.ExportCase, tmp_path):
     """``torchtrt_plugins.onnx.export`` with no table of ours: the declared op becomes its plugin node."""
-    spec = spec_mod.get(case.op).spec
+    spec = registry.get(case.op).spec
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tonnx.export(case.module, case.args, tmp_path / "model.onnx", dynamic_shapes=case.dynamic_shapes())
@@ -320,11 +326,11 @@ def test_declared_op_exports_with_the_one_call_helper(case: export_cases.ExportC
 
 
 def test_integer_field_beyond_32_bits_is_an_export_error():
-    spec = spec_mod.get("torchtrt::pad_to").spec
-    call = _factory.PluginCall(
+    spec = registry.get("torchtrt::pad_to").spec
+    call = planning.PluginCall(
         spec.name,
         *spec.creator_key,
-        fields=[_factory.FieldValue("height", "INT64", 2**40), _factory.FieldValue("width", "INT64", 3)],
+        fields=[planning.FieldValue("height", "INT64", 2**40), planning.FieldValue("width", "INT64", 3)],
         tensor_inputs=[],
     )
     with pytest.raises(tonnx.OnnxExportError, match=r"torchtrt\.pad_to: argument 'height' must fit in 32 bits"):

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from torchtrt_plugins import SpecError, converters
-from torchtrt_plugins.converters._factory import FieldValue
 from torchtrt_plugins.declare import SHAPE_INPUT_SENTINEL
 from torchtrt_plugins.ops import pad_to
+from torchtrt_plugins.plan import FieldValue
 from torchtrt_plugins.testing import harness as H
 
 SPEC = pad_to.SPEC

@@ -97,7 +97,7 @@ def _fake_wheel(monkeypatch, tmp_path, library):
     """This package as a wheel installs it: the prebuilt libraries in lib/, the sources in _native/."""
     lib = tmp_path / "torchtrt_plugins" / "lib"
     lib.mkdir(parents=True)
-    for name in (_build.PLUGIN_LIBRARY_NAME, _build.HARNESS_LIBRARY_NAME, _build.BROKEN_PLUGINS_LIBRARY_NAME):
+    for name in (_build.PLUGIN_LIBRARY_NAME, _build.HARNESS_LIBRARY_NAME):
         shutil.copy2(library.parent / name, lib / name)
     monkeypatch.setattr(_build, "PREBUILT_DIR", lib)
     monkeypatch.delenv("TORCHTRT_PLUGINS_LIBRARY", raising=False)
@@ -120,7 +120,7 @@ def test_prebuilt_library_is_used_without_nvcc_or_headers(library, monkeypatch, 
     assert native.plugin_library_path(build=False) == lib / _build.PLUGIN_LIBRARY_NAME
     found = _build.build_plugin_library()
     assert found.prebuilt and not found.built_now and found.harness == lib / _build.HARNESS_LIBRARY_NAME
-    assert found.broken_plugins == lib / _build.BROKEN_PLUGINS_LIBRARY_NAME
+    assert found.broken_plugins is None  # the harness's test plugins stay out of the wheel
     monkeypatch.setenv("TORCHTRT_PLUGINS_LIBRARY", str(library))  # the override still wins
     assert torchtrt_plugins.plugin_library_path() == library
     with pytest.raises(_build.BuildError, match="TensorRT headers not found; the plugin library needs"):

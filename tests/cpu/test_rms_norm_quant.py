@@ -9,8 +9,7 @@ import pytest
 import torch
 
 import torchtrt_plugins  # noqa: F401
-from torchtrt_plugins import _derive
-from torchtrt_plugins import spec as spec_mod
+from torchtrt_plugins import _derive, registry
 from torchtrt_plugins.converters import plan_node, validate_node
 from torchtrt_plugins.ops import rms_norm_quant
 from torchtrt_plugins.spec import SpecError
@@ -24,7 +23,7 @@ def _op(name):
 
 @pytest.mark.parametrize(("name", "plugin"), [("rms_norm_fp8", "RMSNormFP8"), ("rms_norm_int8", "RMSNormINT8")])
 def test_declarations(name, plugin):
-    spec = spec_mod.get(name).spec
+    spec = registry.get(name).spec
     assert spec.creator_key == (plugin, "1", "torchtrt")
     assert [t.name for t in spec.inputs] == ["x", "weight", "scale"]
     assert spec.input("scale").dtypes == (torch.float32,)
@@ -36,7 +35,7 @@ def test_declarations(name, plugin):
 def test_derived_output_type_is_the_quantized_one(name, code):
     """The shape programs give the plugin's output type as TensorRT's kFP8 (6) / kINT8 (2), for a scale of rank 0
     and of rank 1 alike (one program per accepted input ranks)."""
-    declaration = spec_mod.get(name).declaration
+    declaration = registry.get(name).declaration
     programs = declaration.compiled_programs
     ranks = set()
     for tokens in programs:
@@ -136,7 +135,7 @@ def test_plan_takes_the_scale_as_a_tensor_input(name):
     ep = torch.export.export(_Quantized(name), (x,), dynamic_shapes={"x": {0: torch.export.Dim("b", max=64)}})
     (node,) = [n for n in ep.graph_module.graph.nodes if n.op == "call_function" and name in str(n.target)]
     call = plan_node(node)
-    assert call.creator_key == spec_mod.get(name).spec.creator_key
+    assert call.creator_key == registry.get(name).spec.creator_key
     assert [t.name for t in call.tensor_inputs] == [a.name for a in node.args[:3]]
     assert [f.name for f in call.fields] == ["eps", "weight_offset"]
     assert node.meta["val"].dtype == OPS[name]
@@ -151,7 +150,7 @@ def test_onnx_node_outputs_the_quantized_type(name, element):
 
     (case,) = [c for c in export_cases.cases() if c.op == name and c.variant == "static"]
     model = case.export("dynamo")
-    (node,) = [n for n in model.graph.node if n.op_type == spec_mod.get(name).spec.plugin_name]
+    (node,) = [n for n in model.graph.node if n.op_type == registry.get(name).spec.plugin_name]
     types = {v.name: v.type.tensor_type for v in [*model.graph.value_info, *model.graph.output, *model.graph.input]}
     assert types[node.output[0]].elem_type == getattr(onnx.TensorProto, element)
     initializers = {i.name: i for i in model.graph.initializer}

@@ -6,8 +6,9 @@ device, and a model of declared ops that are not data-dependent captures in a CU
 import pytest
 import torch
 
-from torchtrt_plugins import eager_kernel, sdk, spec
+from torchtrt_plugins import registry, sdk
 from torchtrt_plugins.ops import add_rms_norm, masked_rows, pad_to, rms_norm
+from torchtrt_plugins.sdk import eager_kernel
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +42,7 @@ def test_cpp_and_python_paths_agree(dtype):
     x = torch.randn(7, 33, 96, device="cuda").to(dtype)
     w = torch.randn(96, device="cuda").to(dtype)
     ours = torch.ops.torchtrt.rms_norm(x, w, 1e-5, 0.5)
-    python = sdk.launch(spec.get("rms_norm").declaration, x, w, 1e-5, 0.5)
+    python = sdk.launch(registry.get("rms_norm").declaration, x, w, 1e-5, 0.5)
     torch.testing.assert_close(ours, python, rtol=0, atol=0)
     y = torch.randn(2, 3, 9, 31, device="cuda").to(dtype)
     torch.testing.assert_close(torch.ops.torchtrt.pad_to(y, 16, 8, 1.5), pad_to.reference(y, 16, 8, 1.5))

@@ -12,7 +12,8 @@ import torch  # noqa: E402
 from eager_costs import host_syncs, peak_bytes  # noqa: E402
 from example_package import import_myops  # noqa: E402
 
-from torchtrt_plugins import eager_kernel, sdk  # noqa: E402
+from torchtrt_plugins import sdk  # noqa: E402
+from torchtrt_plugins.sdk import eager_kernel  # noqa: E402
 from torchtrt_plugins.testing import check_op  # noqa: E402
 
 myops = import_myops()

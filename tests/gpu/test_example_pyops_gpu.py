@@ -13,7 +13,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from example_package import import_pyops  # noqa: E402
 
-from torchtrt_plugins import Declaration, kernels_aot, sdk  # noqa: E402
+from torchtrt_plugins import Declaration, sdk  # noqa: E402
+from torchtrt_plugins.kernels import describe, launch  # noqa: E402
 from torchtrt_plugins.testing import check_op  # noqa: E402
 
 py = import_pyops()
@@ -37,7 +38,7 @@ def test_liger_rms_norm_against_reference_and_liger_launched_from_python(dtype, 
     got = torch.ops.pyops.liger_rms_norm(x, w, 1e-6, 0.5)
     _close(py.LIGER_RMS_NORM, got, py.reference_liger_rms_norm(x, w, 1e-6, 0.5))
     outputs = [torch.empty_like(o) for o in got]
-    kernels_aot.launch_from_python(py.LIGER_RMS_NORM, (x, w, 1e-6, 0.5), outputs)
+    launch.launch_from_python(py.LIGER_RMS_NORM, (x, w, 1e-6, 0.5), outputs)
     if shape[-1] % 16 == 0:
         # Both compiled with every pointer and integer divisible by 16: the same code, the same bits.
         assert torch.equal(got[0], outputs[0]) and torch.equal(got[1], outputs[1])
@@ -64,7 +65,7 @@ def test_swiglu_every_tactic_against_reference_and_cupy(dtype, shape, tactic):
     got = sdk.launch(py.SWIGLU, gate, up, 1.702, tactic=tactic)
     _close(py.SWIGLU, got, py.reference_swiglu(gate, up, 1.702))
     out = torch.empty_like(got)
-    kernels_aot.launch_from_python(py.SWIGLU, (gate, up, 1.702), [out], tactic=tactic)
+    launch.launch_from_python(py.SWIGLU, (gate, up, 1.702), [out], tactic=tactic)
     assert torch.equal(got, out)
 
 
@@ -96,7 +97,7 @@ def test_a_library_without_this_architecture_names_op_kernel_and_architectures(m
     other = "80" if major != 8 else "90"
     monkeypatch.setenv("TORCHTRT_PLUGINS_CUDA_ARCHS", other)
     library = sdk.PluginLibrary("aot_arch_test", sources=[])
-    kernel = kernels_aot.triton_kernel(
+    kernel = describe.triton_kernel(
         aot_ops.scale_kernel,
         grid=lambda x: (-(-x.numel() // 256),),
         params={"x_ptr": "x", "out_ptr": "out0", "n": lambda x: x.numel()},

@@ -111,7 +111,8 @@ def test_error_for_wrong_rank_and_int8_value():
 
 def test_eager_kernel_is_the_declared_launcher():
     """The CUDA kernel runs through the SDK's launcher path (one plan per call signature), not a torch extension."""
-    from torchtrt_plugins import eager_kernel, sdk
+    from torchtrt_plugins import sdk
+    from torchtrt_plugins.sdk import eager_kernel
 
     x = _input((2, 3, 5, 7), torch.float16)
     torch.ops.torchtrt.pad_to(x, 6, 9, 2.0)

@@ -12,7 +12,8 @@ import sdk_ops  # noqa: E402
 import torch  # noqa: E402
 from eager_costs import host_syncs, peak_bytes  # noqa: E402
 
-from torchtrt_plugins import converters, eager_kernel, sdk  # noqa: E402
+from torchtrt_plugins import converters, sdk  # noqa: E402
+from torchtrt_plugins.sdk import eager_kernel  # noqa: E402
 from torchtrt_plugins.testing import run_call  # noqa: E402
 
 

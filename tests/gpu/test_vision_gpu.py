@@ -11,7 +11,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from eager_costs import host_syncs, peak_bytes  # noqa: E402
 
-from torchtrt_plugins import eager_kernel, sdk, vision  # noqa: E402
+from torchtrt_plugins import sdk, vision  # noqa: E402
+from torchtrt_plugins.sdk import eager_kernel  # noqa: E402
 from torchtrt_plugins.testing import check_op  # noqa: E402
 
 

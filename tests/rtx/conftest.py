@@ -22,11 +22,13 @@ import pytest
 import torch
 
 from torchtrt_plugins import _build, _compat, converters, native
+from torchtrt_plugins import plan as planning
+from torchtrt_plugins import registry as op_registry
 from torchtrt_plugins import spec as spec_mod
 from torchtrt_plugins.ops import multi_scale_deformable_attention
 
 PluginCall = converters.PluginCall
-FieldValue = converters._factory.FieldValue
+FieldValue = planning.FieldValue
 
 #: Schema arguments that neither a schema default nor a field spec can supply, per op:
 #: {op name: {argument name: example value}}. Tensors and field-fed arguments are filled in generically.
@@ -106,7 +108,7 @@ def example_call(spec: spec_mod.OpSpec, symbolic_shape_inputs: bool = False) -> 
 
 @dataclass(frozen=True)
 class ValidCase:
-    entry: spec_mod.OpEntry
+    entry: op_registry.OpEntry
     variant: str  # "constants", or "shape_inputs" (shape-input arguments symbolic: fields carry the sentinel)
 
     @property
@@ -121,7 +123,7 @@ class ValidCase:
 class InvalidField:
     """A valid call with one field broken: dropped (``value`` None), replaced by ``value``, or given twice."""
 
-    entry: spec_mod.OpEntry
+    entry: op_registry.OpEntry
     field: str
     kind: str
     value: FieldValue | None
@@ -152,7 +154,7 @@ def _out_of_range(fspec: spec_mod.FieldSpec) -> list[tuple[str, float]]:
     return cases
 
 
-def invalid_fields(entry: spec_mod.OpEntry) -> list[InvalidField]:
+def invalid_fields(entry: op_registry.OpEntry) -> list[InvalidField]:
     cases = []
     for fspec in entry.spec.fields:
         good = valid_field_value(fspec)
@@ -180,7 +182,7 @@ def invalid_fields(entry: spec_mod.OpEntry) -> list[InvalidField]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    entries = spec_mod.all_ops()
+    entries = op_registry.all_ops()
     if "entry" in metafunc.fixturenames:
         metafunc.parametrize("entry", entries, ids=[e.spec.name for e in entries])
     if "valid_case" in metafunc.fixturenames:

@@ -18,7 +18,7 @@ import torch
 from _nvidia import add_plugin_v3
 
 from torchtrt_plugins import converters
-from torchtrt_plugins import spec as spec_mod
+from torchtrt_plugins import registry as op_registry
 
 Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
@@ -216,7 +216,7 @@ CASES = (
 
 
 def test_every_op_has_a_builder_case():
-    assert {entry.spec.name for entry in spec_mod.all_ops()} <= {case.op for case in CASES}
+    assert {entry.spec.name for entry in op_registry.all_ops()} <= {case.op for case in CASES}
 
 
 def _trt_dtype(trt: Any, dtype: torch.dtype) -> Any:
@@ -227,7 +227,7 @@ def _build(
     trt: Any, trt_log: Any, registry: Any, case: BuilderCase, aliased_io: bool = True
 ) -> tuple[bytes | None, Any]:
     """Build a plan for ``case``; ``(plan bytes or None, network)``."""
-    spec = spec_mod.get(case.op).spec
+    spec = op_registry.get(case.op).spec
     builder = trt.Builder(trt_log.logger)
     network = builder.create_network(0)
     profile = builder.create_optimization_profile()
@@ -306,7 +306,7 @@ def test_aliased_output_needs_the_preview_feature(trt, trt_log, registry, adapte
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_nvidia_builder_builds_a_plan(trt, trt_log, registry, adapter, case):
-    spec = spec_mod.get(case.op).spec
+    spec = op_registry.get(case.op).spec
     with trt_log.capture() as records:
         plan, network = _build(trt, trt_log, registry, case)
     errors = [f"{r.severity}: {r.message}" for r in trt_log.errors(records)]

@@ -14,6 +14,7 @@ import sdk_ops  # noqa: E402
 import torch  # noqa: E402
 
 from torchtrt_plugins import converters  # noqa: E402
+from torchtrt_plugins import plan as planning  # noqa: E402
 
 
 def test_tensorrt_rtx_registry_creates_the_declared_plugins():
@@ -33,7 +34,7 @@ def test_tensorrt_rtx_registry_creates_the_declared_plugins():
         assert [f.name for f in call.fields] == [f.name for f in call_spec(call).fields]
         for phase in (trt.TensorRTPhase.BUILD, trt.TensorRTPhase.RUNTIME):
             assert creator.create_plugin(call.plugin_name, fields, phase) is not None
-        legacy = converters._factory.FieldValue("shape_program", "INT64", [1, 2, 3])
+        legacy = planning.FieldValue("shape_program", "INT64", [1, 2, 3])
         bad = converters.PluginCall(**{**call.__dict__, "fields": [*call.fields, legacy]})
         assert (
             creator.create_plugin(call.plugin_name, converters.field_collection(bad, trt), trt.TensorRTPhase.BUILD)

@@ -30,6 +30,7 @@ import export_cases  # noqa: E402
 import torch  # noqa: E402
 
 from torchtrt_plugins import onnx as tonnx  # noqa: E402
+from torchtrt_plugins import registry  # noqa: E402
 from torchtrt_plugins import spec as spec_mod  # noqa: E402
 
 #: The first TensorRT-RTX whose ONNX parser imports plugin nodes (1.5 and 1.6 reject them).
@@ -69,10 +70,10 @@ def _field_probe_model() -> onnx.ModelProto:
     """One plugin node whose attributes are what the exporter writes for each field type."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from torchtrt_plugins.converters import _factory
+    from torchtrt_plugins import plan as planning
 
-    fields = [_factory.FieldValue(name, t, value) for name, (t, value) in PROBE_VALUES.items()]
-    call = _factory.PluginCall(PROBE.name, *PROBE.creator_key, fields=fields, tensor_inputs=[])
+    fields = [planning.FieldValue(name, t, value) for name, (t, value) in PROBE_VALUES.items()]
+    call = planning.PluginCall(PROBE.name, *PROBE.creator_key, fields=fields, tensor_inputs=[])
     attributes = {
         k: numpy_helper.from_array(v) if hasattr(v, "dtype") else v
         for k, v in tonnx.attribute_values(PROBE, call).items()
@@ -175,7 +176,7 @@ def _plugin_output_dims(model: onnx.ModelProto) -> list[list[int]]:
 @pytest.mark.parametrize(("case", "exporter"), OP_EXPORTS, ids=[_id(c, e) for c, e in OP_EXPORTS])
 def test_parser_imports_and_builder_builds(parser_reports: dict, case: export_cases.ExportCase, exporter: str):
     report = parser_reports[_id(case, exporter)]
-    spec = spec_mod.get(case.op).spec
+    spec = registry.get(case.op).spec
     assert report["parsed"], report["parser_errors"]
     assert report["parser_errors"] == []
     (layer,) = report["plugin_layers"]
@@ -227,7 +228,7 @@ def test_declared_op_parses_and_builds(parser_reports: dict, case: export_cases.
     """The generic declared plugin, created by the parser from the exported fields (its shape program arrives as an
     INT32 array), gives the output shapes its fake kernel does, and the builder builds a plan with it."""
     report = parser_reports[_id(case, exporter)]
-    spec = spec_mod.get(case.op).spec
+    spec = registry.get(case.op).spec
     assert report["parsed"], report["parser_errors"]
     assert report["parser_errors"] == []
     (layer,) = report["plugin_layers"]
@@ -282,11 +283,11 @@ def test_exported_weight_field_parses_and_builds(parser_reports: dict):
 
 def export_cases_call(case: export_cases.ExportCase):
     """The converter's plan of the case's op in torch.export's graph."""
-    from torchtrt_plugins.converters import _factory
+    from torchtrt_plugins import plan as planning
 
     program = torch.export.export(case.module, case.args, dynamic_shapes=case.dynamic_shapes())
-    (node,) = [n for n in program.graph.nodes if _factory.entry_for_target(n.target) is not None]
-    return _factory.plan(_factory.entry_for_target(node.target).spec, node.args, node.kwargs)
+    (node,) = [n for n in program.graph.nodes if planning.entry_for_target(n.target) is not None]
+    return planning.plan(planning.entry_for_target(node.target).spec, node.args, node.kwargs)
 
 
 def test_declared_ops_are_covered():

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from torchtrt_plugins import _compat, native
-from torchtrt_plugins import spec as spec_mod
+from torchtrt_plugins import _compat, native, registry
 
-EXPECTED_KEYS = sorted(list(entry.spec.creator_key) for entry in spec_mod.all_ops())
+EXPECTED_KEYS = sorted(list(entry.spec.creator_key) for entry in registry.all_ops())
 
 
 def _attempted_loads(records) -> list:

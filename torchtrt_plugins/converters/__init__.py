@@ -6,20 +6,10 @@ and registers every converter with Torch-TensorRT when it imports (a no-op other
 
 from __future__ import annotations
 
-from .. import spec as spec_mod
+from .. import registry
+from ..plan import PluginCall, entry_for_target, plan, plan_node, weights_as_fields
 from . import _factory, _functionalized
-from ._factory import (
-    PluginCall,
-    create_plugin,
-    emit,
-    entry_for_target,
-    field_collection,
-    make_converter,
-    plan,
-    plan_node,
-    validate_node,
-    weights_as_fields,
-)
+from ._factory import create_plugin, emit, field_collection, make_converter, validate_node
 
 __all__ = [
     "PluginCall",
@@ -39,7 +29,7 @@ __all__ = [
 _registered = False
 
 
-def register_entry(entry: spec_mod.OpEntry) -> bool:
+def register_entry(entry: registry.OpEntry) -> bool:
     """Register the converter of one op (ours or declared) with Torch-TensorRT; False when it is not installed. A
     mutating op also needs the converter of its functionalized form (``_functionalized``)."""
     if entry.spec.mutated:
@@ -53,6 +43,6 @@ def register_all() -> bool:
     global _registered
     if _registered:
         return True
-    ok = all([register_entry(entry) for entry in spec_mod.registered_ops()])
+    ok = all([register_entry(entry) for entry in registry.registered_ops()])
     _registered = ok
     return ok

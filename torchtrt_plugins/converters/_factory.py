@@ -1,207 +1,29 @@
 """The converter factory: one generic converter, built per op from its spec.
 
-Two halves:
-- ``plan``: FX node (or converter args) -> ``PluginCall``, plain data (creator key, typed fields,
-  tensor inputs, shape inputs). Needs no TensorRT, so it is unit-tested on every machine and fed
-  to the conformance harness and the plugin-in-the-loop runner.
-- ``emit``: ``PluginCall`` -> ``PluginFieldCollection`` -> ``create_plugin(..., BUILD)`` ->
-  ``ctx.net.add_plugin_v3``. Small, and the only part that touches TensorRT.
+It plans each call with :mod:`torchtrt_plugins.plan` (no TensorRT) and emits it: ``PluginCall`` ->
+``PluginFieldCollection`` -> ``create_plugin(..., BUILD)`` -> ``ctx.net.add_plugin_v3``, the only part that touches
+TensorRT.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from .. import _compat
+from .. import registry as op_registry
 from .. import spec as spec_mod
 from .._compat import require_tensorrt
 
-if TYPE_CHECKING:
-    from ..declare import Declaration
+# The plan's old home (torchtrt_plugins.plan, spec.bind), re-exported for one release.
+from ..plan import FieldValue, PluginCall, entry_for_target, plan, plan_node, weights_as_fields  # noqa: E402, F401, I001
+from ..spec import bind  # noqa: E402, F401
 
 _LOGGER = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class FieldValue:
-    name: str
-    type: str  # PluginFieldType member name, e.g. "FLOAT32"
-    value: Any
-
-    def numpy(self):
-        import numpy as np
-
-        if isinstance(self.value, torch.Tensor):  # a weight field: its elements, bf16 as its bits
-            flat = self.value.detach().cpu().contiguous().reshape(-1)
-            return (flat.view(torch.int16) if flat.dtype == torch.bfloat16 else flat).numpy()
-        return np.asarray(self.value, dtype=spec_mod.FIELD_NUMPY_DTYPES[self.type]).reshape(-1)
-
-
-@dataclass
-class PluginCall:
-    """What a converter adds to the network, as plain data."""
-
-    op: str
-    plugin_name: str
-    plugin_version: str
-    plugin_namespace: str
-    fields: list[FieldValue]
-    tensor_inputs: list[Any]
-    shape_inputs: list[Any] = field(default_factory=list)
-    #: Per tensor input, the dtype the plugin takes it as when that differs from the torch dtype (else None).
-    input_casts: list[torch.dtype | None] = field(default_factory=list)
-    num_outputs: int = 1
-    num_op_outputs: int = 1
-    requires_output_allocator: bool = False
-    #: The last plugin outputs: the new values of the op's mutated arguments, each aliased to its input.
-    num_mutated: int = 0
-
-    @property
-    def creator_key(self) -> tuple[str, str, str]:
-        return (self.plugin_name, self.plugin_version, self.plugin_namespace)
-
-    def field_value(self, name: str) -> Any:
-        for value in self.fields:
-            if value.name == name:
-                return value.value
-        raise KeyError(name)
-
-
-def _schema(spec: spec_mod.OpSpec) -> torch.FunctionSchema:
-    return torch._C.parse_schema(f"{spec.qualname}{spec.schema}")
-
-
-def bind(spec: spec_mod.OpSpec, args: Sequence[Any], kwargs: dict) -> dict[str, Any]:
-    """Map positional and keyword args onto the schema's argument names, filling defaults."""
-    schema = _schema(spec)
-    bound: dict[str, Any] = {}
-    names = [a.name for a in schema.arguments]
-    if len(args) > len(names):
-        raise spec_mod.SpecError(f"{spec.label}: expected at most {len(names)} arguments, got {len(args)}")
-    for name, value in zip(names, args, strict=False):  # args may stop early: defaults fill the rest
-        bound[name] = value
-    for name, value in kwargs.items():
-        if name not in names:
-            raise spec_mod.SpecError(f"{spec.label}: unexpected argument '{name}'")
-        bound[name] = value
-    for argument in schema.arguments:
-        if argument.name not in bound:
-            if argument.has_default_value():
-                bound[argument.name] = argument.default_value
-            else:
-                raise spec_mod.SpecError(f"{spec.label}: missing argument '{argument.name}'")
-    return bound
-
-
-_WEIGHTS_AS_FIELDS: contextvars.ContextVar[bool] = contextvars.ContextVar("weights_as_fields", default=False)
-
-
-@contextlib.contextmanager
-def weights_as_fields(enabled: bool = True):
-    """Within it, the converters give each declared weight argument (``declare(weight_fields=...)``) that is a constant
-    of the graph (a ``get_attr`` weight, a tensor at conversion time) to the plugin as a field baked into the plan
-    instead of a network input."""
-    token = _WEIGHTS_AS_FIELDS.set(enabled)
-    try:
-        yield
-    finally:
-        _WEIGHTS_AS_FIELDS.reset(token)
-
-
-def _weight_fields(
-    spec: spec_mod.OpSpec, bound: dict[str, Any], is_symbolic: Callable[[Any], bool]
-) -> list[FieldValue]:
-    """The fields of the declared weight arguments bound to constant tensors (with data: not a graph value, a fake
-    or a meta stand-in): elements and dims."""
-    fields = []
-    for name in spec.weight_fields:
-        value = bound[name]
-        constant = isinstance(value, torch.Tensor) and not is_symbolic(value) and value.device.type != "meta"
-        if constant and not isinstance(value, torch._subclasses.FakeTensor):
-            fields.append(FieldValue(name, spec_mod.WEIGHT_FIELD_TYPES[value.dtype], value))
-            fields.append(FieldValue(f"{name}_shape", "INT64", list(value.shape)))
-    return fields
-
-
-def _default_is_symbolic(value: Any) -> bool:
-    return isinstance(value, (torch.fx.Node, torch.SymInt)) or type(value).__name__ == "ITensor"
-
-
-def plan(
-    spec: spec_mod.OpSpec,
-    args: Sequence[Any],
-    kwargs: dict | None = None,
-    is_symbolic: Callable[[Any], bool] = _default_is_symbolic,
-    weights_as_fields: bool | None = None,
-    declaration: Declaration | None = None,
-) -> PluginCall:
-    """Plan the plugin call for one op invocation. Raises SpecError for values the plugin cannot take.
-    ``weights_as_fields`` (None: the ``weights_as_fields()`` context's choice) gives constant weight arguments as
-    fields. ``declaration``: the one ``spec`` was made from, where it is not the registered one (default:
-    ``spec.declaration_of(spec)``; None for a spec made by hand)."""
-    bound = bind(spec, args, kwargs or {})
-    as_fields = _WEIGHTS_AS_FIELDS.get() if weights_as_fields is None else weights_as_fields
-    weights = _weight_fields(spec, bound, is_symbolic) if as_fields else []
-    constants = {w.name for w in weights}
-    fields: list[FieldValue] = []
-    shape_inputs: list[Any] = []
-    for fspec in spec.fields:
-        value = bound.get(fspec.arg, fspec.default) if fspec.arg else fspec.default
-        if fspec.shape_input and is_symbolic(value):
-            shape_inputs.append(value)
-            fields.append(FieldValue(fspec.name, fspec.type, fspec.shape_input_sentinel))
-        elif is_symbolic(value):
-            raise spec_mod.SpecError(f"{spec.label}: argument '{fspec.arg}' must be a constant, got a symbolic value")
-        else:
-            fields.append(FieldValue(fspec.name, fspec.type, fspec.check(spec.qualname, value)))
-    num_outputs = spec.num_plugin_outputs
-    declaration = declaration or spec_mod.declaration_of(spec)
-    if declaration is not None:
-        # The plugin holds the op's shape rules; deriving them here checks the call against the fake kernel and
-        # counts the size tensors the plugin adds.
-        derived = declaration.derive_for_values(is_symbolic=is_symbolic, **bound)
-        num_outputs = len(spec.outputs) + derived.num_size_tensors + len(spec.mutated)
-    return PluginCall(
-        op=spec.name,
-        plugin_name=spec.plugin_name,
-        plugin_version=spec.plugin_version,
-        plugin_namespace=spec.plugin_namespace,
-        fields=fields + weights,
-        tensor_inputs=[bound[t.name] for t in spec.inputs if t.name not in constants],
-        shape_inputs=shape_inputs,
-        input_casts=[t.plugin_dtype for t in spec.inputs if t.name not in constants],
-        num_outputs=num_outputs,
-        num_op_outputs=len(spec.outputs),
-        requires_output_allocator=spec.requires_output_allocator,
-        num_mutated=len(spec.mutated),
-    )
-
-
-def entry_for_target(target: Any) -> spec_mod.OpEntry | None:
-    """The op entry whose torch op (an overload, or the packet ``symbolic_trace`` records) is ``target``, or None."""
-    name = getattr(target, "name", None)
-    qualname = name() if callable(name) else getattr(target, "_qualified_op_name", None)
-    if not isinstance(qualname, str) or "::" not in qualname:
-        return None
-    try:
-        return spec_mod.get(qualname.split(".", 1)[0])
-    except KeyError:
-        return None
-
-
-def plan_node(node: torch.fx.Node) -> PluginCall:
-    entry = entry_for_target(node.target)
-    if entry is None:
-        raise ValueError(f"node {node.name} ({node.target}) is not an op with a plugin")
-    return plan(entry.spec, node.args, node.kwargs)
 
 
 def _fake_value(arg: Any) -> Any:
@@ -239,7 +61,7 @@ def accept(node: torch.fx.Node, reason: str | None) -> bool:
     return False
 
 
-def rejection(entry: spec_mod.OpEntry, args: Sequence[Any], kwargs: dict) -> str | None:
+def rejection(entry: op_registry.OpEntry, args: Sequence[Any], kwargs: dict) -> str | None:
     """Why the plugin does not take this call of the op (FX nodes or constants as arguments), or None."""
     if reason := _compat.plugin_layers_unavailable():  # TensorRT-RTX: emit could not add the layer
         _compat.warn_plugin_layers_unavailable(reason)
@@ -352,7 +174,7 @@ def emit(ctx: Any, call: PluginCall, target: Any, name: str, *, with_mutated: bo
     return outputs[0] if len(outputs) == 1 else outputs
 
 
-def make_converter(entry: spec_mod.OpEntry):
+def make_converter(entry: op_registry.OpEntry):
     """The Torch-TensorRT converter function for one op."""
 
     def converter(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):
@@ -363,7 +185,7 @@ def make_converter(entry: spec_mod.OpEntry):
     return converter
 
 
-def register(entry: spec_mod.OpEntry, converter: Callable) -> bool:
+def register(entry: op_registry.OpEntry, converter: Callable) -> bool:
     """Register ``converter`` with Torch-TensorRT for every overload of the op. False when it is missing."""
     from .._compat import torch_tensorrt
 

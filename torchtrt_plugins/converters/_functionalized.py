@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .. import registry
 from .. import spec as spec_mod
 from . import _factory
 
@@ -40,7 +41,7 @@ def wrapper_targets() -> tuple[Any, ...]:
     return tuple(t for t in (getattr(higher_order, n, None) for n in names) if t is not None)
 
 
-def unwrap(target: Any, args: Sequence[Any], kwargs: dict) -> tuple[spec_mod.OpEntry, dict[str, Any], list[Any]]:
+def unwrap(target: Any, args: Sequence[Any], kwargs: dict) -> tuple[registry.OpEntry, dict[str, Any], list[Any]]:
     """The declared op inside a functionalization wrapper, its arguments by name, and what the wrapper returns after
     the op's returns, each as the name of the mutated argument it is the new value of, or (an unmutated base) the
     base itself. Raises SpecError for what the plugin cannot take (a wrapper of another op, a mutated view)."""

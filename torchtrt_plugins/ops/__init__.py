@@ -2,7 +2,7 @@
 
 Every op (``rms_norm``, ``masked_rows``, ``pad_to``) is declared with the public :func:`torchtrt_plugins.declare`, as
 a user's op is: their launchers (``csrc/kernels/*_launcher.cu``) and generic plugin tables (``csrc/sdk/generated``,
-written by ``python -m torchtrt_plugins.contracts``) are built by CMake into our own libraries, so they need no build
+written by ``python tools/contracts.py``) are built by CMake into our own libraries, so they need no build
 at run time.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .. import _build, _derive, native, sdk
+from .. import _build, _derive, native, registry, sdk
 from .. import spec as spec_mod
 
 #: Our own plugin library (libtorchtrt_plugins_v3.so) and launcher library, both prebuilt (wheel) or built by CMake.
@@ -33,7 +33,7 @@ def define(schema: str, fake: Callable[..., Any], reference: Callable[..., Any],
     lib.define(schema)
 
     def declaration():
-        return spec_mod.get(qualname).declaration
+        return registry.get(qualname).declaration
 
     def checked_fake(*args, **kwargs):  # the declared dtypes and ranges too, so that tracing reports them
         if not _derive.is_probing():
@@ -71,4 +71,4 @@ from . import (  # noqa: E402, F401
 )
 
 for _qualname in _TACTIC_OPS:
-    sdk.register_eager_kernel(spec_mod.get(_qualname).declaration, tactic=True)
+    sdk.register_eager_kernel(registry.get(_qualname).declaration, tactic=True)

@@ -17,7 +17,7 @@ from .abi import KERNEL_DTYPES, MAX_DIMS
 from .codegen import generate_launcher_table, generate_op_tables, generated_sources
 from .library import LibraryBuild, PluginLibrary
 from .recipe import build_recipe, cmake_dir, include_dir
-from .runtime import PreparedLaunch, launch, plugin_inputs, register_eager_kernel, reset_eager_kernel
+from .runtime import PreparedLaunch, launch, plugin_inputs, register_eager_kernel
 
 __all__ = [
     "KERNEL_DTYPES",
@@ -34,5 +34,4 @@ __all__ = [
     "launch",
     "plugin_inputs",
     "register_eager_kernel",
-    "reset_eager_kernel",
 ]

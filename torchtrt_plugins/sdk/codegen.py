@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .. import _build, _derive, kernels_aot
-from ..declare import CXX_SYMBOL
-from ..spec import SpecError
+from .. import _build, _derive
+from ..kernels.source import generate_source
+from ..spec import CXX_SYMBOL, SpecError
 from .abi import KERNEL_DTYPES
 from .recipe import build_recipe
 
 if TYPE_CHECKING:
-    from ..declare import Declaration
+    from ..declaration import Declaration
 
 
 def _cxx_symbol(declaration: Declaration, symbol: str, what: str) -> str:
@@ -215,7 +215,7 @@ def generated_sources(declarations: Sequence[Declaration], archs: str | None = N
     each followed by the launchers of its Python kernels with their cubins for ``archs`` (CMake syntax; default
     ``_build.cuda_archs()``), compiled now (kernels_aot), then its fields header (which its launchers include)."""
     recipe = build_recipe()
-    kernels = kernels_aot.generate_source(declarations, archs or _build.cuda_archs())
+    kernels = generate_source(declarations, archs or _build.cuda_archs())
     # The plugin table first: the CMake package's depfile names the first file `sdk generate` writes.
     return {
         recipe["generated_plugin_source"]: generate_op_tables(declarations) + kernels,

@@ -3,7 +3,7 @@
 A :class:`PluginLibrary` is a user package's set of torch-free kernel launchers (``.cu`` files; the launcher ABI is
 ``csrc/sdk/ttp_sdk.h``: ``cudaError_t launcher(ttp::sdk::LaunchArgs const&)``) plus the ops declared on it with
 :func:`torchtrt_plugins.declare`. :meth:`PluginLibrary.build` generates the data tables of the declared ops
-(:mod:`.codegen`) and compiles, with nvcc, two products into the cache:
+(:mod:`.codegen`) and compiles, with nvcc (through :mod:`torchtrt_plugins._build`), two products into the cache:
 
 - ``lib<name>_plugins.so``: the TensorRT plugin library. One generic IPluginV3 (``csrc/sdk/declared_plugin.cpp``)
   per declared op, over our shared plugin machinery (``csrc/sdk/plugin_support``). Links the CUDA runtime only
@@ -18,10 +18,7 @@ generated ahead of time, and the wheel carries them), so nothing is compiled at 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
 import re
-import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,14 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import _build, kernels_aot
+from .. import _build
+from ..kernels.compile import fingerprint
 from ..spec import SpecError
 from .abi import LaunchArgs
 from .codegen import generate_launcher_table, generate_op_tables, generated_sources
 from .recipe import build_recipe, include_dir, recipe_files
 
 if TYPE_CHECKING:
-    from ..declare import Declaration
+    from ..declaration import Declaration
 
 
 @dataclass
@@ -126,9 +124,10 @@ class PluginLibrary:
             return self._launchers
 
     def _inputs_hash(self, include: Path, nvcc: str, archs: str, generated: Sequence[str]) -> str:
-        settings = [str(include), nvcc, archs, str(self.cuda_flags), _host_compiler(), *generated]
+        settings = [str(include), nvcc, archs, str(self.cuda_flags), _build.nvcc_host_compiler(), *generated]
         folders = [s.parent for s in self.sources] + self.include_dirs
-        return _files_digest(settings, [*recipe_files(build_recipe()), *self.sources, *_headers(folders)])
+        files = [*recipe_files(build_recipe()), *self.sources, *_build.headers_in(folders)]
+        return _build.files_digest(settings, files)
 
     def build(self, force: bool = False) -> LibraryBuild:
         """Generate the tables and compile both libraries (cached). Raises ``_build.BuildError`` with the reason."""
@@ -149,7 +148,7 @@ class PluginLibrary:
         key = [
             generate_op_tables(self.declarations, programs=lambda d: [int(d.rules_fingerprint(), 16)]),
             generate_launcher_table(self.declarations, programs=lambda d: [int(d.rules_fingerprint(), 16)]),
-            kernels_aot.fingerprint(self.declarations, archs),
+            fingerprint(self.declarations, archs),
         ]
         directory = _build.cache_dir() / f"sdk-{self.name}-{self._inputs_hash(include, nvcc, archs, key)}"
         plugins = directory / f"lib{self.name}_plugins.so"
@@ -196,8 +195,16 @@ class PluginLibrary:
         # Only the user's sources and the tables are this library's own; the SDK's sources are compiled once per set
         # of flags into the cache (while these compile, where no library compiled them yet).
         with ThreadPoolExecutor(max_workers=1) as background:
-            own = background.submit(_compile_objects, nvcc, [*user, *tables.values()])
-            sdk = _sdk_objects(nvcc, plugin_flags, flags, self.include_dirs)
+            own = background.submit(_build.compile_objects, nvcc, [*user, *tables.values()])
+            sdk = _build.sdk_objects(
+                nvcc,
+                plugin_flags,
+                flags,
+                self.include_dirs,
+                csrc=csrc,
+                recipe=recipe,
+                recipe_paths=recipe_files(recipe),
+            )
             own.result()
         user_objects = [str(obj) for _, obj, _ in user]
 
@@ -210,7 +217,7 @@ class PluginLibrary:
             return "-Xlinker=" + ",".join([f"--version-script={csrc / recipe[script]}", *recipe["linker_flags"]])
 
         try:
-            _run(
+            _build.run(
                 [
                     *link,
                     "-o",
@@ -220,7 +227,7 @@ class PluginLibrary:
                     *(f"-l{name}" for name in recipe["plugin_link_libraries"]),
                 ]
             )
-            _run(
+            _build.run(
                 [
                     *link,
                     "-o",
@@ -231,61 +238,6 @@ class PluginLibrary:
             )
         except _build.BuildError as err:
             raise _build.BuildError(_undefined_functions(self, str(err)) + str(err)) from None
-
-
-def _host_compiler() -> str:
-    # NVCC_CCBIN picks nvcc's host compiler (the manylinux_2_28 toolchain for a distributable build).
-    return os.environ.get("NVCC_CCBIN", "")
-
-
-def _headers(folders: Sequence[Path]) -> list[Path]:
-    return sorted({path for folder in folders for path in folder.glob("*.h*")})
-
-
-def _files_digest(settings: Sequence[str], files: Sequence[Path]) -> str:
-    """A cache key: the settings, then each file's path and contents."""
-    digest = hashlib.sha256("|".join(settings).encode())
-    for path in files:
-        digest.update(str(path).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def _compile_objects(nvcc: str, jobs: Sequence[tuple[Path, Path, list[str]]]) -> None:
-    """Compile each (source, object, flags) with nvcc, in parallel. An object appears only complete: a build that
-    stopped half-way leaves no object that a later build would take."""
-
-    def compile_one(job: tuple[Path, Path, list[str]]) -> None:
-        source, obj, flags = job
-        partial = obj.with_name(obj.name + ".partial")
-        _run([nvcc, *flags, "-c", str(source), "-o", str(partial)])
-        partial.replace(obj)
-
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        list(pool.map(compile_one, jobs))
-
-
-def _sdk_objects(
-    nvcc: str, plugin_flags: list[str], launcher_flags: list[str], include_dirs: Sequence[Path]
-) -> dict[str, list[Path]]:
-    """The objects of the recipe's SDK sources for each side ("plugin", "launcher"), compiled with its flags: once
-    per compiler, flags and SDK files into the cache, then taken by every library built with them. Most of a small
-    library's build is these sources (about 14 CPU-seconds of nvcc), the same for every library."""
-    csrc, recipe = include_dir(), build_recipe()
-    settings = [nvcc, _host_compiler(), str(plugin_flags), str(launcher_flags)]
-    key = _files_digest(settings, [*recipe_files(recipe), *_headers(include_dirs)])
-    directory = _build.cache_dir() / f"sdk-objects-{key}"
-    jobs = {
-        kind: [
-            (csrc / source, directory / f"{kind}_{index:02d}_{Path(source).stem}.o", flags)
-            for index, source in enumerate(recipe[f"{kind}_sources"])
-        ]
-        for kind, flags in (("plugin", plugin_flags), ("launcher", launcher_flags))
-    }
-    with _build._locked(directory):
-        directory.mkdir(parents=True, exist_ok=True)
-        _compile_objects(nvcc, [job for side in jobs.values() for job in side if not job[1].is_file()])
-    return {kind: [obj for _, obj, _ in side] for kind, side in jobs.items()}
 
 
 _UNDEFINED = re.compile(r"undefined reference to `([\w:]+)\(ttp::sdk::LaunchArgs const&\)'")
@@ -311,9 +263,3 @@ def _undefined_functions(library: PluginLibrary, log: str) -> str:
                     + " there, or correct the name in the declaration\n"
                 )
     return "".join(lines)
-
-
-def _run(command: list[str]) -> None:
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise _build.BuildError(f"{' '.join(command)}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")

@@ -14,10 +14,11 @@ import torch
 
 from .. import _derive
 from ..spec import OpSpec, SpecError
+from . import eager_kernel
 from .abi import LAUNCHER_FUNCTION, WORKSPACE_FUNCTION, LaunchArgs, LaunchTensor, tensor_struct
 
 if TYPE_CHECKING:
-    from ..declare import Declaration
+    from ..declaration import Declaration
 
 #: Where the size tensors start in the scratch buffer of a call (then the workspace, 256-byte aligned).
 _SCRATCH_ALIGN = 256
@@ -356,8 +357,6 @@ class _PythonKernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.first:
             self.first = False
-            from .. import eager_kernel
-
             if eager_kernel.install(
                 self.declaration, self.library, qualname=self.qualname, tactic_argument=self.tactic
             ):
@@ -374,20 +373,3 @@ def register_eager_kernel(declaration: Declaration, *, tactic: bool = False) -> 
     if tactic:
         _TACTIC_KERNELS[declaration.qualname] = kernel
     return kernel
-
-
-def reset_eager_kernel(declaration: Declaration, *, tactic: bool = False) -> None:
-    """Put the op's eager CUDA kernel (with ``tactic``, its ``_tactic`` variant's) back as first registered (its C++
-    kernel removed): for tests."""
-    from .. import eager_kernel
-
-    old = _TACTIC_KERNELS[declaration.qualname] if tactic else declaration.python_kernel
-    eager_kernel.uninstall(declaration, qualname=old.qualname)
-    if old.library in _EAGER_LIBRARIES:
-        _EAGER_LIBRARIES.remove(old.library)
-        old.library._destroy()
-    new = _PythonKernel(declaration, tactic=tactic)
-    if tactic:
-        _TACTIC_KERNELS[declaration.qualname] = new
-    else:
-        declaration.python_kernel = new

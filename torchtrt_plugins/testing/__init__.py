@@ -10,7 +10,6 @@ from .harness import (
     TensorArg,
     Violation,
     bench_enqueue,
-    broken_plugins_library,
     run_call,
     run_plugin,
 )
@@ -27,7 +26,6 @@ __all__ = [
     "TensorArg",
     "Violation",
     "bench_enqueue",
-    "broken_plugins_library",
     "run_call",
     "run_graph",
     "require_sdk_build",

@@ -11,7 +11,7 @@ From the user's own pytest::
 Each sample (a tuple of arguments, or ``(args, kwargs)``) goes through:
 
 - ``eager``: the op against ``reference`` (on the sample's device, and on CUDA when a GPU is there); for a kernel
-  written in Python (``kernels_aot``), every tactic also against the same kernel launched from Python where Triton
+  written in Python (``kernels``), every tactic also against the same kernel launched from Python where Triton
   or CuPy is installed (reported as ``python kernel``);
 - ``opcheck``: ``torch.library.opcheck``;
 - ``compile``: ``torch.compile(fullgraph=True)`` against eager;
@@ -43,11 +43,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import _build, _derive
+from .. import plan as planning
+from .. import registry as op_registry
 from .. import spec as spec_mod
 from ..converters import _factory
 
 if TYPE_CHECKING:
-    from ..declare import Declaration
+    from ..declaration import Declaration
 
 CHECKS = ("eager", "opcheck", "compile", "plan", "harness", "rtx", "trt")
 
@@ -64,16 +66,16 @@ class CheckReport:
         return "\n".join(lines)
 
 
-def _entry(op: Any) -> spec_mod.OpEntry:
-    entry = _factory.entry_for_target(op)
+def _entry(op: Any) -> op_registry.OpEntry:
+    entry = planning.entry_for_target(op)
     if entry is None and isinstance(op, str):
-        entry = spec_mod.get(op)
+        entry = op_registry.get(op)
     if entry is None:
         raise ValueError(f"check_op: {op!r} is not an op with a plugin (declare it with torchtrt_plugins.declare)")
     return entry
 
 
-def _overload(entry: spec_mod.OpEntry) -> Any:
+def _overload(entry: op_registry.OpEntry) -> Any:
     return getattr(getattr(torch.ops, entry.spec.op_namespace), entry.spec.name).default
 
 
@@ -125,14 +127,14 @@ def _traced_node(fn: Callable, args: tuple, kwargs: dict, target: Any) -> torch.
     raise AssertionError(f"{target}: not found in the traced graph {graph.graph}")
 
 
-def _check_plan(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> Any:
+def _check_plan(entry: op_registry.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> Any:
     spec = entry.spec
     node = _traced_node(op, args, kwargs, op)
     assert _factory.validate_node(node), (
         f"{spec.label}: the converter's validator rejects {node.format_node()}: {node.meta.get(_factory.REJECTED)}"
     )
-    _factory.plan_node(node)  # symbolic sizes: what a dynamic-shape engine gets
-    call = _factory.plan(spec, args, kwargs)
+    planning.plan_node(node)  # symbolic sizes: what a dynamic-shape engine gets
+    call = planning.plan(spec, args, kwargs)
     assert len(call.tensor_inputs) == len(spec.inputs)
     declaration = entry.declaration
     if declaration is not None:
@@ -164,7 +166,7 @@ def _sizes_from_eager(program: Sequence[int], shapes: list, outputs: list[torch.
     return [found.get(k, 0) for k in range(len(parsed.sizes))]
 
 
-def _check_harness(entry: spec_mod.OpEntry, call: Any, args: tuple, kwargs: dict, eager: Any, report: CheckReport):
+def _check_harness(entry: op_registry.OpEntry, call: Any, args: tuple, kwargs: dict, eager: Any, report: CheckReport):
     from .harness import run_call
 
     library = entry.library() if entry.library is not None else None
@@ -189,7 +191,7 @@ def _unbuildable(err: _build.BuildError) -> str:
     return "the plugin library is not prebuilt and cannot be built here: " + "; ".join(missing)
 
 
-def _check_rtx(entry: spec_mod.OpEntry, call: Any) -> None:
+def _check_rtx(entry: op_registry.OpEntry, call: Any) -> None:
     trt = importlib.import_module("tensorrt_rtx")
     registry = trt.get_plugin_registry()
     for phase in (trt.TensorRTPhase.BUILD, trt.TensorRTPhase.RUNTIME):
@@ -203,8 +205,8 @@ def _check_rtx(entry: spec_mod.OpEntry, call: Any) -> None:
             bad = fspec.min - (1 if not fspec.is_float else abs(fspec.min) + 1)
         if bad is None:
             continue
-        fields = [_factory.FieldValue(f.name, f.type, bad if f.name == fspec.name else f.value) for f in call.fields]
-        bad_call = _factory.PluginCall(**{**call.__dict__, "fields": fields})
+        fields = [planning.FieldValue(f.name, f.type, bad if f.name == fspec.name else f.value) for f in call.fields]
+        bad_call = planning.PluginCall(**{**call.__dict__, "fields": fields})
         printed: list[str] = []
         with _stderr_into(printed):  # the rejection it must log: printed only where the check fails
             rejected = _factory.create_plugin(bad_call, trt.TensorRTPhase.BUILD, trt, registry)
@@ -230,7 +232,7 @@ def _stderr_into(printed: list[str]):
             printed.append(sink.read().decode(errors="replace"))
 
 
-def _check_trt(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> None:
+def _check_trt(entry: op_registry.OpEntry, op: Any, args: tuple, kwargs: dict, eager: Any) -> None:
     import torch_tensorrt
 
     class Module(torch.nn.Module):
@@ -246,7 +248,8 @@ def _check_trt(entry: spec_mod.OpEntry, op: Any, args: tuple, kwargs: dict, eage
 def _check_python_kernels(declaration: Declaration, args: tuple, kwargs: dict) -> str | None:
     """Each tactic's compiled kernel (the eager CUDA op) against the same kernel launched from Python (Triton's
     launcher, CuPy): the reason it cannot run, or None."""
-    from .. import kernels_aot, sdk
+    from .. import sdk
+    from ..kernels.launch import launch_from_python
 
     for tactic, (kernel, _) in sorted(declaration.aot_kernels.items()):
         missing = _missing("triton" if kernel.kind == "triton" else "cupy")
@@ -254,7 +257,7 @@ def _check_python_kernels(declaration: Declaration, args: tuple, kwargs: dict) -
             return f"{missing}: kernel '{kernel.name}' cannot be launched from Python here"
         ours = sdk.launch(declaration, *args, tactic=tactic, **kwargs)
         outputs = [torch.empty_like(o) for o in _outputs(ours)]
-        kernels_aot.launch_from_python(declaration, args, outputs, tactic=tactic, kwargs=kwargs)
+        launch_from_python(declaration, args, outputs, tactic=tactic, kwargs=kwargs)
         _assert_close(declaration.spec, ours, outputs, f"tactic {tactic}: compiled kernel vs {kernel.kind} from Python")
     return None
 
@@ -318,7 +321,7 @@ def check_op(
         call = (
             _check_plan(entry, overload, args, kwargs, eager)
             if "plan" in checks
-            else _factory.plan(entry.spec, args, kwargs)
+            else planning.plan(entry.spec, args, kwargs)
         )
         if "harness" in checks:
             try:

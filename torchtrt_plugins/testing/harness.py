@@ -53,7 +53,6 @@ __all__ = [
     "TensorArg",
     "Violation",
     "bench_enqueue",
-    "broken_plugins_library",
     "field_json",
     "run_call",
     "run_plugin",
@@ -247,14 +246,6 @@ def _private_copy(library: str | Path) -> Path:
         shutil.copy2(path, copy)
         _private_copies[key] = copy
     return _private_copies[key]
-
-
-def broken_plugins_library() -> Path:
-    """The harness's self-test plugins (``libttp_broken_plugins.so``)."""
-    build = _build()
-    if build.broken_plugins is None:
-        raise HarnessError("these sources have no harness test plugins (csrc/harness/testplugins)")
-    return build.broken_plugins
 
 
 def _harness(path: str | Path | None = None) -> ctypes.CDLL:
@@ -611,10 +602,10 @@ def run_call(call: Any, *inputs: Any, library: str | Path | None = None, **kwarg
 
 def _declares_host_sync(op: str) -> bool:
     """``OpSpec.enqueue_syncs_host`` of a registered op (False for a name that is not one)."""
-    from .. import spec as spec_mod
+    from .. import registry
 
     try:
-        return bool(spec_mod.get(op).spec.enqueue_syncs_host)
+        return bool(registry.get(op).spec.enqueue_syncs_host)
     except KeyError:
         return False
 
@@ -624,10 +615,10 @@ def _call_for(call_or_spec: Any, fields: Mapping[str, Any] | None, inputs: Seque
     ``fields`` by field or argument name, else the declared defaults)."""
     if hasattr(call_or_spec, "plugin_name") and hasattr(call_or_spec, "fields") and hasattr(call_or_spec, "op"):
         return call_or_spec
-    from .. import spec as spec_mod
-    from ..converters import plan
+    from .. import registry
+    from ..plan import plan
 
-    op_spec = spec_mod.get(call_or_spec).spec if isinstance(call_or_spec, str) else call_or_spec
+    op_spec = registry.get(call_or_spec).spec if isinstance(call_or_spec, str) else call_or_spec
     values = dict(fields or {})
     arguments = {t.name: tensor for t, tensor in zip(op_spec.inputs, inputs, strict=True)}
     arguments.update({f.arg: values[k] for f in op_spec.fields for k in (f.name, f.arg) if k in values})

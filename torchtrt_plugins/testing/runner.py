@@ -17,8 +17,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from ..converters import plan
-from ..converters._factory import entry_for_target
+from ..plan import entry_for_target, plan
 from .harness import HarnessError, HarnessResult, Violation, run_call
 
 __all__ = ["PluginGraphRunner", "RunnerResult", "run_graph"]

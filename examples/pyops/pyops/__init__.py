@@ -138,7 +138,7 @@ SWIGLU_MODULE = cupy.RawModule(
 SWIGLU_BLOCK = 256
 
 
-def _swiglu_kernel(function: str, per_thread: int) -> ttp.kernels_aot.CudaKernel:
+def _swiglu_kernel(function: str, per_thread: int) -> ttp.describe.CudaKernel:
     return ttp.cuda_kernel(
         SWIGLU_MODULE,
         names={dtype: f"{function}<{t}>" for dtype, t in _CXX_TYPES.items()},

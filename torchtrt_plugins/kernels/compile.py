@@ -1,0 +1,189 @@
+"""Python kernels compiled ahead of time to cubin: Triton's own compiler (no GPU) and NVRTC for CUDA source."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .. import _build, _derive
+from ..declaration import Declaration
+from .describe import _TRITON_DTYPES, ALIGNMENT, CudaKernel, KernelError, TritonKernel, Variant
+
+
+def fingerprint(declarations: Sequence[Declaration], archs: str | None = None) -> str:
+    """What the generated kernel source depends on, without compiling (a build's cache key)."""
+    digest = hashlib.sha256(repr(archs).encode())
+    for d in declarations:
+        for value, (kernel, index) in sorted(getattr(d, "aot_kernels", {}).items(), key=lambda kv: kv[0]):
+            digest.update(f"{d.qualname}|{value}|{index}|{kernel.fingerprint()}".encode())
+    return digest.hexdigest()[:16]
+
+
+def parse_archs(archs: str) -> list[tuple[int, bool]]:
+    """CMake CUDA architectures ("80;90", "90-real", "90a", "100f") -> [(compute capability, arch-specific)];
+    PTX-only entries ("-virtual") are left out: a cubin is SASS."""
+    out = []
+    for entry in re.split(r"[;,\s]+", archs.strip()):
+        if not entry or entry.endswith("-virtual"):
+            continue
+        match = re.fullmatch(r"(?:sm_|compute_)?(\d+)([af]?)(?:-real)?", entry)
+        if match is None:
+            raise KernelError(
+                f"cannot compile kernels for CUDA architecture {entry!r} (expected e.g. 90, 90a, 90-real)"
+            )
+        value = (int(match.group(1)), match.group(2) == "a")
+        if value not in out:
+            out.append(value)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- compilation
+
+
+@dataclass
+class _Compiled:
+    function: str
+    images: list[tuple[int, bool, bytes]]
+    block: tuple[int, int, int]
+    shared: int
+    num_ctas: int = 1
+
+
+@dataclass
+class _Case:
+    """One compiled kernel of a tactic: (variant, dtype combination, aligned)."""
+
+    variant: int
+    dtypes: tuple[torch.dtype, ...]
+    aligned: bool
+    compiled: _Compiled | None = None
+
+
+def _dtype_combinations(declaration: Declaration) -> list[tuple[torch.dtype, ...]]:
+    specs = list(declaration.spec.inputs)
+    names = [s.name for s in specs]
+    free = [s for s in specs if s.same_dtype_as is None]
+    combos = []
+    for choice in itertools.product(*(s.dtypes for s in free)):
+        chosen = dict(zip((s.name for s in free), choice))
+        combo = []
+        for s in specs:
+            combo.append(chosen[s.name] if s.same_dtype_as is None else combo[names.index(s.same_dtype_as)])
+        combos.append(tuple(combo))
+    return combos
+
+
+def _output_dtypes(declaration: Declaration, inputs: tuple[torch.dtype, ...]) -> list[torch.dtype]:
+    return _derive.output_dtypes(declaration.compiled_programs[0], inputs)
+
+
+def _triton_compile(kernel: TritonKernel, variant: Variant, case: _Case, archs: list[tuple[int, bool]]) -> _Compiled:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    d = kernel.declaration
+    outputs = _output_dtypes(d, case.dtypes)
+    signature, constexprs, attrs = {}, {}, {}
+    for position, p in enumerate(kernel.bound_params):
+        if p.kind == "constexpr":
+            value = variant.constexprs.get(p.name, p.value)
+            signature[p.name], constexprs[p.name] = "constexpr", value
+        elif p.kind == "const":
+            signature[p.name], constexprs[p.name] = "constexpr", p.value
+        elif p.kind in ("input", "output"):
+            dtype = case.dtypes[p.index] if p.kind == "input" else outputs[p.index]
+            if dtype not in _TRITON_DTYPES:
+                raise kernel.fail(f"parameter '{p.name}' would point at {dtype}, which the kernel cannot take")
+            signature[p.name] = "*" + _TRITON_DTYPES[dtype]
+            if case.aligned:
+                attrs[(position,)] = [["tt.divisibility", ALIGNMENT]]
+        elif p.kind == "scalar":
+            type_name = d._types[d.scalar_args[p.index].name]
+            signature[p.name] = {"float": "fp32", "bool": "i1"}.get(type_name, "i64")
+        else:  # expr
+            signature[p.name] = "i32"
+            if case.aligned and not kernel.jit.params[position].do_not_specialize:
+                attrs[(position,)] = [["tt.divisibility", ALIGNMENT]]
+    images, first = [], None
+    options = {"num_warps": variant.num_warps, "num_stages": variant.num_stages, "num_ctas": variant.num_ctas}
+    for arch, _ in archs:
+        try:
+            source = ASTSource(kernel.jit, signature, constexprs, attrs)
+            compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+        except Exception as err:  # noqa: BLE001 - Triton's own errors, reported with op, kernel and arch
+            raise kernel.fail(
+                f"Triton {triton.__version__} could not compile it for sm_{arch} (signature {signature}, constexprs "
+                f"{constexprs}): {type(err).__name__}: {err}"
+            ) from err
+        md = compiled.metadata
+        for what in ("global_scratch_size", "profile_scratch_size"):
+            if getattr(md, what, 0):
+                raise kernel.fail(f"the compiled kernel needs {what} {getattr(md, what)}; scratch is not provided yet")
+        if getattr(md, "tensordesc_meta", None):
+            raise kernel.fail("the compiled kernel takes tensor descriptors (TMA), which the launcher cannot pass")
+        target = re.search(r"\.target\s+sm_(\d+)([af]?)", compiled.asm.get("ptx", ""))
+        exact = bool(target and target.group(2) == "a")
+        images.append((arch, exact, bytes(compiled.asm["cubin"])))
+        first = first or md
+    return _Compiled(first.name, images, (32 * first.num_warps, 1, 1), first.shared, getattr(first, "num_ctas", 1))
+
+
+def _cuda_include_dirs() -> list[str]:
+    """The CUDA toolkit's headers (cuda_fp16.h, ...), which NVRTC does not carry: as nvcc finds them."""
+    import os
+    import site
+    from pathlib import Path
+
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = _build.nvcc_path()
+    if nvcc:
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    candidates += [str(Path(p) / "nvidia" / "cu13") for p in site.getsitepackages()]
+    for root in candidates:
+        if root and (Path(root) / "include" / "cuda_fp16.h").is_file():
+            return [str(Path(root) / "include")]
+    return []
+
+
+def _nvrtc_compile(kernel: CudaKernel, case: _Case, archs: list[tuple[int, bool]]) -> _Compiled:
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError as err:
+        raise kernel.fail(
+            f"compiling CUDA source needs NVRTC through CuPy (pip install cupy-cuda13x nvidia-cuda-nvrtc): {err}"
+        ) from err
+    d = kernel.declaration
+    dtype = case.dtypes[[a.name for a in d.tensor_args].index(kernel.dtype_of)] if kernel.dtype_of else None
+    function = kernel.function_for(dtype) if kernel.names else kernel.function_name
+    images, lowered = [], function
+    for arch, exact in archs:
+        try:
+            program = nvrtc.createProgram(kernel.code, f"{kernel.name}.cu", [], [])
+        except Exception as err:  # noqa: BLE001 - libnvrtc missing or unusable
+            raise kernel.fail(f"NVRTC is not usable (pip install nvidia-cuda-nvrtc): {err}") from err
+        try:
+            if kernel.names:
+                nvrtc.addNameExpression(program, function)
+            options = [
+                *kernel.options,
+                *(f"-I{d}" for d in _cuda_include_dirs()),
+                f"-arch=sm_{arch}{'a' if exact else ''}",
+            ]
+            try:
+                nvrtc.compileProgram(program, options)
+            except Exception as err:  # noqa: BLE001 - a compile error: NVRTC's log says why
+                log = nvrtc.getProgramLog(program)
+                raise kernel.fail(f"NVRTC could not compile it for sm_{arch} ({' '.join(options)}):\n{log}") from err
+            if kernel.names:
+                lowered = nvrtc.getLoweredName(program, function)
+            images.append((arch, exact, bytes(nvrtc.getCUBIN(program))))
+        finally:
+            nvrtc.destroyProgram(program)
+    block = (*kernel.block, 1, 1)[:3]
+    return _Compiled(lowered, images, block, kernel.shared_mem)
