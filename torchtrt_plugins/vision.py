@@ -16,18 +16,24 @@ from __future__ import annotations
 
 import importlib
 import math
+from typing import Any
 
 import torch
 
 from . import _build, sdk
 from .declare import Range, declare
-from .spec import Tolerance
+from .spec import SpecError, Tolerance
 
 ROI_ALIGN_SCHEMA = (
     "roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, "
     "int sampling_ratio, bool aligned) -> Tensor"
 )
 NMS_SCHEMA = "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
+DEFORM_CONV2D_SCHEMA = (
+    "deform_conv2d(Tensor input, Tensor weight, Tensor offset, Tensor mask, Tensor bias, SymInt stride_h, "
+    "SymInt stride_w, SymInt pad_h, SymInt pad_w, SymInt dilation_h, SymInt dilation_w, SymInt groups, "
+    "SymInt offset_groups, bool use_mask) -> Tensor"
+)
 
 
 def _torchvision_loaded() -> bool:
@@ -36,7 +42,7 @@ def _torchvision_loaded() -> bool:
     except Exception:  # noqa: BLE001 - absent, or present but unable to load its ops with this torch
         pass
     try:
-        return hasattr(torch.ops.torchvision, "nms") and hasattr(torch.ops.torchvision, "roi_align")
+        return all(hasattr(torch.ops.torchvision, op) for op in ("nms", "roi_align", "deform_conv2d"))
     except (AttributeError, RuntimeError):
         return False
 
@@ -121,11 +127,154 @@ def reference_nms(dets: torch.Tensor, scores: torch.Tensor, iou_threshold: float
     return torch.tensor(keep, dtype=torch.int64)
 
 
+def check_deform_conv2d_args(
+    input,
+    weight,
+    offset,
+    mask,
+    bias,
+    stride_h,
+    stride_w,
+    pad_h,
+    pad_w,
+    dilation_h,
+    dilation_w,
+    groups,
+    offset_groups,
+    use_mask,
+) -> None:
+    """The shapes torchvision's deform_conv2d takes, checked up front: a SpecError names the argument that is wrong."""
+
+    def fail(argument: str, expected: str, got: Any) -> None:
+        raise SpecError(f"torchvision::deform_conv2d: argument '{argument}' must {expected}, got {got}")
+
+    for name, tensor in (("input", input), ("weight", weight), ("offset", offset)):
+        if tensor.dim() != 4:
+            fail(name, "be 4-D", f"shape {tuple(tensor.shape)}")
+    for name, value, low in (
+        ("stride_h", stride_h, 1),
+        ("stride_w", stride_w, 1),
+        ("pad_h", pad_h, 0),
+        ("pad_w", pad_w, 0),
+        ("dilation_h", dilation_h, 1),
+        ("dilation_w", dilation_w, 1),
+        ("groups", groups, 1),
+        ("offset_groups", offset_groups, 1),
+    ):
+        if value < low:
+            fail(name, f"be at least {low}", value)
+    batch, channels, height, width = input.shape
+    out_channels, group_channels, kernel_h, kernel_w = weight.shape
+    if group_channels * groups != channels or out_channels % groups:
+        fail(
+            "weight",
+            f"have shape (O, C / groups, kh, kw) with O a multiple of groups = {groups} and C = {channels}",
+            f"shape {tuple(weight.shape)}",
+        )
+    if channels % offset_groups:
+        fail("offset_groups", f"divide the input's {channels} channels", offset_groups)
+    out_h = (height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) // stride_h + 1
+    out_w = (width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) // stride_w + 1
+    if out_h < 1 or out_w < 1:
+        fail(
+            "input",
+            f"be at least as large as the dilated kernel, {kernel_h} x {kernel_w}",
+            f"shape {tuple(input.shape)}",
+        )
+    expected = (batch, 2 * offset_groups * kernel_h * kernel_w, out_h, out_w)
+    if tuple(offset.shape) != expected:
+        fail(
+            "offset", f"have shape {expected} (N, 2 * offset_groups * kh * kw, out_h, out_w)", f"{tuple(offset.shape)}"
+        )
+    expected = (batch, offset_groups * kernel_h * kernel_w, out_h, out_w)
+    if use_mask and tuple(mask.shape) != expected:
+        fail(
+            "mask",
+            f"have shape {expected} (N, offset_groups * kh * kw, out_h, out_w) when use_mask",
+            f"{tuple(mask.shape)}",
+        )
+    if tuple(bias.shape) != (out_channels,):
+        fail("bias", f"have shape ({out_channels},)", f"{tuple(bias.shape)}")
+
+
+def reference_deform_conv2d(
+    input,
+    weight,
+    offset,
+    mask,
+    bias,
+    stride_h,
+    stride_w,
+    pad_h,
+    pad_w,
+    dilation_h,
+    dilation_w,
+    groups,
+    offset_groups,
+    use_mask,
+):
+    """torchvision's deform_conv2d forward in plain torch (fp32): every kernel tap of every offset group samples the
+    input bilinearly at its displaced point (zero outside the image), times the mask when ``use_mask``; then the
+    grouped convolution of those samples with the weight, plus the bias."""
+    check_deform_conv2d_args(
+        input,
+        weight,
+        offset,
+        mask,
+        bias,
+        stride_h,
+        stride_w,
+        pad_h,
+        pad_w,
+        dilation_h,
+        dilation_w,
+        groups,
+        offset_groups,
+        use_mask,
+    )
+    batch, channels, height, width = input.shape
+    out_channels, _, kernel_h, kernel_w = weight.shape
+    out_h, out_w = offset.shape[-2:]
+    taps, pixels = kernel_h * kernel_w, out_h * out_w
+    displacement = offset.float().reshape(batch, offset_groups, taps, 2, pixels)
+    row = (torch.arange(out_h) * stride_h - pad_h).repeat_interleave(out_w)
+    col = (torch.arange(out_w) * stride_w - pad_w).repeat(out_h)
+    tap_row = (torch.arange(kernel_h) * dilation_h).repeat_interleave(kernel_w)
+    tap_col = (torch.arange(kernel_w) * dilation_w).repeat(kernel_h)
+    ys = row[None, :] + tap_row[:, None] + displacement[:, :, :, 0]  # (N, offset_groups, taps, pixels)
+    xs = col[None, :] + tap_col[:, None] + displacement[:, :, :, 1]
+    planes = input.float().reshape(batch, offset_groups, channels // offset_groups, height * width)
+    samples = _sample_zero_padded(planes, ys, xs, height, width)  # (N, offset_groups, C / offset_groups, taps, pixels)
+    if use_mask:
+        samples = samples * mask.float().reshape(batch, offset_groups, 1, taps, pixels)
+    columns = samples.reshape(batch, groups, channels // groups * taps, pixels)
+    kernel = weight.float().reshape(groups, out_channels // groups, -1)
+    out = torch.einsum("gok,ngkp->ngop", kernel, columns).reshape(batch, out_channels, out_h, out_w)
+    return (out + bias.float()[None, :, None, None]).to(input.dtype)
+
+
+def _sample_zero_padded(planes, ys, xs, height: int, width: int) -> torch.Tensor:
+    """Bilinear samples of planes (N, G, C, H * W) at (ys, xs) (N, G, taps, pixels), a corner outside the image
+    counting as zero: (N, G, C, taps, pixels)."""
+    y0, x0 = ys.floor(), xs.floor()
+    ly, lx = ys - y0, xs - x0
+    total = torch.zeros((*planes.shape[:3], *ys.shape[2:]))
+    for dy, wy in ((0, 1.0 - ly), (1, ly)):
+        for dx, wx in ((0, 1.0 - lx), (1, lx)):
+            r, c = y0 + dy, x0 + dx
+            inside = (r >= 0) & (r < height) & (c >= 0) & (c < width)
+            index = (r.clamp(0, height - 1) * width + c.clamp(0, width - 1)).long().flatten(2)
+            gathered = planes.gather(3, index[:, :, None, :].expand(-1, -1, planes.shape[2], -1))
+            total += gathered.reshape(total.shape) * (wy * wx * inside)[:, :, None]
+    return total
+
+
 def _define_torchvision_ops() -> torch.library.Library:
     """torchvision's two schemas and fake kernels, as torchvision registers them, for when it is absent."""
     lib = torch.library.Library("torchvision", "DEF")
     lib.define(ROI_ALIGN_SCHEMA)
     lib.define(NMS_SCHEMA)
+    lib.define(DEFORM_CONV2D_SCHEMA)
 
     def fake_roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
         torch._check(rois.size(1) == 5, lambda: "rois must have shape as Tensor[K, 5]")
@@ -154,19 +303,45 @@ def _define_torchvision_ops() -> torch.library.Library:
         num_to_keep = torch.library.get_ctx().new_dynamic_size()
         return dets.new_empty(num_to_keep, dtype=torch.long)
 
+    def fake_deform_conv2d(
+        input,
+        weight,
+        offset,
+        mask,
+        bias,
+        stride_h,
+        stride_w,
+        pad_h,
+        pad_w,
+        dil_h,
+        dil_w,
+        n_weight_grps,
+        n_offset_grps,
+        use_mask,
+    ):
+        out_height, out_width = offset.shape[-2:]
+        out_channels = weight.shape[0]
+        batch_size = input.shape[0]
+        return input.new_empty((batch_size, out_channels, out_height, out_width))
+
     torch.library.register_fake("torchvision::roi_align", fake_roi_align, lib=lib)
+    torch.library.register_fake("torchvision::deform_conv2d", fake_deform_conv2d, lib=lib)
     torch.library.register_fake("torchvision::nms", fake_nms, lib=lib)
     lib.impl("roi_align", reference_roi_align, "CPU")
     lib.impl("nms", reference_nms, "CPU")
+    lib.impl("deform_conv2d", reference_deform_conv2d, "CPU")
     return lib
 
 
 _LIB = None if TORCHVISION else _define_torchvision_ops()
 
 _KERNELS = _build.source_dir() / "csrc" / "kernels"
-LIBRARY = sdk.PluginLibrary("torchtrt_vision", sources=[_KERNELS / "roi_align.cu", _KERNELS / "nms.cu"])
+LIBRARY = sdk.PluginLibrary(
+    "torchtrt_vision", sources=[_KERNELS / "roi_align.cu", _KERNELS / "nms.cu", _KERNELS / "deform_conv2d.cu"]
+)
 
 FLOATS = (torch.float32, torch.float16)
+DEFORM_CONV2D_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 ROI_ALIGN = declare(
     "torchvision::roi_align",
@@ -205,4 +380,41 @@ NMS = declare(
     eager_cuda=not TORCHVISION,
 )
 
-__all__ = ["LIBRARY", "NMS", "ROI_ALIGN", "TORCHVISION", "reference_nms", "reference_roi_align"]
+DEFORM_CONV2D = declare(
+    "torchvision::deform_conv2d",
+    library=LIBRARY,
+    plugin_name="DeformConv2d",
+    plugin_version="1",
+    plugin_namespace="torchtrt_vision",
+    launcher="ttp::vision::deformConv2d",
+    ranges={
+        **{name: Range(min=1) for name in ("stride_h", "stride_w", "dilation_h", "dilation_w")},
+        "pad_h": Range(min=0),
+        "pad_w": Range(min=0),
+        "groups": Range(min=1),
+        "offset_groups": Range(min=1),
+    },
+    dtypes={name: DEFORM_CONV2D_FLOATS for name in ("input", "weight", "offset", "mask", "bias")},
+    same_dtype={name: "input" for name in ("weight", "offset", "mask", "bias")},
+    reference=reference_deform_conv2d,
+    # fp32 runs as three TF32 products (big * big + big * small + small * big): about fp32's own rounding. fp16 and
+    # bf16 round each bilinear sample to the input's type before the product, as torchvision's column buffer does.
+    tolerances={
+        torch.float32: Tolerance(1e-4, 1e-4),
+        torch.float16: Tolerance(2e-2, 1e-2),
+        torch.bfloat16: Tolerance(1e-1, 2e-2),
+    },
+    eager_cuda=not TORCHVISION,
+)
+
+__all__ = [
+    "DEFORM_CONV2D",
+    "LIBRARY",
+    "NMS",
+    "ROI_ALIGN",
+    "TORCHVISION",
+    "check_deform_conv2d_args",
+    "reference_deform_conv2d",
+    "reference_nms",
+    "reference_roi_align",
+]
