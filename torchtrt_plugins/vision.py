@@ -146,7 +146,7 @@ def check_deform_conv2d_args(
     """The shapes torchvision's deform_conv2d takes, checked up front: a SpecError names the argument that is wrong."""
 
     def fail(argument: str, expected: str, got: Any) -> None:
-        raise SpecError(f"torchvision::deform_conv2d: argument '{argument}' must {expected}, got {got}")
+        raise SpecError(f"torchvision.deform_conv2d: argument '{argument}' must {expected}, got {got}")
 
     for name, tensor in (("input", input), ("weight", weight), ("offset", offset)):
         if tensor.dim() != 4:
@@ -387,12 +387,14 @@ DEFORM_CONV2D = declare(
     plugin_version="1",
     plugin_namespace="torchtrt_vision",
     launcher="ttp::vision::deformConv2d",
+    # The launcher's grid holds a weight group per block column (at most 65535), and its index arithmetic is 32-bit.
     ranges={
-        **{name: Range(min=1) for name in ("stride_h", "stride_w", "dilation_h", "dilation_w")},
-        "pad_h": Range(min=0),
-        "pad_w": Range(min=0),
-        "groups": Range(min=1),
-        "offset_groups": Range(min=1),
+        **{
+            name: Range(min=1, max=65535)
+            for name in ("stride_h", "stride_w", "dilation_h", "dilation_w", "groups", "offset_groups")
+        },
+        "pad_h": Range(min=0, max=65535),
+        "pad_w": Range(min=0, max=65535),
     },
     dtypes={name: DEFORM_CONV2D_FLOATS for name in ("input", "weight", "offset", "mask", "bias")},
     same_dtype={name: "input" for name in ("weight", "offset", "mask", "bias")},
