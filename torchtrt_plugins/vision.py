@@ -333,7 +333,87 @@ def _define_torchvision_ops() -> torch.library.Library:
     return lib
 
 
+#: The level counts of ``torchtrt_vision::multi_scale_roi_align_<L>`` (one op each: a plugin takes a fixed number of
+#: inputs); one level is torchvision::roi_align itself, as MultiScaleRoIAlign makes it.
+MULTI_SCALE_LEVELS = (2, 3, 4, 5)
+#: LevelMapper's defaults (torchvision/ops/poolers.py), and its eps, which MultiScaleRoIAlign never changes.
+CANONICAL_SCALE, CANONICAL_LEVEL, LEVEL_EPS = 224.0, 4, 1e-6
+
+
+def multi_scale_roi_align_schema(levels: int) -> str:
+    features = ", ".join(f"Tensor level_{level}" for level in range(levels))
+    scales = ", ".join(f"float scale_{level}" for level in range(levels))
+    return (
+        f"multi_scale_roi_align_{levels}({features}, Tensor rois, {scales}, SymInt pooled_height, "
+        f"SymInt pooled_width, int sampling_ratio, float canonical_scale={CANONICAL_SCALE}, "
+        f"int canonical_level={CANONICAL_LEVEL}, bool aligned=False) -> Tensor"
+    )
+
+
+def assign_levels(boxes, scales, canonical_scale=CANONICAL_SCALE, canonical_level=CANONICAL_LEVEL):
+    """torchvision's LevelMapper in fp32: the index of the level (into ``scales``) each box (K, 4) is pooled from,
+    -1 for a box of negative area; an index past the last level is possible, as in torchvision, and pools nothing."""
+    lowest = int(-torch.log2(torch.tensor(scales[0], dtype=torch.float32)).item())
+    highest = int(-torch.log2(torch.tensor(scales[-1], dtype=torch.float32)).item())
+    boxes = boxes.float()
+    size = torch.sqrt((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]))
+    target = torch.floor(canonical_level + torch.log2(size / canonical_scale) + torch.tensor(LEVEL_EPS))
+    levels = torch.clamp(target, min=lowest, max=highest)
+    return torch.where(torch.isnan(levels), -1, levels.nan_to_num().to(torch.int64) - lowest)
+
+
+def _split_multi_scale_args(args, kwargs):
+    """(features, rois, scales, pooled_height, pooled_width, sampling_ratio, canonical_scale, canonical_level,
+    aligned) of a multi_scale_roi_align_<L> call, defaults filled in."""
+    levels = next(i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)) - 1 if args else 0
+    names = ["pooled_height", "pooled_width", "sampling_ratio", "canonical_scale", "canonical_level", "aligned"]
+    tail = dict(zip(names, args[2 * levels + 1 :], strict=False))
+    tail = {"canonical_scale": CANONICAL_SCALE, "canonical_level": CANONICAL_LEVEL, "aligned": False} | tail | kwargs
+    return (list(args[:levels]), args[levels], list(args[levels + 1 : 2 * levels + 1]), *(tail[n] for n in names))
+
+
+def reference_multi_scale_roi_align(*args, **kwargs):
+    """torchvision's MultiScaleRoIAlign on RoIs (K, 5): each RoI pooled by :func:`reference_roi_align` from the level
+    :func:`assign_levels` gives it, in RoI order; zero where no level takes it."""
+    features, rois, scales, pooled_height, pooled_width, sampling_ratio, canonical_scale, canonical_level, aligned = (
+        _split_multi_scale_args(args, kwargs)
+    )
+    levels = assign_levels(rois[:, 1:], scales, canonical_scale, canonical_level)
+    out = features[0].new_zeros((rois.shape[0], features[0].shape[1], pooled_height, pooled_width))
+    for level, (feature, scale) in enumerate(zip(features, scales, strict=True)):
+        index = torch.where(levels == level)[0]
+        out[index] = reference_roi_align(
+            feature, rois[index], scale, pooled_height, pooled_width, sampling_ratio, aligned
+        )
+    return out
+
+
+def _fake_multi_scale_roi_align(*args, **kwargs):
+    features, rois, scales, pooled_height, pooled_width, *_ = _split_multi_scale_args(args, kwargs)
+    label = f"torchtrt_vision.multi_scale_roi_align_{len(features)}"
+    if rois.dim() != 2 or rois.shape[1] != 5:
+        raise SpecError(f"{label}: argument 'rois' must have shape (K, 5), got {tuple(rois.shape)}")
+    for level, feature in enumerate(features):
+        if feature.dim() != 4 or feature.shape[:2] != features[0].shape[:2]:
+            raise SpecError(
+                f"{label}: argument 'level_{level}' must have shape (N, C, H, W) with level_0's N and C, "
+                f"{tuple(features[0].shape[:2])}, got {tuple(feature.shape)}"
+            )
+    return rois.new_empty((rois.shape[0], features[0].shape[1], pooled_height, pooled_width))
+
+
+def _define_multi_scale_ops() -> torch.library.Library:
+    lib = torch.library.Library("torchtrt_vision", "DEF")
+    for levels in MULTI_SCALE_LEVELS:
+        lib.define(multi_scale_roi_align_schema(levels))
+        name = f"multi_scale_roi_align_{levels}"
+        torch.library.register_fake(f"torchtrt_vision::{name}", _fake_multi_scale_roi_align, lib=lib)
+        lib.impl(name, reference_multi_scale_roi_align, "CPU")
+    return lib
+
+
 _LIB = None if TORCHVISION else _define_torchvision_ops()
+_MULTI_SCALE_LIB = _define_multi_scale_ops()
 
 _KERNELS = _build.source_dir() / "csrc" / "kernels"
 LIBRARY = sdk.PluginLibrary(
@@ -341,6 +421,7 @@ LIBRARY = sdk.PluginLibrary(
 )
 
 FLOATS = (torch.float32, torch.float16)
+ROI_ALIGN_TOLERANCES = {torch.float32: Tolerance(1e-5, 1e-5), torch.float16: Tolerance(1e-2, 1e-2)}
 DEFORM_CONV2D_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 ROI_ALIGN = declare(
@@ -358,7 +439,7 @@ ROI_ALIGN = declare(
     dtypes={"input": FLOATS, "rois": FLOATS},
     same_dtype={"rois": "input"},
     reference=reference_roi_align,
-    tolerances={torch.float32: Tolerance(1e-5, 1e-5), torch.float16: Tolerance(1e-2, 1e-2)},
+    tolerances=ROI_ALIGN_TOLERANCES,
     eager_cuda=not TORCHVISION,
 )
 
@@ -409,12 +490,44 @@ DEFORM_CONV2D = declare(
     eager_cuda=not TORCHVISION,
 )
 
+#: torchtrt_vision::multi_scale_roi_align_<L> by level count L.
+MULTI_SCALE_ROI_ALIGN = {
+    levels: declare(
+        f"torchtrt_vision::multi_scale_roi_align_{levels}",
+        library=LIBRARY,
+        plugin_name=f"MultiScaleRoIAlign{levels}",
+        plugin_version="1",
+        plugin_namespace="torchtrt_vision",
+        launcher="ttp::vision::multiScaleRoiAlign",
+        ranges={
+            **{f"scale_{level}": Range(min=0.0, min_inclusive=False) for level in range(levels)},
+            "pooled_height": Range(min=1),
+            "pooled_width": Range(min=1),
+            "canonical_scale": Range(min=0.0, min_inclusive=False),
+        },
+        dtypes={**{f"level_{level}": FLOATS for level in range(levels)}, "rois": FLOATS},
+        same_dtype={**{f"level_{level}": "level_0" for level in range(1, levels)}, "rois": "level_0"},
+        reference=reference_multi_scale_roi_align,
+        tolerances=ROI_ALIGN_TOLERANCES,
+    )
+    for levels in MULTI_SCALE_LEVELS
+}
+
+#: The ops this module declares.
+DECLARATIONS = (ROI_ALIGN, NMS, DEFORM_CONV2D, *MULTI_SCALE_ROI_ALIGN.values())
+
 __all__ = [
+    "DECLARATIONS",
     "DEFORM_CONV2D",
     "LIBRARY",
+    "MULTI_SCALE_LEVELS",
+    "MULTI_SCALE_ROI_ALIGN",
     "NMS",
     "ROI_ALIGN",
     "TORCHVISION",
+    "assign_levels",
+    "multi_scale_roi_align_schema",
+    "reference_multi_scale_roi_align",
     "check_deform_conv2d_args",
     "reference_deform_conv2d",
     "reference_nms",
