@@ -378,6 +378,7 @@ def reference_multi_scale_roi_align(*args, **kwargs):
     features, rois, scales, pooled_height, pooled_width, sampling_ratio, canonical_scale, canonical_level, aligned = (
         _split_multi_scale_args(args, kwargs)
     )
+    _check_multi_scale_args(features, rois)
     levels = assign_levels(rois[:, 1:], scales, canonical_scale, canonical_level)
     out = features[0].new_zeros((rois.shape[0], features[0].shape[1], pooled_height, pooled_width))
     for level, (feature, scale) in enumerate(zip(features, scales, strict=True)):
@@ -390,6 +391,11 @@ def reference_multi_scale_roi_align(*args, **kwargs):
 
 def _fake_multi_scale_roi_align(*args, **kwargs):
     features, rois, scales, pooled_height, pooled_width, *_ = _split_multi_scale_args(args, kwargs)
+    _check_multi_scale_args(features, rois)
+    return rois.new_empty((rois.shape[0], features[0].shape[1], pooled_height, pooled_width))
+
+
+def _check_multi_scale_args(features, rois) -> None:
     label = f"torchtrt_vision.multi_scale_roi_align_{len(features)}"
     if rois.dim() != 2 or rois.shape[1] != 5:
         raise SpecError(f"{label}: argument 'rois' must have shape (K, 5), got {tuple(rois.shape)}")
@@ -399,7 +405,6 @@ def _fake_multi_scale_roi_align(*args, **kwargs):
                 f"{label}: argument 'level_{level}' must have shape (N, C, H, W) with level_0's N and C, "
                 f"{tuple(features[0].shape[:2])}, got {tuple(feature.shape)}"
             )
-    return rois.new_empty((rois.shape[0], features[0].shape[1], pooled_height, pooled_width))
 
 
 def _define_multi_scale_ops() -> torch.library.Library:
