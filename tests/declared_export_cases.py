@@ -32,6 +32,11 @@ class DeformConv2dCall(nn.Module):
         return torch.ops.torchvision.deform_conv2d(x, weight, offset, mask, bias, 1, 1, 1, 1, 1, 1, 2, 1, True)
 
 
+class MultiScaleRoiAlignCall(nn.Module):
+    def forward(self, fine, coarse, rois):
+        return torch.ops.torchtrt_vision.multi_scale_roi_align_2(fine, coarse, rois, 0.25, 0.125, 3, 3, 2)
+
+
 class NmsCall(nn.Module):
     def forward(self, dets, scores):
         return torch.ops.torchvision.nms(dets, scores, 0.5)
@@ -64,6 +69,7 @@ OPS = frozenset(
         "torchvision::roi_align",
         "torchvision::nms",
         "torchvision::deform_conv2d",
+        "torchtrt_vision::multi_scale_roi_align_2",
     }
 )
 
@@ -118,6 +124,13 @@ def cases() -> list[ExportCase]:
                 torch.randn(6),
             ),
             {"x": {0: "batch"}, "offset": {0: "batch"}, "mask": {0: "batch"}},
+        ),
+        ExportCase(
+            "torchtrt_vision::multi_scale_roi_align_2",
+            "dynamic_rois",
+            MultiScaleRoiAlignCall(),
+            (torch.randn(2, 3, 16, 16), torch.randn(2, 3, 8, 8), torch.cat([rois[:, :1], rois[:, 1:] * 6], 1)),
+            {"fine": {0: "batch"}, "coarse": {0: "batch"}, "rois": {0: "rois"}},
         ),
         ExportCase(
             "torchvision::nms", "dynamic", NmsCall(), (_boxes(6), torch.rand(6)), {"dets": {0: "n"}, "scores": {0: "n"}}
