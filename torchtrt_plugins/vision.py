@@ -1,15 +1,22 @@
-"""torchvision::roi_align and torchvision::nms as TensorRT plugins, through the public ``declare`` path.
+"""torchvision's roi_align, nms and deform_conv2d, and multi-level RoIAlign, as TensorRT plugins, through the public
+``declare`` path.
 
-``import torchtrt_plugins.vision`` (after ``import torchvision`` where it is installed) declares both ops from
-torchvision's own schemas and fake kernels, with our kernels (``csrc/kernels/roi_align.cu``, ``nms.cu``) as their
-launchers, built with the SDK like any user package. torchvision's own eager kernels stay in place; ours run in
-the plugin and through :func:`torchtrt_plugins.sdk.launch`. Without torchvision (e.g. next to a CPU-only torch its
-ops do not load with), the two schemas and fake kernels are defined here as torchvision defines them (the nms
-fake's kept count has no lower bound of 2 here; torchvision's has one), with
-:func:`reference_roi_align` and :func:`reference_nms` as their CPU kernels.
+``import torchtrt_plugins.vision`` (after ``import torchvision`` where it is installed) declares
+``torchvision::roi_align``, ``torchvision::nms`` and ``torchvision::deform_conv2d`` from torchvision's own schemas and
+fake kernels, with our kernels (``csrc/kernels/roi_align.cu``, ``nms.cu``, ``deform_conv2d.cu``) as their launchers,
+built with the SDK like any user package. torchvision's own eager kernels stay in place; ours run in the plugin and
+through :func:`torchtrt_plugins.sdk.launch`. Without torchvision (e.g. next to a CPU-only torch its ops do not load
+with), the three schemas and fake kernels are defined here as torchvision defines them (the nms fake's kept count has
+no lower bound of 2 here; torchvision's has one), with :func:`reference_roi_align`, :func:`reference_nms` and
+:func:`reference_deform_conv2d` as their CPU kernels.
 
 torchvision's nms fake kernel gives its output size no bound (``create_unbacked_symint``), so the declaration
 supplies it: at most one kept index per box (``size_upper``).
+
+``torchtrt_vision::multi_scale_roi_align_<L>`` (L levels, :data:`MULTI_SCALE_LEVELS`) is torchvision's
+MultiScaleRoIAlign (``torchvision/ops/poolers.py``) as one op (``multi_scale_roi_align.cu``), defined here with
+:func:`reference_multi_scale_roi_align` as its CPU kernel; ``torchtrt_plugins.lower`` rewrites MultiScaleRoIAlign's
+exported graph into it (``lowering/multi_scale_roi_align.py``).
 """
 
 from __future__ import annotations
