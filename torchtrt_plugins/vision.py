@@ -403,14 +403,31 @@ def _fake_multi_scale_roi_align(*args, **kwargs):
 
 
 def _check_multi_scale_args(features, rois) -> None:
+    """Ranks always; sizes as SpecErrors on concrete shapes (an eager call), as recorded checks on symbolic ones."""
     label = f"torchtrt_vision.multi_scale_roi_align_{len(features)}"
-    if rois.dim() != 2 or rois.shape[1] != 5:
+    concrete = all(isinstance(d, int) for t in (*features, rois) for d in t.shape)
+
+    def check(condition, argument: str, expected: str, got: Any) -> None:
+        message = f"{label}: argument '{argument}' must have shape {expected}, got {got}"
+        if not concrete:
+            torch._check(condition, lambda: message)
+        elif not condition:
+            raise SpecError(message)
+
+    if rois.dim() != 2:
         raise SpecError(f"{label}: argument 'rois' must have shape (K, 5), got {tuple(rois.shape)}")
+    check(rois.shape[1] == 5, "rois", "(K, 5)", tuple(rois.shape))
     for level, feature in enumerate(features):
-        if feature.dim() != 4 or feature.shape[:2] != features[0].shape[:2]:
+        if feature.dim() != 4:
             raise SpecError(
-                f"{label}: argument 'level_{level}' must have shape (N, C, H, W) with level_0's N and C, "
-                f"{tuple(features[0].shape[:2])}, got {tuple(feature.shape)}"
+                f"{label}: argument 'level_{level}' must have shape (N, C, H, W), got {tuple(feature.shape)}"
+            )
+        for d in (0, 1):
+            check(
+                feature.shape[d] == features[0].shape[d],
+                f"level_{level}",
+                f"(N, C, H, W) with level_0's N and C, {tuple(features[0].shape[:2])}",
+                tuple(feature.shape),
             )
 
 
@@ -473,6 +490,29 @@ NMS = declare(
     eager_cuda=not TORCHVISION,
 )
 
+
+def _deform_conv2d_shapes(input, weight, offset, mask, bias, *scalars):
+    """torchvision's fake kernel, with the ranks the launcher takes (four for the tensors, one for the bias; the mask
+    of rank 1 to 4: torchvision passes an (N, 1) placeholder without one) and, on concrete shapes (an eager call),
+    :func:`check_deform_conv2d_args`'s checks."""
+    for name, tensor, ranks in (
+        ("input", input, (4,)),
+        ("weight", weight, (4,)),
+        ("offset", offset, (4,)),
+        ("mask", mask, (1, 2, 3, 4)),
+        ("bias", bias, (1,)),
+    ):
+        if tensor.dim() not in ranks:
+            raise SpecError(
+                f"torchvision.deform_conv2d: argument '{name}' must have rank {' or '.join(map(str, ranks))}, "
+                f"got shape {tuple(tensor.shape)}"
+            )
+    tensors = (input, weight, offset, mask, bias)
+    if all(isinstance(d, int) for t in tensors for d in t.shape):
+        check_deform_conv2d_args(*tensors, *scalars)
+    return input.new_empty((input.shape[0], weight.shape[0], *offset.shape[-2:]))
+
+
 DEFORM_CONV2D = declare(
     "torchvision::deform_conv2d",
     library=LIBRARY,
@@ -492,6 +532,15 @@ DEFORM_CONV2D = declare(
     dtypes={name: DEFORM_CONV2D_FLOATS for name in ("input", "weight", "offset", "mask", "bias")},
     same_dtype={name: "input" for name in ("weight", "offset", "mask", "bias")},
     reference=reference_deform_conv2d,
+    outputs=_deform_conv2d_shapes,
+    example_inputs=(
+        torch.zeros(1, 2, 3, 3),
+        torch.zeros(2, 2, 3, 3),
+        torch.zeros(1, 18, 3, 3),
+        torch.zeros(1, 9, 3, 3),
+        torch.zeros(2),
+        *(1, 1, 1, 1, 1, 1, 1, 1, True),
+    ),
     # fp32 runs as three TF32 products (big * big + big * small + small * big): about fp32's own rounding. fp16 and
     # bf16 round each bilinear sample to the input's type before the product, as torchvision's column buffer does.
     tolerances={
@@ -521,6 +570,8 @@ MULTI_SCALE_ROI_ALIGN = {
         same_dtype={**{f"level_{level}": "level_0" for level in range(1, levels)}, "rois": "level_0"},
         reference=reference_multi_scale_roi_align,
         tolerances=ROI_ALIGN_TOLERANCES,
+        # The ranks its fake kernel takes (its search of rank combinations does not reach five 4-D inputs).
+        example_inputs=(*[torch.zeros(1, 1, 4, 4)] * levels, torch.zeros(1, 5), *[0.25] * levels, 2, 2, 2),
     )
     for levels in MULTI_SCALE_LEVELS
 }
