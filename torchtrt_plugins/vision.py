@@ -445,9 +445,8 @@ _LIB = None if TORCHVISION else _define_torchvision_ops()
 _MULTI_SCALE_LIB = _define_multi_scale_ops()
 
 _KERNELS = _build.source_dir() / "csrc" / "kernels"
-LIBRARY = sdk.PluginLibrary(
-    "torchtrt_vision", sources=[_KERNELS / "roi_align.cu", _KERNELS / "nms.cu", _KERNELS / "deform_conv2d.cu"]
-)
+_SOURCES = ("roi_align.cu", "nms.cu", "deform_conv2d.cu", "multi_scale_roi_align.cu")
+LIBRARY = sdk.PluginLibrary("torchtrt_vision", sources=[_KERNELS / name for name in _SOURCES])
 
 FLOATS = (torch.float32, torch.float16)
 ROI_ALIGN_TOLERANCES = {torch.float32: Tolerance(1e-5, 1e-5), torch.float16: Tolerance(1e-2, 1e-2)}
