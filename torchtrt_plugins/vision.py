@@ -257,7 +257,7 @@ def reference_deform_conv2d(
     columns = samples.reshape(batch, groups, channels // groups * taps, pixels)
     kernel = weight.float().reshape(groups, out_channels // groups, -1)
     out = torch.einsum("gok,ngkp->ngop", kernel, columns).reshape(batch, out_channels, out_h, out_w)
-    return (out + bias.float()[None, :, None, None]).to(input.dtype)
+    return (out + bias.float()[None, :, None, None]).to(input.dtype).contiguous()
 
 
 def _sample_zero_padded(planes, ys, xs, height: int, width: int) -> torch.Tensor:
