@@ -1,6 +1,6 @@
 """ONNX export cases for ops declared with ``torchtrt_plugins.declare`` outside our catalogue: the example package's
-ops (examples/myops, built with the SDK) and torchvision's roi_align and nms (``torchtrt_plugins.vision``). Used by
-the cpu tier (export structure) and the rtx tier (NVIDIA's parser and builder, with the declared libraries loaded)."""
+ops (examples/myops, built with the SDK) and torchvision's ops (``torchtrt_plugins.vision``). Used by the cpu tier
+(export structure) and the rtx tier (NVIDIA's parser and builder, with the declared libraries loaded)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,16 @@ class FilterAboveCall(nn.Module):
 class RoiAlignCall(nn.Module):
     def forward(self, x, rois):
         return torch.ops.torchvision.roi_align(x, rois, 0.5, 3, 2, 2, True)
+
+
+class DeformConv2dCall(nn.Module):
+    def forward(self, x, weight, offset, mask, bias):
+        return torch.ops.torchvision.deform_conv2d(x, weight, offset, mask, bias, 1, 1, 1, 1, 1, 1, 2, 1, True)
+
+
+class MultiScaleRoiAlignCall(nn.Module):
+    def forward(self, fine, coarse, rois):
+        return torch.ops.torchtrt_vision.multi_scale_roi_align_2(fine, coarse, rois, 0.25, 0.125, 3, 3, 2)
 
 
 class NmsCall(nn.Module):
@@ -52,7 +62,16 @@ def unavailable() -> str | None:
     return sdk_build_unavailable()
 
 
-OPS = frozenset({"myops::scaled_add", "myops::filter_above", "torchvision::roi_align", "torchvision::nms"})
+OPS = frozenset(
+    {
+        "myops::scaled_add",
+        "myops::filter_above",
+        "torchvision::roi_align",
+        "torchvision::nms",
+        "torchvision::deform_conv2d",
+        "torchtrt_vision::multi_scale_roi_align_2",
+    }
+)
 
 
 def require() -> None:
@@ -92,6 +111,26 @@ def cases() -> list[ExportCase]:
             RoiAlignCall(),
             (torch.randn(2, 3, 8, 8), rois),
             {"x": {0: "batch"}, "rois": {0: "rois"}},
+        ),
+        ExportCase(
+            "torchvision::deform_conv2d",
+            "dynamic_batch",
+            DeformConv2dCall(),
+            (
+                torch.randn(2, 4, 6, 5),
+                torch.randn(6, 2, 3, 3),
+                torch.randn(2, 18, 6, 5),
+                torch.rand(2, 9, 6, 5),
+                torch.randn(6),
+            ),
+            {"x": {0: "batch"}, "offset": {0: "batch"}, "mask": {0: "batch"}},
+        ),
+        ExportCase(
+            "torchtrt_vision::multi_scale_roi_align_2",
+            "dynamic_rois",
+            MultiScaleRoiAlignCall(),
+            (torch.randn(2, 3, 16, 16), torch.randn(2, 3, 8, 8), torch.cat([rois[:, :1], rois[:, 1:] * 6], 1)),
+            {"fine": {0: "batch"}, "coarse": {0: "batch"}, "rois": {0: "rois"}},
         ),
         ExportCase(
             "torchvision::nms", "dynamic", NmsCall(), (_boxes(6), torch.rand(6)), {"dets": {0: "n"}, "scores": {0: "n"}}

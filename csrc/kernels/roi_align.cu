@@ -1,6 +1,7 @@
 #include "roi_align.h"
 
 #include "op_fields.h"
+#include "roi_align.cuh"
 #include "type_utils.cuh"
 
 #include <limits>
@@ -9,37 +10,6 @@ namespace ttp::vision
 {
 namespace
 {
-
-template <typename T, typename Index>
-__device__ float bilinear(T const* plane, Index height, Index width, float y, float x)
-{
-    if (y < -1.0F || y > static_cast<float>(height) || x < -1.0F || x > static_cast<float>(width))
-    {
-        return 0.0F;
-    }
-    y = fmaxf(y, 0.0F);
-    x = fmaxf(x, 0.0F);
-    auto y0 = static_cast<Index>(y);
-    auto x0 = static_cast<Index>(x);
-    Index y1 = y0 + 1;
-    Index x1 = x0 + 1;
-    if (y0 >= height - 1)
-    {
-        y0 = y1 = height - 1;
-        y = static_cast<float>(y0);
-    }
-    if (x0 >= width - 1)
-    {
-        x0 = x1 = width - 1;
-        x = static_cast<float>(x0);
-    }
-    float const ly = y - static_cast<float>(y0);
-    float const lx = x - static_cast<float>(x0);
-    float const hy = 1.0F - ly;
-    float const hx = 1.0F - lx;
-    auto at = [&](Index r, Index c) { return toFloat(plane[r * width + c]); };
-    return hy * hx * at(y0, x0) + hy * lx * at(y0, x1) + ly * hx * at(y1, x0) + ly * lx * at(y1, x1);
-}
 
 template <typename Index>
 struct Geometry
@@ -62,41 +32,9 @@ __global__ void roiAlignKernel(T const* input, T const* rois, T* output, Index t
         Index const ph = (index / g.pooledWidth) % g.pooledHeight;
         Index const c = (index / g.pooledWidth / g.pooledHeight) % g.channels;
         Index const k = index / g.pooledWidth / g.pooledHeight / g.channels;
-        T const* roi = rois + k * 5;
-        auto const batch = static_cast<Index>(toFloat(roi[0]));
-        float const offset = g.aligned ? 0.5F : 0.0F;
-        float const x1 = toFloat(roi[1]) * g.scale - offset;
-        float const y1 = toFloat(roi[2]) * g.scale - offset;
-        float roiWidth = toFloat(roi[3]) * g.scale - offset - x1;
-        float roiHeight = toFloat(roi[4]) * g.scale - offset - y1;
-        if (!g.aligned)
-        {
-            roiWidth = fmaxf(roiWidth, 1.0F);
-            roiHeight = fmaxf(roiHeight, 1.0F);
-        }
-        float const binHeight = roiHeight / static_cast<float>(g.pooledHeight);
-        float const binWidth = roiWidth / static_cast<float>(g.pooledWidth);
-        int const gridHeight = g.samplingRatio > 0
-                                   ? g.samplingRatio
-                                   : static_cast<int>(ceilf(roiHeight / static_cast<float>(g.pooledHeight)));
-        int const gridWidth = g.samplingRatio > 0
-                                  ? g.samplingRatio
-                                  : static_cast<int>(ceilf(roiWidth / static_cast<float>(g.pooledWidth)));
-        float const count = fmaxf(static_cast<float>(gridHeight * gridWidth), 1.0F);
-        T const* plane = input + (batch * g.channels + c) * g.height * g.width;
-        float sum = 0.0F;
-        for (int iy = 0; iy < gridHeight; ++iy)
-        {
-            float const y = y1 + static_cast<float>(ph) * binHeight
-                            + (static_cast<float>(iy) + 0.5F) * binHeight / static_cast<float>(gridHeight);
-            for (int ix = 0; ix < gridWidth; ++ix)
-            {
-                float const x = x1 + static_cast<float>(pw) * binWidth
-                                + (static_cast<float>(ix) + 0.5F) * binWidth / static_cast<float>(gridWidth);
-                sum += bilinear(plane, g.height, g.width, y, x);
-            }
-        }
-        output[index] = fromFloat<T>(sum / count);
+        T const* plane = input + (static_cast<Index>(toFloat(rois[k * 5])) * g.channels + c) * g.height * g.width;
+        output[index] = fromFloat<T>(roiBinAverage(plane, g.height, g.width, rois + k * 5, g.scale, ph, pw,
+            g.pooledHeight, g.pooledWidth, g.samplingRatio, g.aligned));
     }
 }
 

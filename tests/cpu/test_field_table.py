@@ -23,8 +23,8 @@ END = "<!-- end of field table -->\n"
 
 
 def documented_specs() -> list[spec.OpSpec]:
-    """Our catalogue and torchvision's roi_align and nms, by plugin."""
-    specs = [e.spec for e in registry.all_ops()] + [vision.ROI_ALIGN.spec, vision.NMS.spec]
+    """Our catalogue and torchvision's ops, by plugin."""
+    specs = [e.spec for e in registry.all_ops()] + [d.spec for d in vision.DECLARATIONS]
     return sorted(specs, key=lambda s: (s.plugin_namespace, s.plugin_name))
 
 

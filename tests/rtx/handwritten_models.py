@@ -150,6 +150,33 @@ def models() -> list[Handwritten]:
     )
     cases.append(Handwritten("roi_align", model, {"rois": [[1, 5], [8, 5], [32, 5]]}, [[-1, 8, 3, 2]], declared=True))
 
+    scalars = {"stride_h": 1, "stride_w": 2, "pad_h": 1, "pad_w": 1, "dilation_h": 1, "dilation_w": 1, "groups": 1}
+    node = _plugin(
+        "DeformConv2d",
+        ["input", "weight", "offset", "mask", "bias"],
+        ["y"],
+        "1",
+        "torchtrt_vision",
+        **scalars,
+        offset_groups=1,
+        use_mask=1,
+    )
+    model = _model(
+        "deform_conv2d",
+        node,
+        [
+            _value("input", f16, ["n", 4, 8, 8]),
+            _value("weight", f16, [6, 4, 3, 3]),
+            _value("offset", f16, ["n", 18, 8, 4]),
+            _value("mask", f16, ["n", 9, 8, 4]),
+            _value("bias", f16, [6]),
+        ],
+        [_value("y", f16, None)],
+    )
+    profile = {name: [[b, c, 8, w] for b in (1, 2, 4)] for name, c, w in (("input", 4, 8), ("offset", 18, 4))}
+    profile["mask"] = [[b, 9, 8, 4] for b in (1, 2, 4)]
+    cases.append(Handwritten("deform_conv2d", model, profile, [[-1, 6, 8, 4]], declared=True))
+
     node = _plugin("NMS", ["dets", "scores"], ["keep", "count"], "2", "torchtrt_vision", iou_threshold=0.5)
     model = _model(
         "nms",

@@ -1,0 +1,452 @@
+#include "deform_conv2d.h"
+
+#include "op_fields.h"
+#include "type_utils.cuh"
+
+#include <limits>
+#include <mma.h>
+
+namespace ttp::vision
+{
+namespace
+{
+
+namespace wmma = nvcuda::wmma;
+
+struct Problem
+{
+    int batch, channels, height, width;
+    int outChannels, kernelH, kernelW, outH, outW;
+    int strideH, strideW, padH, padW, dilationH, dilationW;
+    int groups, offsetGroups;
+    bool useMask;
+    int groupChannels;       // C / groups: the GEMM's K is groupChannels * taps
+    int groupOutChannels;    // O / groups: the GEMM's N
+    int offsetGroupChannels; // C / offset_groups
+    int taps;                // kh * kw
+    int pixels;              // out_h * out_w
+    int depth;               // groupChannels * taps, in the weight's own order (channel-major, then tap)
+    int64_t rows;            // N * pixels: the GEMM's M
+};
+
+// What the tensor-core product of T takes: fp16 and bf16 multiply in their own type (k = 16); fp32 in TF32 (k = 8),
+// three products per step, so that the TF32 rounding of either operand does not reach the result.
+template <typename T>
+struct MmaTraits;
+
+template <>
+struct MmaTraits<float>
+{
+    using Operand = wmma::precision::tf32;
+    static constexpr int kK = 8;
+    static constexpr bool kSplit = true;
+};
+
+template <>
+struct MmaTraits<__half>
+{
+    using Operand = __half;
+    static constexpr int kK = 16;
+    static constexpr bool kSplit = false;
+};
+
+template <>
+struct MmaTraits<__nv_bfloat16>
+{
+    using Operand = __nv_bfloat16;
+    static constexpr int kK = 16;
+    static constexpr bool kSplit = false;
+};
+
+constexpr int kThreads = 128; // four warps
+constexpr int kChunk = 32;    // K per shared-memory tile
+constexpr int kPad = 8;       // keeps the column-major tiles' columns off one bank, and wmma's 32-byte alignment
+
+// torchvision's bilinear interpolation for deformable convolution: a corner outside the image counts as zero (unlike
+// RoIAlign's, which clamps to the border).
+template <typename T>
+__device__ __forceinline__ float sampleZeroPadded(T const* plane, int height, int width, float y, float x)
+{
+    if (!(y > -1.0F && y < static_cast<float>(height) && x > -1.0F && x < static_cast<float>(width)))
+    {
+        return 0.0F;
+    }
+    float const yFloor = floorf(y);
+    float const xFloor = floorf(x);
+    int const y0 = static_cast<int>(yFloor);
+    int const x0 = static_cast<int>(xFloor);
+    float const ly = y - yFloor;
+    float const lx = x - xFloor;
+    float const hy = 1.0F - ly;
+    float const hx = 1.0F - lx;
+    bool const top = y0 >= 0;
+    bool const bottom = y0 + 1 < height;
+    bool const left = x0 >= 0;
+    bool const right = x0 + 1 < width;
+    T const* corner = plane + static_cast<int64_t>(y0) * width + x0;
+    float value = 0.0F;
+    if (top && left)
+    {
+        value += hy * hx * toFloat(corner[0]);
+    }
+    if (top && right)
+    {
+        value += hy * lx * toFloat(corner[1]);
+    }
+    if (bottom && left)
+    {
+        value += ly * hx * toFloat(corner[width]);
+    }
+    if (bottom && right)
+    {
+        value += ly * lx * toFloat(corner[width + 1]);
+    }
+    return value;
+}
+
+// One block: BM output pixels (GEMM rows, across images) x BN output channels of weight group blockIdx.z. Warps tile
+// the block as (BM / 32) x (4 * 32 / BM), each warp 32 rows x BN / (4 * 32 / BM) columns of 16 x 16 fragments.
+template <typename T, int BM, int BN>
+__global__ void __launch_bounds__(kThreads) deformConv2dKernel(
+    T const* input, T const* weight, T const* offset, T const* mask, T const* bias, T* output, Problem p)
+{
+    using Traits = MmaTraits<T>;
+    constexpr int kWarpsM = BM / 32;
+    constexpr int kWarpsN = kThreads / kWarpSize / kWarpsM;
+    constexpr int kFragsN = BN / kWarpsN / 16;
+    constexpr int kLdA = BM + kPad;     // samples, column-major: [k][row]
+    constexpr int kLdB = kChunk + kPad; // weights, column-major: [column][k], as the weight is laid out
+    constexpr int kLdC = BM + 4;        // results, column-major: [column][row], rows contiguous as in the output
+    constexpr int kTileBytes = (kChunk * kLdA + BN * kLdB) * static_cast<int>(sizeof(T));
+    constexpr int kResultBytes = BN * kLdC * static_cast<int>(sizeof(float));
+    static_assert(kFragsN >= 1 && kWarpsM * kWarpsN * kWarpSize == kThreads, "unsupported tile");
+    __shared__ __align__(128) unsigned char shared[kTileBytes > kResultBytes ? kTileBytes : kResultBytes];
+    T* tileA = reinterpret_cast<T*>(shared);
+    T* tileB = tileA + kChunk * kLdA;
+    auto* tileC = reinterpret_cast<float*>(shared); // reused once the last product has read the tiles
+
+    int const group = static_cast<int>(blockIdx.z);
+    int64_t const rowBase = static_cast<int64_t>(blockIdx.x) * BM;
+    int const columnBase = static_cast<int>(blockIdx.y) * BN;
+    int const warp = static_cast<int>(threadIdx.x) / kWarpSize;
+    int const warpRow = (warp % kWarpsM) * 32;
+    int const warpColumn = (warp / kWarpsM) * (BN / kWarpsN);
+
+    // Each thread samples one pixel (tile row) for every kStep-th k of a chunk.
+    constexpr int kStep = kThreads / BM;
+    int const sampleRow = static_cast<int>(threadIdx.x) % BM;
+    int const sampleFirst = static_cast<int>(threadIdx.x) / BM;
+    int64_t const row = rowBase + sampleRow;
+    bool const rowValid = row < p.rows;
+    int image = 0;
+    int pixel = 0;
+    if (rowValid)
+    {
+        image = static_cast<int>(row / p.pixels);
+        pixel = static_cast<int>(row - static_cast<int64_t>(image) * p.pixels);
+    }
+    int const outY = pixel / p.outW;
+    float const baseY = static_cast<float>(outY * p.strideH - p.padH);
+    float const baseX = static_cast<float>((pixel - outY * p.outW) * p.strideW - p.padW);
+    int64_t const planeSize = static_cast<int64_t>(p.height) * p.width;
+    T const* imagePlanes = input + (static_cast<int64_t>(image) * p.channels + group * p.groupChannels) * planeSize;
+    T const* groupWeight = weight + static_cast<int64_t>(group) * p.groupOutChannels * p.depth;
+
+    wmma::fragment<wmma::accumulator, 16, 16, Traits::kK, float> acc[2][kFragsN];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+    {
+#pragma unroll
+        for (int j = 0; j < kFragsN; ++j)
+        {
+            wmma::fill_fragment(acc[i][j], 0.0F);
+        }
+    }
+
+    for (int k0 = 0; k0 < p.depth; k0 += kChunk)
+    {
+        int channel = (k0 + sampleFirst) / p.taps;
+        int tap = k0 + sampleFirst - channel * p.taps;
+        for (int kk = sampleFirst; kk < kChunk; kk += kStep)
+        {
+            float value = 0.0F;
+            if (rowValid && k0 + kk < p.depth)
+            {
+                int const offsetGroup
+                    = p.offsetGroups == 1 ? 0 : (group * p.groupChannels + channel) / p.offsetGroupChannels;
+                int64_t const site = (static_cast<int64_t>(image) * p.offsetGroups + offsetGroup) * p.taps + tap;
+                T const* displacement = offset + site * 2 * p.pixels + pixel;
+                int const tapY = tap / p.kernelW;
+                float const y = baseY + static_cast<float>(tapY * p.dilationH) + toFloat(displacement[0]);
+                float const x = baseX + static_cast<float>((tap - tapY * p.kernelW) * p.dilationW)
+                                + toFloat(displacement[p.pixels]);
+                value = sampleZeroPadded(imagePlanes + channel * planeSize, p.height, p.width, y, x);
+                if (p.useMask)
+                {
+                    value *= toFloat(mask[site * p.pixels + pixel]);
+                }
+            }
+            tileA[kk * kLdA + sampleRow] = fromFloat<T>(value);
+            tap += kStep;
+            while (tap >= p.taps)
+            {
+                tap -= p.taps;
+                ++channel;
+            }
+        }
+        for (int i = static_cast<int>(threadIdx.x); i < BN * kChunk; i += kThreads)
+        {
+            int const column = i / kChunk;
+            int const kk = i - column * kChunk;
+            bool const inside = columnBase + column < p.groupOutChannels && k0 + kk < p.depth;
+            tileB[column * kLdB + kk] = inside
+                                            ? groupWeight[static_cast<int64_t>(columnBase + column) * p.depth + k0 + kk]
+                                            : fromFloat<T>(0.0F);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int ks = 0; ks < kChunk; ks += Traits::kK)
+        {
+            using Operand = typename Traits::Operand;
+            wmma::fragment<wmma::matrix_a, 16, 16, Traits::kK, Operand, wmma::col_major> a[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, Traits::kK, Operand, wmma::col_major> b[kFragsN];
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+            {
+                wmma::load_matrix_sync(a[i], tileA + ks * kLdA + warpRow + i * 16, kLdA);
+            }
+#pragma unroll
+            for (int j = 0; j < kFragsN; ++j)
+            {
+                wmma::load_matrix_sync(b[j], tileB + (warpColumn + j * 16) * kLdB + ks, kLdB);
+            }
+            if constexpr (Traits::kSplit)
+            {
+                wmma::fragment<wmma::matrix_a, 16, 16, Traits::kK, Operand, wmma::col_major> aSmall[2];
+                wmma::fragment<wmma::matrix_b, 16, 16, Traits::kK, Operand, wmma::col_major> bSmall[kFragsN];
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+                {
+#pragma unroll
+                    for (int e = 0; e < a[i].num_elements; ++e)
+                    {
+                        float const big = wmma::__float_to_tf32(a[i].x[e]);
+                        aSmall[i].x[e] = wmma::__float_to_tf32(a[i].x[e] - big);
+                        a[i].x[e] = big;
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < kFragsN; ++j)
+                {
+#pragma unroll
+                    for (int e = 0; e < b[j].num_elements; ++e)
+                    {
+                        float const big = wmma::__float_to_tf32(b[j].x[e]);
+                        bSmall[j].x[e] = wmma::__float_to_tf32(b[j].x[e] - big);
+                        b[j].x[e] = big;
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+                {
+#pragma unroll
+                    for (int j = 0; j < kFragsN; ++j)
+                    {
+                        // The small products first: they would vanish next to the large one's running sum.
+                        wmma::mma_sync(acc[i][j], aSmall[i], b[j], acc[i][j]);
+                        wmma::mma_sync(acc[i][j], a[i], bSmall[j], acc[i][j]);
+                        wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+                    }
+                }
+            }
+            else
+            {
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+                {
+#pragma unroll
+                    for (int j = 0; j < kFragsN; ++j)
+                    {
+                        wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+    {
+#pragma unroll
+        for (int j = 0; j < kFragsN; ++j)
+        {
+            wmma::store_matrix_sync(
+                tileC + (warpColumn + j * 16) * kLdC + warpRow + i * 16, acc[i][j], kLdC, wmma::mem_col_major);
+        }
+    }
+    __syncthreads();
+    for (int i = static_cast<int>(threadIdx.x); i < BN * BM; i += kThreads)
+    {
+        int const column = i / BM;
+        int const r = i - column * BM;
+        int64_t const outRow = rowBase + r;
+        if (outRow < p.rows && columnBase + column < p.groupOutChannels)
+        {
+            int const outChannel = group * p.groupOutChannels + columnBase + column;
+            int64_t const outImage = outRow / p.pixels;
+            int64_t const outPixel = outRow - outImage * p.pixels;
+            output[(outImage * p.outChannels + outChannel) * p.pixels + outPixel]
+                = fromFloat<T>(tileC[column * kLdC + r] + toFloat(bias[outChannel]));
+        }
+    }
+}
+
+template <typename T, int BM, int BN>
+cudaError_t launchTile(sdk::LaunchArgs const& a, Problem const& p)
+{
+    int64_t const rowBlocks = (p.rows + BM - 1) / BM;
+    int64_t const columnBlocks = (p.groupOutChannels + BN - 1) / BN;
+    if (rowBlocks > std::numeric_limits<int32_t>::max() || columnBlocks > 65535 || p.groups > 65535)
+    {
+        return cudaErrorInvalidValue;
+    }
+    dim3 const grid(
+        static_cast<unsigned>(rowBlocks), static_cast<unsigned>(columnBlocks), static_cast<unsigned>(p.groups));
+    deformConv2dKernel<T, BM, BN><<<grid, kThreads, 0, a.stream>>>(static_cast<T const*>(a.inputs[0].data),
+        static_cast<T const*>(a.inputs[1].data), static_cast<T const*>(a.inputs[2].data),
+        static_cast<T const*>(a.inputs[3].data), static_cast<T const*>(a.inputs[4].data),
+        static_cast<T*>(a.outputs[0].data), p);
+    return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch(sdk::LaunchArgs const& a, Problem const& p)
+{
+    if (p.groupOutChannels >= 128)
+    {
+        return launchTile<T, 64, 128>(a, p);
+    }
+    // Small problems (e.g. one image of 64 x 64): 32-row tiles, so that the grid still covers every SM twice.
+    int sms = 0;
+    if (cudaError_t err = currentDeviceAttribute(cudaDevAttrMultiProcessorCount, &sms); err != cudaSuccess)
+    {
+        return err;
+    }
+    int64_t const blocks = (p.rows + 63) / 64 * ((p.groupOutChannels + 63) / 64) * p.groups;
+    return blocks < 2 * static_cast<int64_t>(sms) ? launchTile<T, 32, 64>(a, p) : launchTile<T, 64, 64>(a, p);
+}
+
+bool fitsInt(int64_t v)
+{
+    return v >= 0 && v <= std::numeric_limits<int32_t>::max();
+}
+
+} // namespace
+
+cudaError_t deformConv2d(sdk::LaunchArgs const& a)
+{
+    namespace fields = torchvision::fields::deform_conv2d;
+    if (a.nbInputs != 5 || a.nbOutputs != 1 || a.nbScalars != fields::kNB_SCALARS)
+    {
+        return cudaErrorInvalidValue;
+    }
+    double const strideH = a.scalars[fields::kSTRIDE_H];
+    double const strideW = a.scalars[fields::kSTRIDE_W];
+    double const padH = a.scalars[fields::kPAD_H];
+    double const padW = a.scalars[fields::kPAD_W];
+    double const dilationH = a.scalars[fields::kDILATION_H];
+    double const dilationW = a.scalars[fields::kDILATION_W];
+    double const groups = a.scalars[fields::kGROUPS];
+    double const offsetGroups = a.scalars[fields::kOFFSET_GROUPS];
+    bool const useMask = a.scalars[fields::kUSE_MASK] != 0.0;
+
+    sdk::Tensor const& input = a.inputs[0];
+    sdk::Tensor const& weight = a.inputs[1];
+    sdk::Tensor const& offset = a.inputs[2];
+    sdk::Tensor const& mask = a.inputs[3];
+    sdk::Tensor const& bias = a.inputs[4];
+    sdk::Tensor const& out = a.outputs[0];
+    // A SymInt that reached the plugin as a shape input holds kSHAPE_INPUT_MARKER (negative): rejected with the rest.
+    for (double const v : {strideH, strideW, dilationH, dilationW, groups, offsetGroups})
+    {
+        if (!(v >= 1.0 && v <= 65535.0))
+        {
+            return cudaErrorInvalidValue;
+        }
+    }
+    if (!(padH >= 0.0 && padH <= 65535.0 && padW >= 0.0 && padW <= 65535.0))
+    {
+        return cudaErrorInvalidValue;
+    }
+    if (input.rank != 4 || weight.rank != 4 || offset.rank != 4 || bias.rank != 1 || out.rank != 4)
+    {
+        return cudaErrorInvalidValue;
+    }
+    for (sdk::Tensor const* t : {&weight, &offset, &mask, &bias, &out})
+    {
+        if (t->dtype != input.dtype)
+        {
+            return cudaErrorInvalidValue;
+        }
+    }
+    for (int d = 0; d < 4; ++d)
+    {
+        if (!fitsInt(input.dims[d]) || !fitsInt(weight.dims[d]) || !fitsInt(out.dims[d]))
+        {
+            return cudaErrorInvalidValue;
+        }
+    }
+    Problem p{};
+    p.batch = static_cast<int>(input.dims[0]);
+    p.channels = static_cast<int>(input.dims[1]);
+    p.height = static_cast<int>(input.dims[2]);
+    p.width = static_cast<int>(input.dims[3]);
+    p.outChannels = static_cast<int>(weight.dims[0]);
+    p.kernelH = static_cast<int>(weight.dims[2]);
+    p.kernelW = static_cast<int>(weight.dims[3]);
+    p.outH = static_cast<int>(out.dims[2]);
+    p.outW = static_cast<int>(out.dims[3]);
+    p.strideH = static_cast<int>(strideH);
+    p.strideW = static_cast<int>(strideW);
+    p.padH = static_cast<int>(padH);
+    p.padW = static_cast<int>(padW);
+    p.dilationH = static_cast<int>(dilationH);
+    p.dilationW = static_cast<int>(dilationW);
+    p.groups = static_cast<int>(groups);
+    p.offsetGroups = static_cast<int>(offsetGroups);
+    p.useMask = useMask;
+    if (p.channels % p.groups != 0 || p.outChannels % p.groups != 0 || p.channels % p.offsetGroups != 0
+        || weight.dims[1] * p.groups != p.channels)
+    {
+        return cudaErrorInvalidValue;
+    }
+    p.groupChannels = p.channels / p.groups;
+    p.groupOutChannels = p.outChannels / p.groups;
+    p.offsetGroupChannels = p.channels / p.offsetGroups;
+    p.taps = p.kernelH * p.kernelW;
+    int64_t const pixels = static_cast<int64_t>(p.outH) * p.outW;
+    int64_t const depth = static_cast<int64_t>(p.groupChannels) * p.taps;
+    int64_t const sites = static_cast<int64_t>(p.offsetGroups) * p.taps;
+    bool const shapesAgree = out.dims[0] == p.batch && out.dims[1] == p.outChannels && offset.dims[0] == p.batch
+                             && offset.dims[1] == 2 * sites && offset.dims[2] == p.outH && offset.dims[3] == p.outW
+                             && bias.dims[0] == p.outChannels
+                             && (!useMask
+                                 || (mask.rank == 4 && mask.dims[0] == p.batch && mask.dims[1] == sites
+                                     && mask.dims[2] == p.outH && mask.dims[3] == p.outW));
+    if (!shapesAgree || !fitsInt(pixels) || !fitsInt(depth) || !fitsInt(sites * 2 * pixels)
+        || !fitsInt(static_cast<int64_t>(p.height) * p.width))
+    {
+        return cudaErrorInvalidValue;
+    }
+    p.pixels = static_cast<int>(pixels);
+    p.depth = static_cast<int>(depth);
+    p.rows = static_cast<int64_t>(p.batch) * p.pixels;
+    if (p.rows == 0 || p.outChannels == 0)
+    {
+        return cudaSuccess;
+    }
+    return withFloatType(input.dtype, [&](auto zero) { return launch<decltype(zero)>(a, p); });
+}
+
+} // namespace ttp::vision

@@ -1,0 +1,22 @@
+// deform_conv2d: torchvision::deform_conv2d's forward (DCN v1 without a mask, v2 with), behind the SDK launcher ABI.
+//
+// Inputs:  input (N, C, H, W), weight (O, C / groups, kh, kw), offset (N, 2 * offset_groups * kh * kw, out_h, out_w),
+//          mask (N, offset_groups * kh * kw, out_h, out_w; read only when use_mask), bias (O), one floating type
+//          (fp32, fp16, bf16)
+// Scalars: stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, offset_groups, use_mask (0/1)
+// Output:  (N, O, out_h, out_w)
+//
+// One fused implicit GEMM per weight group: a block computes a tile of output pixels x output channels; for each
+// K-chunk (input channel x kernel tap) it samples the input bilinearly into shared memory and multiplies it with the
+// weight tile on tensor cores (wmma), fp32 accumulation. fp16 and bf16 multiply in their own type; fp32 as three TF32
+// products (the operands split into a TF32 part and a TF32 remainder), which keeps about fp32's accuracy.
+#pragma once
+
+#include "sdk/ttp_sdk.h"
+
+namespace ttp::vision
+{
+
+cudaError_t deformConv2d(sdk::LaunchArgs const& args);
+
+} // namespace ttp::vision

@@ -1,0 +1,97 @@
+"""Our deform_conv2d kernel on a GPU: eagerly through the launcher against the reference (every dtype, every tile
+shape the launcher picks, odd sizes), against torchvision's own CUDA op where it is installed, and through the
+plugin's enqueue in the harness."""
+
+from __future__ import annotations
+
+from torchtrt_plugins.testing import require_sdk_build
+
+require_sdk_build()
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from deform_conv2d_cases import make_args  # noqa: E402
+
+from torchtrt_plugins import sdk, vision  # noqa: E402
+from torchtrt_plugins.testing import check_op  # noqa: E402
+
+
+def _cuda(args):
+    return tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def _reference(args):
+    """The fp32 reference on the very same (rounded) inputs."""
+    return vision.reference_deform_conv2d(*(a.float() if isinstance(a, torch.Tensor) else a for a in args))
+
+
+# The launcher's tiles: 64 x 128 (>= 128 output channels per group), 32 x 64 (few blocks), 64 x 64 (the rest); and
+# sizes that leave every tile partial (rows, output channels and K = channels * taps not multiples of the tile).
+CONFIGS = {
+    "v2": {},
+    "v1": {"use_mask": False},
+    "tile_64x128": {"out_channels": 130, "channels": 5, "size": (9, 13)},
+    "tile_32x64": {"batch": 1, "channels": 17, "out_channels": 7, "size": (5, 11)},
+    "tile_64x64": {"batch": 3, "channels": 16, "out_channels": 64, "size": (40, 33)},
+    "strided_dilated": {"stride": (2, 3), "dilation": (2, 1), "pad": (2, 0), "kernel": (3, 2), "size": (17, 19)},
+    "groups": {"groups": 4, "channels": 8, "out_channels": 12, "offset_groups": 2},
+    "offset_groups": {"offset_groups": 3, "channels": 6, "size": (12, 10)},
+    "far": {"spread": 8.0},
+    "5x5": {"kernel": (5, 5), "pad": (2, 2), "channels": 3},
+}
+DTYPES = vision.DEFORM_CONV2D_FLOATS
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_eager_matches_the_reference(config, dtype):
+    args = make_args(**config, dtype=dtype)
+    got = sdk.launch(vision.DEFORM_CONV2D, *_cuda(args))
+    tolerance = vision.DEFORM_CONV2D.spec.tolerance(dtype)
+    assert got.dtype == dtype and got.is_contiguous()
+    torch.testing.assert_close(got.float().cpu(), _reference(args), atol=tolerance.atol, rtol=tolerance.rtol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(1, 64, 64, 64), (8, 256, 32, 32)], ids=str)
+def test_benchmark_shapes_match_the_reference(shape, dtype):
+    batch, channels, height, width = shape
+    args = make_args(batch=batch, channels=channels, out_channels=channels, size=(height, width), dtype=dtype)
+    weight = (args[1].float() / (channels * 9) ** 0.5).to(dtype)  # outputs of order one, as in a trained layer
+    args = (args[0], weight, *args[2:])
+    got = sdk.launch(vision.DEFORM_CONV2D, *_cuda(args))
+    tolerance = vision.DEFORM_CONV2D.spec.tolerance(dtype)
+    torch.testing.assert_close(got.float().cpu(), _reference(args), atol=tolerance.atol, rtol=tolerance.rtol)
+
+
+@pytest.mark.skipif(not vision.TORCHVISION, reason="torchvision's CUDA ops are not installed")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("config", [CONFIGS["v2"], CONFIGS["v1"], CONFIGS["groups"], CONFIGS["strided_dilated"]])
+def test_matches_torchvision(config, dtype):
+    args = _cuda(make_args(**config, dtype=dtype))
+    got = sdk.launch(vision.DEFORM_CONV2D, *args)
+    theirs = torch.ops.torchvision.deform_conv2d(*args)
+    exact = torch.ops.torchvision.deform_conv2d(*(a.float() if isinstance(a, torch.Tensor) else a for a in args))
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, theirs, atol=1e-4, rtol=1e-4)
+    else:  # torchvision computes half in half arithmetic: ours must be no farther from its fp32 result than its own
+        assert (got.float() - exact).abs().max() <= (theirs.float() - exact).abs().max() * 1.01 + 1e-3
+
+
+def test_repeated_calls_agree_bit_for_bit():
+    args = _cuda(make_args(**CONFIGS["tile_64x64"], dtype=torch.float16))
+    first = sdk.launch(vision.DEFORM_CONV2D, *args)
+    assert torch.equal(first, sdk.launch(vision.DEFORM_CONV2D, *args))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_harness_enqueue_matches_eager(dtype):
+    samples = [make_args(dtype=dtype), make_args(**CONFIGS["groups"], dtype=dtype, use_mask=False)]
+    report = check_op(
+        torch.ops.torchvision.deform_conv2d,
+        samples,
+        reference=vision.reference_deform_conv2d,
+        checks=("plan", "harness"),
+    )
+    assert "harness enqueue" not in report.skipped, report
+    assert {"plan", "harness"} <= set(report.passed), report

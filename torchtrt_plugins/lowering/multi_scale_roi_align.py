@@ -1,0 +1,350 @@
+"""torchvision's MultiScaleRoIAlign, as ``torch.export`` records it -> ``torchtrt_vision::multi_scale_roi_align_<L>``.
+
+MultiScaleRoIAlign (``torchvision/ops/poolers.py``) pools each RoI from the feature level its box's scale picks: one
+``torchvision::roi_align`` per level on that level's RoIs (gathered with ``where(levels == l)``), written back into
+zeros in RoI order (``result[idx] = ...``). Recognized in the graphs of ``torch.export`` before and after
+``run_decompositions()`` (``where``/``nonzero``, ``index_put_``/``index_put``, ``zeros``/``full``):
+
+- a chain of L (2 to 5) index puts into zeros (K, C, ph, pw), the l-th of
+  ``roi_align(level_l, rois[idx_l], scale_l, ph, pw, sampling_ratio, aligned)`` (cast to the zeros' dtype or not),
+  ``idx_l`` the indices where ``levels == l``, for l = 0 .. L-1 in order, one ``rois`` and one ``levels`` for all;
+- ``levels`` as LevelMapper computes it, in fp32: ``floor(k0 + log2(sqrt(area) / s0) + eps)`` clamped to
+  ``[k_min, k_max]``, minus ``k_min``, with ``k_min`` and ``k_max`` those of the first and last scales
+  (``int(-log2(scale))``), eps 1e-6, and ``area`` the boxes' (``box_area``) of the very boxes that ``rois``
+  concatenates after its batch-index column (``_convert_to_roi_format``).
+
+``k0`` and ``s0`` become the op's ``canonical_level`` and ``canonical_scale``. Anything else is left alone; the
+pattern's nodes (the per-level gathers, their shape checks, the level computation) go with it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.fx import GraphModule, Node
+
+from ._fx import GraphRewrite, LoweringPass, RewriteRejected, arg, fake_mode_of, known_equal, real_users, strip_casts
+
+_LOGGER = logging.getLogger(__name__)
+
+_ATEN = torch.ops.aten
+_INDEX_PUT = (_ATEN.index_put_.default, _ATEN.index_put.default)
+_LEVEL_COUNTS = range(2, 6)  # torchtrt_plugins.vision.MULTI_SCALE_LEVELS
+_EPS = 1e-6
+#: What torch.export adds to check the values of a pattern (shapes of data-dependent sizes): they go with it.
+_SHAPE_CHECKS = frozenset(
+    (
+        _ATEN.sym_size.int,
+        _ATEN._assert_scalar.default,
+        _ATEN._assert_tensor_metadata.default,
+        _ATEN.sym_constrain_range_for_size.default,
+        operator.ge,
+        operator.le,
+        operator.gt,
+        operator.lt,
+        operator.eq,
+    )
+)
+
+
+@dataclass
+class _Match:
+    chain: list[Node]
+    features: list[Node]
+    rois: Node
+    scales: list[float]
+    pooled: tuple[int, int]
+    sampling_ratio: int
+    aligned: bool
+    canonical_scale: float = 0.0
+    canonical_level: int = 0
+    nodes: list[Node] = field(default_factory=list)
+
+
+def _call(node: Any, *targets: Any) -> bool:
+    return isinstance(node, Node) and node.op == "call_function" and node.target in targets
+
+
+def _is_roi_align(node: Any) -> bool:
+    target = getattr(node, "target", None)
+    return (
+        isinstance(node, Node)
+        and isinstance(target, torch._ops.OpOverload)
+        and target._schema.name == "torchvision::roi_align"
+    )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _int_cast_source(node: Any) -> Node | None:
+    """The input of a cast to int64, else None."""
+    if _call(node, _ATEN.to.dtype) and len(node.args) == 2 and node.args[1] == torch.int64:
+        return node.args[0]
+    if _call(node, _ATEN._to_copy.default) and len(node.args) == 1 and node.kwargs.get("dtype") == torch.int64:
+        return node.args[0]
+    return None
+
+
+def _level_test(index: Any, nodes: list[Node]) -> Node | None:
+    """The ``eq(levels, l)`` whose true positions ``index`` holds: ``where(eq)[0]``, or ``nonzero(eq)``'s first column
+    (``squeeze(slice(nonzero, 1, 0, 1), [1])`` or ``select(nonzero, 1, 0)``)."""
+    if _call(index, operator.getitem) and index.args[1] == 0 and _call(index.args[0], _ATEN.where.default):
+        nodes += [index, index.args[0]]
+        return index.args[0].args[0]
+    column = index
+    if _call(index, _ATEN.squeeze.dims) and list(index.args[1]) == [1]:
+        column = index.args[0]
+        if not (_call(column, _ATEN.slice.Tensor) and tuple(column.args[1:]) == (1, 0, 1)):
+            return None
+    elif not (_call(index, _ATEN.select.int) and tuple(index.args[1:]) == (1, 0)):
+        return None
+    source = column.args[0]
+    if not _call(source, _ATEN.nonzero.default):
+        return None
+    nodes += [index, column, source] if column is not index else [index, source]
+    return source.args[0]
+
+
+def _constant(gm: GraphModule, node: Any, nodes: list[Node]) -> torch.Tensor | None:
+    """The tensor a lifted constant holds (``torch.tensor(eps)`` in the graph), through its copies."""
+    while _call(node, _ATEN.lift_fresh_copy.default, _ATEN.detach_.default, _ATEN.detach.default, _ATEN.clone.default):
+        nodes.append(node)
+        node = node.args[0]
+    if not isinstance(node, Node) or node.op != "get_attr":
+        return None
+    nodes.append(node)
+    try:
+        held = functools.reduce(getattr, node.target.split("."), gm)
+    except AttributeError:
+        return None
+    return held if isinstance(held, torch.Tensor) else None
+
+
+def _box_areas(node: Any, nodes: list[Node]) -> list[Node] | None:
+    """The boxes of ``cat([box_area(b) for b in boxes])`` (or of one ``box_area(b)``)."""
+    if _call(node, _ATEN.cat.default):
+        if arg(node, 1, "dim", 0) != 0:
+            return None
+        products = node.args[0]
+        nodes.append(node)
+    else:
+        products = [node]
+    boxes = []
+    for product in products:
+        if not _call(product, _ATEN.mul.Tensor) or len(product.args) != 2:
+            return None
+        sides = []
+        for difference, (high, low) in zip(product.args, ((2, 0), (3, 1)), strict=True):
+            if not _call(difference, _ATEN.sub.Tensor) or len(difference.args) != 2 or difference.kwargs:
+                return None
+            ends = difference.args
+            if not all(_call(e, _ATEN.select.int) and e.args[1] == 1 for e in ends):
+                return None
+            if (ends[0].args[2], ends[1].args[2]) != (high, low) or ends[0].args[0] is not ends[1].args[0]:
+                return None
+            sides.append(ends[0].args[0])
+            nodes += [difference, *ends]
+        if sides[0] is not sides[1]:
+            return None
+        nodes.append(product)
+        boxes.append(sides[0])
+    return boxes
+
+
+def _level_mapping(gm: GraphModule, levels: Node, match: _Match) -> bool:
+    """Whether ``levels`` is LevelMapper's over the boxes of ``match.rois`` and ``match.scales``; fills in the
+    canonical scale and level."""
+    nodes = match.nodes
+    node = levels
+    while (source := _int_cast_source(node)) is not None:
+        nodes.append(node)
+        node = source
+    lowest = int(-math.log2(float(torch.tensor(match.scales[0], dtype=torch.float32))))
+    highest = int(-math.log2(float(torch.tensor(match.scales[-1], dtype=torch.float32))))
+    if not (_call(node, _ATEN.sub.Tensor, _ATEN.sub.Scalar) and len(node.args) == 2 and node.args[1] == lowest):
+        return False
+    if node.kwargs.get("alpha", 1) != 1:
+        return False
+    cast = node.args[0]
+    clamp = _int_cast_source(cast)
+    if not _call(clamp, _ATEN.clamp.default):
+        return False
+    bounds = (arg(clamp, 1, "min"), arg(clamp, 2, "max"))
+    if bounds != (lowest, highest):
+        return False
+    floor = clamp.args[0]
+    if not _call(floor, _ATEN.floor.default):
+        return False
+    outer = floor.args[0]
+    if not _call(outer, _ATEN.add.Tensor) or len(outer.args) != 2 or outer.kwargs:
+        return False
+    eps = _constant(gm, outer.args[1], nodes)
+    inner = outer.args[0]
+    if eps is None or eps.numel() != 1 or float(eps) != float(torch.tensor(_EPS, dtype=eps.dtype)):
+        return False
+    if not _call(inner, _ATEN.add.Tensor, _ATEN.add.Scalar) or len(inner.args) != 2 or inner.kwargs:
+        return False
+    log2, canonical_level = inner.args
+    if not (isinstance(canonical_level, int) and not isinstance(canonical_level, bool)):
+        return False
+    if not _call(log2, _ATEN.log2.default):
+        return False
+    div = log2.args[0]
+    if not _call(div, _ATEN.div.Tensor, _ATEN.div.Scalar) or len(div.args) != 2 or div.kwargs:
+        return False
+    sqrt, canonical_scale = div.args
+    if not _number(canonical_scale) or canonical_scale <= 0 or not _call(sqrt, _ATEN.sqrt.default):
+        return False
+    area = sqrt.args[0]
+    value = area.meta.get("val")
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
+        return False  # LevelMapper in another dtype rounds differently from the op's fp32 mapping
+    boxes = _box_areas(area, nodes)
+    if boxes is None or not _rois_of(match.rois, boxes):
+        return False
+    nodes += [node, cast, clamp, floor, outer, inner, log2, div, sqrt]
+    match.canonical_scale, match.canonical_level = float(canonical_scale), canonical_level
+    return True
+
+
+def _rois_of(rois: Node, boxes: list[Node]) -> bool:
+    """Whether ``rois`` is ``cat([ids, cat(boxes)], 1)``: one batch-index column before those boxes, in order."""
+    if not _call(rois, _ATEN.cat.default) or arg(rois, 1, "dim", 0) not in (1, -1) or len(rois.args[0]) != 2:
+        return False
+    ids, concatenated = rois.args[0]
+    ids_value = ids.meta.get("val") if isinstance(ids, Node) else None
+    if not isinstance(ids_value, torch.Tensor) or ids_value.dim() != 2 or not known_equal(ids_value.shape[1], 1):
+        return False
+    if _call(concatenated, _ATEN.cat.default) and arg(concatenated, 1, "dim", 0) == 0:
+        return list(concatenated.args[0]) == boxes
+    return boxes == [concatenated]
+
+
+def _match(gm: GraphModule, head: Node) -> _Match | None:
+    zeros = head.args[0]
+    if not (
+        _call(zeros, _ATEN.zeros.default) or (_call(zeros, _ATEN.full.default) and arg(zeros, 1, "fill_value") == 0)
+    ):
+        return None
+    if real_users(zeros) != [head]:
+        return None
+    chain = [head]
+    while len(users := real_users(chain[-1])) == 1 and _call(users[0], *_INDEX_PUT) and users[0].args[0] is chain[-1]:
+        chain.append(users[0])
+    if len(chain) not in _LEVEL_COUNTS:
+        return None
+    match, levels, signature = None, None, None
+    nodes = [zeros, *chain]
+    for level, put in enumerate(chain):
+        if arg(put, 3, "accumulate", False) or len(put.args[1]) != 1:
+            return None
+        index = put.args[1][0]
+        pooled, casts = strip_casts(put.args[2])
+        if not _is_roi_align(pooled) or len(real_users(pooled)) != 1:
+            return None
+        feature, gathered, scale, *rest = (arg(pooled, i, n) for i, n in enumerate(_ROI_ALIGN_ARGS))
+        if not (_call(gathered, _ATEN.index.Tensor) and len(gathered.args[1]) == 1 and gathered.args[1][0] is index):
+            return None
+        test = _level_test(index, nodes)
+        if not (_call(test, _ATEN.eq.Scalar) and test.args[1] == level and not isinstance(test.args[1], bool)):
+            return None
+        if levels is None:
+            levels, signature = test.args[0], (gathered.args[0], *rest)
+            match = _Match(chain, [], gathered.args[0], [], (rest[0], rest[1]), rest[2], bool(rest[3]), nodes=nodes)
+        elif test.args[0] is not levels or (gathered.args[0], *rest) != signature:
+            return None
+        if not _number(scale) or not all(isinstance(v, int) for v in rest[:3]):
+            return None
+        match.features.append(feature)
+        match.scales.append(float(scale))
+        nodes += [*casts, pooled, gathered, test]
+    if not _shapes_agree(zeros, match) or not _level_mapping(gm, levels, match):
+        return None
+    return match
+
+
+_ROI_ALIGN_ARGS = ("input", "rois", "spatial_scale", "pooled_height", "pooled_width", "sampling_ratio", "aligned")
+
+
+def _shapes_agree(zeros: Node, match: _Match) -> bool:
+    """zeros (K, C, ph, pw) of the features' dtype, K the RoIs' count and C every feature's channels."""
+    result, rois = zeros.meta.get("val"), match.rois.meta.get("val")
+    features = [f.meta.get("val") if isinstance(f, Node) else None for f in match.features]
+    if not isinstance(result, torch.Tensor) or not isinstance(rois, torch.Tensor):
+        return False
+    if not all(isinstance(f, torch.Tensor) and f.dim() == 4 and f.dtype == result.dtype for f in features):
+        return False
+    expected = (rois.shape[0], features[0].shape[1], *match.pooled)
+    return (
+        result.dim() == 4
+        and all(known_equal(a, b) for a, b in zip(result.shape, expected, strict=True))
+        and all(known_equal(f.shape[1], features[0].shape[1]) for f in features)
+    )
+
+
+def _erase_pattern(gm: GraphModule, nodes: list[Node]) -> None:
+    """Erase the pattern's nodes that nothing uses any more, with the shape checks export added on them."""
+    region = set(nodes)
+    frontier = list(nodes)
+    while frontier:
+        for user in frontier.pop().users:
+            if user not in region and _call(user, *_SHAPE_CHECKS):
+                region.add(user)
+                frontier.append(user)
+    erased = True
+    while erased:
+        erased = False
+        for node in reversed(list(gm.graph.nodes)):
+            if node in region and not node.users and node.op != "placeholder":
+                gm.graph.erase_node(node)
+                region.discard(node)
+                erased = True
+
+
+def _rewrite(gm: GraphModule, match: _Match) -> bool:
+    importlib.import_module("torchtrt_plugins.vision")  # defines torch.ops.torchtrt_vision (only when a model has it)
+    op = getattr(torch.ops.torchtrt_vision, f"multi_scale_roi_align_{len(match.features)}").default
+    output = match.chain[-1]
+    rewrite = GraphRewrite(gm, output, [], fake_mode_of(gm))
+    args = (
+        *match.features,
+        match.rois,
+        *match.scales,
+        *match.pooled,
+        match.sampling_ratio,
+        match.canonical_scale,
+        match.canonical_level,
+        match.aligned,
+    )
+    try:
+        replacement = rewrite.call(op, args)
+    except RewriteRejected as err:
+        _LOGGER.debug("multi_scale_roi_align: not rewritten: %s", err)
+        return False
+    output.replace_all_uses_with(replacement)
+    _erase_pattern(gm, match.nodes)
+    return True
+
+
+def run(gm: GraphModule) -> int:
+    """Rewrite every MultiScaleRoIAlign of ``gm``; how many."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        if getattr(node, "_erased", False) or not _call(node, *_INDEX_PUT):
+            continue
+        match = _match(gm, node)
+        if match is not None and _rewrite(gm, match):
+            count += 1
+    return count
+
+
+PASS = LoweringPass("multi_scale_roi_align", run)
