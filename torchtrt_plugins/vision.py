@@ -1,12 +1,19 @@
 """torchvision::roi_align and torchvision::nms as TensorRT plugins, through the public ``declare`` path.
 
-``import torchtrt_plugins.vision`` (after ``import torchvision`` where it is installed) declares both ops from
-torchvision's own schemas and fake kernels, with our kernels (``csrc/kernels/roi_align.cu``, ``nms.cu``) as their
-launchers, built with the SDK like any user package. torchvision's own eager kernels stay in place; ours run in
-the plugin and through :func:`torchtrt_plugins.sdk.launch`. Without torchvision (e.g. next to a CPU-only torch its
-ops do not load with), the two schemas and fake kernels are defined here as torchvision defines them (the nms
-fake's kept count has no lower bound of 2 here; torchvision's has one), with
-:func:`reference_roi_align` and :func:`reference_nms` as their CPU kernels.
+``import torchtrt_plugins.vision`` declares both ops from torchvision's own schemas and fake kernels, with our kernels
+(``csrc/kernels/roi_align.cu``, ``nms.cu``) as their launchers, built with the SDK like any user package.
+torchvision's own eager kernels stay in place where they load; ours run in the plugin and through
+:func:`torchtrt_plugins.sdk.launch`.
+
+Where torchvision's ops library does not load (pip's torchvision is a CUDA build: beside a CPU-only torch its ``_C``
+fails and ``import torchvision`` raises ``operator torchvision::nms does not exist``), importing this module
+*before* torchvision makes torchvision importable: the schemas of ``nms``, ``qnms``, ``roi_align`` and
+``deform_conv2d`` are defined here as torchvision defines them, with :func:`reference_nms`,
+:func:`reference_roi_align` and :func:`reference_deform_conv2d` as their CPU kernels (``qnms`` has none), torchvision
+then registers its own ``nms``/``qnms`` fake kernels, and its Python code is told its ops are there
+(``torchvision.extension._has_ops``), so ``torchvision.ops`` calls them instead of raising or taking its pure-Python
+RoIAlign. Without torchvision the ``nms`` fake is ours too (the kept count has no lower bound of 2 here;
+torchvision's has one).
 
 torchvision's nms fake kernel gives its output size no bound (``create_unbacked_symint``), so the declaration
 supplies it: at most one kept index per box (``size_upper``).
@@ -14,8 +21,10 @@ supplies it: at most one kept index per box (``size_upper``).
 
 from __future__ import annotations
 
-import importlib
+import importlib.machinery
+import importlib.util
 import math
+import sys
 
 import torch
 
@@ -28,20 +37,26 @@ ROI_ALIGN_SCHEMA = (
     "int sampling_ratio, bool aligned) -> Tensor"
 )
 NMS_SCHEMA = "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
+QNMS_SCHEMA = "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
+DEFORM_CONV2D_SCHEMA = (
+    "deform_conv2d(Tensor input, Tensor weight, Tensor offset, Tensor mask, Tensor bias, SymInt stride_h, "
+    "SymInt stride_w, SymInt pad_h, SymInt pad_w, SymInt dilation_h, SymInt dilation_w, SymInt groups, "
+    "SymInt offset_groups, bool use_mask) -> Tensor"
+)
 
 
-def _torchvision_loaded() -> bool:
-    try:
-        importlib.import_module("torchvision")
-    except Exception:  # noqa: BLE001 - absent, or present but unable to load its ops with this torch
-        pass
-    try:
-        return hasattr(torch.ops.torchvision, "nms") and hasattr(torch.ops.torchvision, "roi_align")
-    except (AttributeError, RuntimeError):
-        return False
-
-
-TORCHVISION = _torchvision_loaded()
+def _torchvision_ops_load(package_dirs: list[str]) -> bool:
+    """Whether torchvision's ops library (``_C``) loads with this torch, found as torchvision finds it."""
+    loader = (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES)
+    for directory in package_dirs:
+        found = importlib.machinery.FileFinder(directory, loader).find_spec("_C")
+        if found is not None:
+            try:
+                torch.ops.load_library(found.origin)
+            except OSError:
+                return False
+            return True
+    return False
 
 
 def reference_roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
@@ -121,11 +136,66 @@ def reference_nms(dets: torch.Tensor, scores: torch.Tensor, iou_threshold: float
     return torch.tensor(keep, dtype=torch.int64)
 
 
-def _define_torchvision_ops() -> torch.library.Library:
-    """torchvision's two schemas and fake kernels, as torchvision registers them, for when it is absent."""
+def reference_deform_conv2d(
+    input,
+    weight,
+    offset,
+    mask,
+    bias,
+    stride_h,
+    stride_w,
+    pad_h,
+    pad_w,
+    dilation_h,
+    dilation_w,
+    groups,
+    offset_groups,
+    use_mask,
+):
+    """torchvision's deformable convolution (v1, and v2 with ``use_mask``) in plain torch (fp32 accumulation):
+    bilinear samples at the offset taps (a corner outside the image reads 0), then a grouped matmul."""
+    batch, in_channels, height, width = input.shape
+    out_channels, _, kernel_h, kernel_w = weight.shape
+    out_h, out_w = offset.shape[-2:]
+    taps = kernel_h * kernel_w
+    steps = offset.float().reshape(batch, offset_groups, taps, 2, out_h, out_w)
+    tap_y = (torch.arange(kernel_h) * dilation_h).repeat_interleave(kernel_w)[:, None, None]
+    tap_x = (torch.arange(kernel_w) * dilation_w).repeat(kernel_h)[:, None, None]
+    ys = (torch.arange(out_h) * stride_h - pad_h)[:, None] + tap_y + steps[:, :, :, 0]
+    xs = (torch.arange(out_w) * stride_w - pad_w)[None, :] + tap_x + steps[:, :, :, 1]
+    planes = input.float().reshape(batch, offset_groups, in_channels // offset_groups, height * width)
+    sampled = _sample_points(planes, ys.flatten(2), xs.flatten(2), height, width)
+    if use_mask:
+        sampled = sampled * mask.float().reshape(batch, offset_groups, 1, taps * out_h * out_w)
+    columns = sampled.reshape(batch, groups, in_channels // groups * taps, out_h * out_w)
+    kernels = weight.float().reshape(groups, out_channels // groups, -1)
+    out = torch.einsum("gok,ngkp->ngop", kernels, columns).reshape(batch, out_channels, out_h, out_w)
+    return (out + bias.float()[None, :, None, None]).to(input.dtype).contiguous()
+
+
+def _sample_points(planes: torch.Tensor, ys: torch.Tensor, xs: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """Bilinear samples of ``planes`` (N, G, C, H*W) at points ``ys``/``xs`` (N, G, P): (N, G, C, P)."""
+    inside = (ys > -1) & (ys < height) & (xs > -1) & (xs < width)
+    y0, x0 = ys.floor(), xs.floor()
+    ly, lx = ys - y0, xs - x0
+    total = planes.new_zeros((*planes.shape[:3], ys.shape[-1]))
+    for dy, dx, share in ((0, 0, (1 - ly) * (1 - lx)), (0, 1, (1 - ly) * lx), (1, 0, ly * (1 - lx)), (1, 1, ly * lx)):
+        y, x = y0 + dy, x0 + dx
+        valid = inside & (y >= 0) & (y <= height - 1) & (x >= 0) & (x <= width - 1)
+        index = (y.clamp(0, height - 1) * width + x.clamp(0, width - 1)).long()
+        gathered = torch.gather(planes, 3, index[:, :, None, :].expand(-1, -1, planes.shape[2], -1))
+        total += gathered * (share * valid)[:, :, None, :]
+    return total
+
+
+def _define_torchvision_ops(torchvision_installed: bool) -> torch.library.Library:
+    """torchvision's schemas, fake kernels and CPU kernels, as torchvision registers them, for when its ops library
+    does not load; where torchvision itself is installed it registers the ``nms``/``qnms`` fakes at import."""
     lib = torch.library.Library("torchvision", "DEF")
-    lib.define(ROI_ALIGN_SCHEMA)
-    lib.define(NMS_SCHEMA)
+    for schema in (ROI_ALIGN_SCHEMA, NMS_SCHEMA, DEFORM_CONV2D_SCHEMA) + (
+        (QNMS_SCHEMA,) if torchvision_installed else ()
+    ):
+        lib.define(schema)
 
     def fake_roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
         torch._check(rois.size(1) == 5, lambda: "rois must have shape as Tensor[K, 5]")
@@ -139,6 +209,10 @@ def _define_torchvision_ops() -> torch.library.Library:
         num_rois = rois.size(0)
         _, channels, height, width = input.size()
         return input.new_empty((num_rois, channels, pooled_height, pooled_width))
+
+    def fake_deform_conv2d(input, weight, offset, *_):
+        out_height, out_width = offset.shape[-2:]
+        return input.new_empty((input.shape[0], weight.shape[0], out_height, out_width))
 
     def fake_nms(dets, scores, iou_threshold):
         torch._check(dets.dim() == 2, lambda: f"boxes should be a 2d tensor, got {dets.dim()}D")
@@ -155,13 +229,39 @@ def _define_torchvision_ops() -> torch.library.Library:
         return dets.new_empty(num_to_keep, dtype=torch.long)
 
     torch.library.register_fake("torchvision::roi_align", fake_roi_align, lib=lib)
-    torch.library.register_fake("torchvision::nms", fake_nms, lib=lib)
+    torch.library.register_fake("torchvision::deform_conv2d", fake_deform_conv2d, lib=lib)
+    if not torchvision_installed:
+        torch.library.register_fake("torchvision::nms", fake_nms, lib=lib)
     lib.impl("roi_align", reference_roi_align, "CPU")
     lib.impl("nms", reference_nms, "CPU")
+    lib.impl("deform_conv2d", reference_deform_conv2d, "CPU")
     return lib
 
 
-_LIB = None if TORCHVISION else _define_torchvision_ops()
+def _ops_present() -> bool:
+    return True
+
+
+def _load_torchvision() -> tuple[bool, bool, torch.library.Library | None]:
+    """``(its ops library loaded, its Python importable, our stand-in library)``, importing torchvision if it is
+    installed (with the stand-ins first where its ops library does not load)."""
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None:
+        return False, False, _define_torchvision_ops(torchvision_installed=False)
+    if "torchvision" in sys.modules or _torchvision_ops_load(list(spec.submodule_search_locations or ())):
+        importlib.import_module("torchvision")
+        return True, True, None
+    lib = _define_torchvision_ops(torchvision_installed=True)
+    torchvision = importlib.import_module("torchvision")
+    # Bound by name at their import: torchvision.ops.roi_align takes its pure-Python RoIAlign without ops.
+    torchvision.extension._has_ops = _ops_present
+    sys.modules["torchvision.ops.roi_align"]._has_ops = _ops_present
+    return False, True, lib
+
+
+#: ``TORCHVISION``: torchvision's own ops library is loaded (its kernels run eagerly); ``TORCHVISION_IMPORTABLE``:
+#: its Python code imports (with its ops library, or with the stand-ins above).
+TORCHVISION, TORCHVISION_IMPORTABLE, _LIB = _load_torchvision()
 
 _KERNELS = _build.source_dir() / "csrc" / "kernels"
 LIBRARY = sdk.PluginLibrary("torchtrt_vision", sources=[_KERNELS / "roi_align.cu", _KERNELS / "nms.cu"])
@@ -205,4 +305,13 @@ NMS = declare(
     eager_cuda=not TORCHVISION,
 )
 
-__all__ = ["LIBRARY", "NMS", "ROI_ALIGN", "TORCHVISION", "reference_nms", "reference_roi_align"]
+__all__ = [
+    "LIBRARY",
+    "NMS",
+    "ROI_ALIGN",
+    "TORCHVISION",
+    "TORCHVISION_IMPORTABLE",
+    "reference_deform_conv2d",
+    "reference_nms",
+    "reference_roi_align",
+]
