@@ -305,12 +305,15 @@ NMS = declare(
     eager_cuda=not TORCHVISION,
 )
 
+from .vision_export import exportable  # noqa: E402  (needs the ops above when torchvision is stood in for)
+
 __all__ = [
     "LIBRARY",
     "NMS",
     "ROI_ALIGN",
     "TORCHVISION",
     "TORCHVISION_IMPORTABLE",
+    "exportable",
     "reference_deform_conv2d",
     "reference_nms",
     "reference_roi_align",
