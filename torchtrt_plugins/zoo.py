@@ -120,6 +120,91 @@ def _deform_net(with_mask: bool) -> Callable:
     return build
 
 
+class _Outputs(torch.nn.Module):
+    """A Hugging Face model called with positional tensors (``names``), its output's tensors as a flat tuple."""
+
+    def __init__(self, model: torch.nn.Module, names: tuple[str, ...]):
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        output = self.model(**dict(zip(self.names, inputs)))
+        return tuple(v for v in torch.utils._pytree.tree_leaves(output.to_tuple()) if isinstance(v, torch.Tensor))
+
+
+def _resnet(config_class: str = "ResNetConfig"):
+    import transformers
+
+    return getattr(transformers, config_class)(
+        embedding_size=8,
+        hidden_sizes=[8, 16, 16, 32],
+        depths=[1, 1, 1, 1],
+        layer_type="basic",
+        out_features=["stage2", "stage3", "stage4"],
+    )
+
+
+def _swin(out_features: list[str]):
+    import transformers
+
+    return transformers.SwinConfig(
+        embed_dim=8, depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2], window_size=2, out_features=out_features
+    )
+
+
+def _bert():
+    import transformers
+
+    return transformers.BertConfig(
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
+
+
+_DETR = {
+    "d_model": 32,
+    "encoder_layers": 1,
+    "decoder_layers": 1,
+    "encoder_attention_heads": 2,
+    "decoder_attention_heads": 2,
+    "encoder_ffn_dim": 32,
+    "decoder_ffn_dim": 32,
+    "num_queries": 5,
+}
+_RT_DETR = {
+    "encoder_hidden_dim": 16,
+    "encoder_in_channels": (16, 16, 32),
+    "encoder_ffn_dim": 32,
+    "encoder_attention_heads": 2,
+    "d_model": 16,
+    "num_queries": 5,
+    "decoder_in_channels": (16, 16, 16),
+    "decoder_ffn_dim": 32,
+    "decoder_layers": 1,
+    "decoder_attention_heads": 2,
+    "decoder_n_points": 2,
+    "num_denoising": 0,
+}
+_TOKENS = (1, 5, 7, 2, 9, 3)
+
+
+def _transformers(model_class: str, config: Callable[[], dict], text: bool = False) -> Callable:
+    def build():
+        import transformers
+
+        config_class = getattr(transformers, model_class.replace("Model", "Config"))
+        torch.manual_seed(0)
+        model = getattr(transformers, model_class)(config_class(**config())).eval()
+        inputs = (_image(),) + ((torch.tensor([_TOKENS]),) if text else ())
+        return _Outputs(model, ("pixel_values", "input_ids")[: len(inputs)]).eval(), inputs
+
+    return build
+
+
 MODELS: dict[str, ZooModel] = {
     model.name: model
     for model in (
@@ -141,6 +226,66 @@ MODELS: dict[str, ZooModel] = {
         ),
         ZooModel("deform_conv2d", _deform_net(with_mask=False)),
         ZooModel("deform_conv2d_mask", _deform_net(with_mask=True)),
+        ZooModel(
+            "RTDetrModel",
+            _transformers("RTDetrModel", lambda: {"backbone_config": _resnet("RTDetrResNetConfig"), **_RT_DETR}),
+        ),
+        ZooModel(
+            "RTDetrV2Model",
+            _transformers("RTDetrV2Model", lambda: {"backbone_config": _resnet("RTDetrResNetConfig"), **_RT_DETR}),
+        ),
+        ZooModel(
+            "Mask2FormerModel",
+            _transformers(
+                "Mask2FormerModel",
+                lambda: {
+                    "backbone_config": _swin(["stage1", "stage2", "stage3", "stage4"]),
+                    "feature_size": 32,
+                    "mask_feature_size": 32,
+                    "hidden_dim": 32,
+                    "encoder_feedforward_dim": 32,
+                    "encoder_layers": 1,
+                    "decoder_layers": 2,
+                    "num_attention_heads": 2,
+                    "dim_feedforward": 32,
+                    "num_queries": 5,
+                },
+            ),
+        ),
+        ZooModel(
+            "GroundingDinoModel",
+            _transformers(
+                "GroundingDinoModel",
+                lambda: {
+                    **_DETR,
+                    "backbone_config": _swin(["stage2", "stage3", "stage4"]),
+                    "text_config": _bert(),
+                    "num_feature_levels": 3,
+                    "encoder_n_points": 2,
+                    "decoder_n_points": 2,
+                    "max_text_len": 8,
+                },
+                text=True,
+            ),
+        ),
+        ZooModel(
+            "ConditionalDetrModel",
+            _transformers("ConditionalDetrModel", lambda: {"backbone_config": _resnet(), **_DETR}),
+        ),
+        ZooModel(
+            "DeformableDetrModel",
+            _transformers(
+                "DeformableDetrModel",
+                lambda: {
+                    "backbone_config": _resnet(),
+                    "num_feature_levels": 3,
+                    "encoder_n_points": 2,
+                    "decoder_n_points": 2,
+                    **_DETR,
+                },
+            ),
+        ),
+        ZooModel("DetrModel", _transformers("DetrModel", lambda: {"backbone_config": _resnet(), **_DETR})),
     )
 }
 
