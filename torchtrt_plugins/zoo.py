@@ -378,17 +378,26 @@ def partition(
     return count(partitioned)
 
 
-def table(names: list[str] | None = None, *, full_tensorrt: bool = False, log: Callable[[str], None] = print) -> str:
-    """The zoo's table (markdown): engines without and with us, and what stays in PyTorch with us."""
+def table(
+    names: list[str] | None = None, *, full_tensorrt: bool = False, log: Callable[[str], None] | None = None
+) -> str:
+    """The zoo's table (markdown): engines without and with us, and what stays in PyTorch with us; ``log`` gets each
+    line as soon as it is known (a model takes a minute or more on CPU)."""
     lines = [
         "| model | engines without us | with us | still in PyTorch with us |",
         "|---|---|---|---|",
     ]
+    for line in lines:
+        (log or _ignore)(line)
     for name in names or list(MODELS):
         program, _, inputs = export(name)
         without = partition(program, inputs, ours=False, full_tensorrt=full_tensorrt)
         with_us = partition(program, inputs, ours=True, full_tensorrt=full_tensorrt)
         note = f" ({MODELS[name].note})" if MODELS[name].note else ""
         lines.append(f"| `{name}`{note} | {without.engines} | {with_us.engines} | {with_us.fallback_text()} |")
-        log(lines[-1])
+        (log or _ignore)(lines[-1])
     return "\n".join(lines)
+
+
+def _ignore(line: str) -> None:
+    pass
