@@ -91,7 +91,14 @@ def _torchvision(constructor: str, wrapper: Callable = _FirstImage, **kwargs) ->
 
 
 _RCNN = {"min_size": _SIZE, "max_size": _SIZE, "rpn_pre_nms_top_n_test": 50, "rpn_post_nms_top_n_test": 20}
-_ONE_STAGE = {"min_size": _SIZE, "max_size": _SIZE, "topk_candidates": 20, "detections_per_img": 10}
+#: score_thresh: random weights score every anchor near the classification prior (0.01), below the defaults.
+_ONE_STAGE = {
+    "min_size": _SIZE,
+    "max_size": _SIZE,
+    "topk_candidates": 20,
+    "detections_per_img": 10,
+    "score_thresh": 0.001,
+}
 
 
 class DeformNet(torch.nn.Module):
