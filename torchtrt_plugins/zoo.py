@@ -8,7 +8,8 @@ falls back; :func:`table` is what ``torchtrt-plugins zoo`` prints. Needs torchvi
 Torch-TensorRT for :func:`partition`.
 
 "Without us" runs the same pipeline with every op that has a converter of ours (ours and declared ones, e.g.
-``torchvision::nms``) in ``torch_executed_ops`` and the lowering pass off: what Torch-TensorRT does with the graph
+``torchvision::nms``) in ``torch_executed_ops``, the lowering pass and our ATen converters
+(``converters.aten_fallbacks``) off: what Torch-TensorRT does with the graph
 when ``torchtrt_plugins`` adds nothing. ``full_tensorrt=True`` partitions as full TensorRT would: Torch-TensorRT
 registers its boolean ``aten.index.Tensor`` converter for full TensorRT only (``index_nonbool_validator``
 reads ``ENABLED_FEATURES.tensorrt_rtx``), so the partition is run with that feature flag off.
@@ -25,6 +26,7 @@ import torch
 
 from . import lowering, vision
 from . import spec as spec_mod
+from .converters import aten_fallbacks
 
 __all__ = ["MODELS", "Partition", "ZooModel", "export", "partition", "table"]
 
@@ -380,7 +382,8 @@ def partition(
     options = {"min_block_size": 1, "offload_module_to_cpu": True, **settings}
     if not ours:
         options["torch_executed_ops"] = _our_targets() | set(options.get("torch_executed_ops", ()))
-    with _lowering_off(not ours), _full_tensorrt_partitioning(full_tensorrt):
+    ours_off = contextlib.nullcontext() if ours else aten_fallbacks.disabled()
+    with _lowering_off(not ours), ours_off, _full_tensorrt_partitioning(full_tensorrt):
         partitioned = torch_tensorrt.dynamo.compile(program, arg_inputs=list(inputs), dryrun=True, **options)
     return count(partitioned)
 

@@ -7,7 +7,7 @@ and registers every converter with Torch-TensorRT when it imports (a no-op other
 from __future__ import annotations
 
 from .. import spec as spec_mod
-from . import _factory, _functionalized
+from . import _factory, _functionalized, aten_fallbacks
 from ._factory import (
     PluginCall,
     create_plugin,
@@ -48,11 +48,12 @@ def register_entry(entry: spec_mod.OpEntry) -> bool:
 
 
 def register_all() -> bool:
-    """Register the converters of every op with a plugin (ours and declared ones) with Torch-TensorRT; False when
-    Torch-TensorRT is not installed. Ops declared later register themselves (``declare``)."""
+    """Register the converters of every op with a plugin (ours and declared ones), and our converters of ATen nodes
+    Torch-TensorRT rejects (``aten_fallbacks``), with Torch-TensorRT; False when it is not installed. Ops declared
+    later register themselves (``declare``)."""
     global _registered
     if _registered:
         return True
-    ok = all([register_entry(entry) for entry in spec_mod.registered_ops()])
+    ok = all([register_entry(entry) for entry in spec_mod.registered_ops()]) and aten_fallbacks.register()
     _registered = ok
     return ok
