@@ -229,9 +229,7 @@ MODELS: dict[str, ZooModel] = {
         ZooModel("fcos_resnet50_fpn", _torchvision("fcos_resnet50_fpn", **_ONE_STAGE)),
         ZooModel(
             "ssdlite320_mobilenet_v3_large",
-            _torchvision(
-                "ssdlite320_mobilenet_v3_large", size=(_SIZE, _SIZE), topk_candidates=20, detections_per_img=10
-            ),
+            _torchvision("ssdlite320_mobilenet_v3_large", topk_candidates=20, detections_per_img=10),
         ),
         ZooModel("deform_conv2d", _deform_net(with_mask=False)),
         ZooModel("deform_conv2d_mask", _deform_net(with_mask=True)),
