@@ -17,6 +17,7 @@ import torch
 #: name -> (engines without us, engines with us, what stays in PyTorch with us).
 EXPECTED = {
     "fasterrcnn_mobilenet_v3_large_320_fpn": (4, 1, {}),
+    "maskrcnn_resnet50_fpn": (5, 1, {}),
     # aten.topk: its k is min(topk_candidates, n) of the data-dependent count n of scores above the threshold, which
     # Torch-TensorRT's topk validator rejects; the boolean aten.index.Tensor converter is registered for full
     # TensorRT only (FULL_TENSORRT below).
@@ -25,6 +26,9 @@ EXPECTED = {
     # torchvision.deform_conv2d: the deform_conv2d op (the detection-kernels issue) makes these one engine.
     "deform_conv2d": (2, 2, {"torchvision.deform_conv2d.default": 1}),
     "deform_conv2d_mask": (2, 2, {"torchvision.deform_conv2d.default": 1}),
+    # avg_pool2d(ceil_mode=True) of RT-DETR's ResNet shortcut: ours (converters.aten_fallbacks) where Torch-TensorRT's
+    # validator rejects it.
+    "RTDetrModel": (3, 1, {}),
     # aten.scaled_dot_product_attention: key and value of different head dims (32 and 16), which its validator rejects.
     "ConditionalDetrModel": (2, 2, {"aten.scaled_dot_product_attention.default": 1}),
     # aten.baddbmm: Torch-TensorRT 2.13 has no converter and does not decompose it.
@@ -37,6 +41,7 @@ EXPECTED = {
 #: name -> (engines, what stays in PyTorch) with us, partitioned as full TensorRT does.
 FULL_TENSORRT = {
     "fasterrcnn_mobilenet_v3_large_320_fpn": (1, {}),
+    "maskrcnn_resnet50_fpn": (1, {}),
     "retinanet_resnet50_fpn": (2, {"aten.topk.default": 5}),
     "fcos_resnet50_fpn": (2, {"aten.topk.default": 5}),
 }
