@@ -23,12 +23,15 @@ EXPECTED = {
     # TensorRT only (FULL_TENSORRT below).
     "retinanet_resnet50_fpn": (4, 3, {"aten.topk.default": 5, "aten.index.Tensor": 5}),
     "fcos_resnet50_fpn": (4, 3, {"aten.topk.default": 5, "aten.index.Tensor": 5}),
+    # The same per class (two foreground classes here; 90 with COCO's 91).
+    "ssdlite320_mobilenet_v3_large": (4, 3, {"aten.topk.default": 2, "aten.index.Tensor": 4}),
     # torchvision.deform_conv2d: the deform_conv2d op (the detection-kernels issue) makes these one engine.
     "deform_conv2d": (2, 2, {"torchvision.deform_conv2d.default": 1}),
     "deform_conv2d_mask": (2, 2, {"torchvision.deform_conv2d.default": 1}),
     # avg_pool2d(ceil_mode=True) of RT-DETR's ResNet shortcut: ours (converters.aten_fallbacks) where Torch-TensorRT's
     # validator rejects it.
     "RTDetrModel": (3, 1, {}),
+    "RTDetrV2Model": (3, 1, {}),
     # aten.scaled_dot_product_attention: key and value of different head dims (32 and 16), which its validator rejects.
     "ConditionalDetrModel": (2, 2, {"aten.scaled_dot_product_attention.default": 1}),
     # aten.baddbmm: Torch-TensorRT 2.13 has no converter and does not decompose it.
@@ -44,6 +47,7 @@ FULL_TENSORRT = {
     "maskrcnn_resnet50_fpn": (1, {}),
     "retinanet_resnet50_fpn": (2, {"aten.topk.default": 5}),
     "fcos_resnet50_fpn": (2, {"aten.topk.default": 5}),
+    "ssdlite320_mobilenet_v3_large": (2, {"aten.topk.default": 2}),
 }
 ATOL = RTOL = 1e-4
 
