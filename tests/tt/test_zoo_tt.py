@@ -69,9 +69,15 @@ class _ThroughRunner(torch.nn.Module):
         self.segment, self.results = segment, []
 
     def forward(self, *args):
+        from torchtrt_plugins.converters import entry_for_target
         from torchtrt_plugins.testing import run_graph
 
-        result = run_graph(self.segment, *args)
+        # Declared ops (torchvision's) have their creators in their own library; a segment holds one library's.
+        nodes = [node for node in self.segment.graph.nodes if node.op == "call_function"]
+        libraries = {entry.library for node in nodes if (entry := entry_for_target(node.target)) is not None}
+        assert len(libraries) <= 1, f"plugins of several libraries in one segment: {libraries}"
+        library = next(iter(libraries), None)
+        result = run_graph(self.segment, *args, library=library() if library is not None else None)
         result.assert_conformant()
         self.results.append(result)
         return result.outputs
