@@ -642,6 +642,23 @@ def cmd_sdk(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_zoo(args: argparse.Namespace) -> int:
+    try:
+        import torch_tensorrt  # noqa: F401
+
+        from . import zoo
+    except ImportError as err:
+        _say(f"zoo: needs torchvision, transformers and Torch-TensorRT ({err})")
+        return 2
+    names = _split(args.models) or list(zoo.MODELS)
+    unknown = [name for name in names if name not in zoo.MODELS]
+    if unknown:
+        _say(f"zoo: unknown --models {unknown}; available: {list(zoo.MODELS)}")
+        return 2
+    zoo.table(names, full_tensorrt=args.full_tensorrt, log=_say)
+    return 0
+
+
 # ------------------------------------------------------------------------------------------ main
 
 
@@ -650,7 +667,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="torchtrt-plugins",
         description="CUDA ops for eager PyTorch, torch.compile and TensorRT engines: check, build, benchmark.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{doctor,build,bench,sdk}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{doctor,build,bench,sdk,zoo}")
     doctor = sub.add_parser("doctor", help="what is present and what to do about what is missing")
     doctor.set_defaults(func=cmd_doctor)
     build = sub.add_parser("build", help="build the plugin library and, with a GPU, the CUDA ops")
@@ -686,6 +703,12 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument(
         "--archs", help="CUDA architectures to compile kernels written in Python for (CMake syntax, e.g. '80;90')"
     )
+    zoo = sub.add_parser("zoo", help="engines per detector of the model zoo under Torch-TensorRT, with and without us")
+    zoo.add_argument("--models", help="comma-separated zoo model names (default all)")
+    zoo.add_argument(
+        "--full-tensorrt", action="store_true", help="partition as full TensorRT does (its boolean-index converter)"
+    )
+    zoo.set_defaults(func=cmd_zoo)
     return parser
 
 

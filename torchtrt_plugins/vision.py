@@ -1,14 +1,22 @@
 """torchvision's roi_align, nms and deform_conv2d, and multi-level RoIAlign, as TensorRT plugins, through the public
 ``declare`` path.
 
-``import torchtrt_plugins.vision`` (after ``import torchvision`` where it is installed) declares
-``torchvision::roi_align``, ``torchvision::nms`` and ``torchvision::deform_conv2d`` from torchvision's own schemas and
-fake kernels, with our kernels (``csrc/kernels/roi_align.cu``, ``nms.cu``, ``deform_conv2d.cu``) as their launchers,
-built with the SDK like any user package. torchvision's own eager kernels stay in place; ours run in the plugin and
-through :func:`torchtrt_plugins.sdk.launch`. Without torchvision (e.g. next to a CPU-only torch its ops do not load
-with), the three schemas and fake kernels are defined here as torchvision defines them (the nms fake's kept count has
-no lower bound of 2 here; torchvision's has one), with :func:`reference_roi_align`, :func:`reference_nms` and
-:func:`reference_deform_conv2d` as their CPU kernels.
+``import torchtrt_plugins.vision`` declares ``torchvision::roi_align``, ``torchvision::nms`` and
+``torchvision::deform_conv2d`` from torchvision's own schemas and fake kernels, with our kernels
+(``csrc/kernels/roi_align.cu``, ``nms.cu``, ``deform_conv2d.cu``) as their launchers, built with the SDK like any user
+package.
+torchvision's own eager kernels stay in place where they load; ours run in the plugin and through
+:func:`torchtrt_plugins.sdk.launch`.
+
+Where torchvision's ops library does not load (pip's torchvision is a CUDA build: beside a CPU-only torch its ``_C``
+fails and ``import torchvision`` raises ``operator torchvision::nms does not exist``), importing this module
+*before* torchvision makes torchvision importable: the schemas of ``nms``, ``qnms``, ``roi_align`` and
+``deform_conv2d`` are defined here as torchvision defines them, with :func:`reference_nms`,
+:func:`reference_roi_align` and :func:`reference_deform_conv2d` as their CPU kernels (``qnms`` has none), torchvision
+then registers its own ``nms``/``qnms`` fake kernels, and its Python code is told its ops are there
+(``torchvision.extension._has_ops``), so ``torchvision.ops`` calls them instead of raising or taking its pure-Python
+RoIAlign. Without torchvision the ``nms`` fake is ours too (the kept count has no lower bound of 2 here;
+torchvision's has one).
 
 torchvision's nms fake kernel gives its output size no bound (``create_unbacked_symint``), so the declaration
 supplies it: at most one kept index per box (``size_upper``).
@@ -21,8 +29,10 @@ exported graph into it (``lowering/multi_scale_roi_align.py``).
 
 from __future__ import annotations
 
-import importlib
+import importlib.machinery
+import importlib.util
 import math
+import sys
 from typing import Any
 
 import torch
@@ -36,6 +46,7 @@ ROI_ALIGN_SCHEMA = (
     "int sampling_ratio, bool aligned) -> Tensor"
 )
 NMS_SCHEMA = "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
+QNMS_SCHEMA = "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
 DEFORM_CONV2D_SCHEMA = (
     "deform_conv2d(Tensor input, Tensor weight, Tensor offset, Tensor mask, Tensor bias, SymInt stride_h, "
     "SymInt stride_w, SymInt pad_h, SymInt pad_w, SymInt dilation_h, SymInt dilation_w, SymInt groups, "
@@ -43,18 +54,18 @@ DEFORM_CONV2D_SCHEMA = (
 )
 
 
-def _torchvision_loaded() -> bool:
-    try:
-        importlib.import_module("torchvision")
-    except Exception:  # noqa: BLE001 - absent, or present but unable to load its ops with this torch
-        pass
-    try:
-        return all(hasattr(torch.ops.torchvision, op) for op in ("nms", "roi_align", "deform_conv2d"))
-    except (AttributeError, RuntimeError):
-        return False
-
-
-TORCHVISION = _torchvision_loaded()
+def _torchvision_ops_load(package_dirs: list[str]) -> bool:
+    """Whether torchvision's ops library (``_C``) loads with this torch, found as torchvision finds it."""
+    loader = (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES)
+    for directory in package_dirs:
+        found = importlib.machinery.FileFinder(directory, loader).find_spec("_C")
+        if found is not None:
+            try:
+                torch.ops.load_library(found.origin)
+            except OSError:
+                return False
+            return True
+    return False
 
 
 def reference_roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
@@ -276,12 +287,14 @@ def _sample_zero_padded(planes, ys, xs, height: int, width: int) -> torch.Tensor
     return total
 
 
-def _define_torchvision_ops() -> torch.library.Library:
-    """torchvision's two schemas and fake kernels, as torchvision registers them, for when it is absent."""
+def _define_torchvision_ops(torchvision_installed: bool) -> torch.library.Library:
+    """torchvision's schemas, fake kernels and CPU kernels, as torchvision registers them, for when its ops library
+    does not load; where torchvision itself is installed it registers the ``nms``/``qnms`` fakes at import."""
     lib = torch.library.Library("torchvision", "DEF")
-    lib.define(ROI_ALIGN_SCHEMA)
-    lib.define(NMS_SCHEMA)
-    lib.define(DEFORM_CONV2D_SCHEMA)
+    for schema in (ROI_ALIGN_SCHEMA, NMS_SCHEMA, DEFORM_CONV2D_SCHEMA) + (
+        (QNMS_SCHEMA,) if torchvision_installed else ()
+    ):
+        lib.define(schema)
 
     def fake_roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
         torch._check(rois.size(1) == 5, lambda: "rois must have shape as Tensor[K, 5]")
@@ -333,11 +346,38 @@ def _define_torchvision_ops() -> torch.library.Library:
 
     torch.library.register_fake("torchvision::roi_align", fake_roi_align, lib=lib)
     torch.library.register_fake("torchvision::deform_conv2d", fake_deform_conv2d, lib=lib)
-    torch.library.register_fake("torchvision::nms", fake_nms, lib=lib)
+    if not torchvision_installed:
+        torch.library.register_fake("torchvision::nms", fake_nms, lib=lib)
     lib.impl("roi_align", reference_roi_align, "CPU")
     lib.impl("nms", reference_nms, "CPU")
     lib.impl("deform_conv2d", reference_deform_conv2d, "CPU")
     return lib
+
+
+def _ops_present() -> bool:
+    return True
+
+
+def _load_torchvision() -> tuple[bool, bool, torch.library.Library | None]:
+    """``(its ops library loaded, its Python importable, our stand-in library)``, importing torchvision if it is
+    installed (with the stand-ins first where its ops library does not load)."""
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None:
+        return False, False, _define_torchvision_ops(torchvision_installed=False)
+    if "torchvision" in sys.modules or _torchvision_ops_load(list(spec.submodule_search_locations or ())):
+        importlib.import_module("torchvision")
+        return True, True, None
+    lib = _define_torchvision_ops(torchvision_installed=True)
+    torchvision = importlib.import_module("torchvision")
+    # Bound by name at their import: torchvision.ops.roi_align takes its pure-Python RoIAlign without ops.
+    torchvision.extension._has_ops = _ops_present
+    sys.modules["torchvision.ops.roi_align"]._has_ops = _ops_present
+    return False, True, lib
+
+
+#: ``TORCHVISION``: torchvision's own ops library is loaded (its kernels run eagerly); ``TORCHVISION_IMPORTABLE``:
+#: its Python code imports (with its ops library, or with the stand-ins above).
+TORCHVISION, TORCHVISION_IMPORTABLE, _LIB = _load_torchvision()
 
 
 #: The level counts of ``torchtrt_vision::multi_scale_roi_align_<L>`` (one op each: a plugin takes a fixed number of
@@ -441,7 +481,6 @@ def _define_multi_scale_ops() -> torch.library.Library:
     return lib
 
 
-_LIB = None if TORCHVISION else _define_torchvision_ops()
 _MULTI_SCALE_LIB = _define_multi_scale_ops()
 
 _KERNELS = _build.source_dir() / "csrc" / "kernels"
@@ -578,6 +617,8 @@ MULTI_SCALE_ROI_ALIGN = {
 #: The ops this module declares.
 DECLARATIONS = (ROI_ALIGN, NMS, DEFORM_CONV2D, *MULTI_SCALE_ROI_ALIGN.values())
 
+from .vision_export import exportable  # noqa: E402  (needs the ops above when torchvision is stood in for)
+
 __all__ = [
     "DECLARATIONS",
     "DEFORM_CONV2D",
@@ -587,6 +628,8 @@ __all__ = [
     "NMS",
     "ROI_ALIGN",
     "TORCHVISION",
+    "TORCHVISION_IMPORTABLE",
+    "exportable",
     "assign_levels",
     "multi_scale_roi_align_schema",
     "reference_multi_scale_roi_align",

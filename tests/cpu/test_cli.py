@@ -313,3 +313,10 @@ def test_doctor_says_which_eager_kernel_flavour_serves_and_how_each_stands(monke
     assert cli.main(["doctor"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if "C++ eager kernel" in line)
     assert "Python path" in line, line
+
+
+def test_zoo_without_torch_tensorrt_says_what_it_needs(capsys):
+    if importlib.util.find_spec("torch_tensorrt") is not None:
+        pytest.skip("Torch-TensorRT is installed: the zoo would run (the tt tier checks it)")
+    assert cli.main(["zoo", "--models", "DetrModel"]) == 2
+    assert "zoo: needs torchvision, transformers and Torch-TensorRT" in capsys.readouterr().out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import registry
 from ..plan import PluginCall, entry_for_target, plan, plan_node, weights_as_fields
-from . import _factory, _functionalized
+from . import _factory, _functionalized, aten_fallbacks
 from ._factory import create_plugin, emit, field_collection, make_converter, validate_node
 
 __all__ = [
@@ -38,11 +38,12 @@ def register_entry(entry: registry.OpEntry) -> bool:
 
 
 def register_all() -> bool:
-    """Register the converters of every op with a plugin (ours and declared ones) with Torch-TensorRT; False when
-    Torch-TensorRT is not installed. Ops declared later register themselves (``declare``)."""
+    """Register the converters of every op with a plugin (ours and declared ones), and our converters of ATen nodes
+    Torch-TensorRT rejects (``aten_fallbacks``), with Torch-TensorRT; False when it is not installed. Ops declared
+    later register themselves (``declare``)."""
     global _registered
     if _registered:
         return True
-    ok = all([register_entry(entry) for entry in registry.registered_ops()])
+    ok = all([register_entry(entry) for entry in registry.registered_ops()]) and aten_fallbacks.register()
     _registered = ok
     return ok

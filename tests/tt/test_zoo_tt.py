@@ -1,0 +1,151 @@
+"""The detector zoo (issue 45, ``torchtrt_plugins.zoo``) through Torch-TensorRT's own pipeline: each model exported
+(torchvision's within ``vision.exportable()``), partitioned with the test-only addPluginV3 adapter (as full
+TensorRT runs it) with us and without us (every op with a converter of ours in ``torch_executed_ops``, lowering off),
+the engines and what falls back counted; the partitioned graph, its TensorRT segments run by our graph runner
+(``run_graph``: each plugin node through the harness), gives eager's outputs.
+
+The counts are today's; a count that an op being added will change says which op.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+
+#: name -> (engines without us, engines with us, what stays in PyTorch with us).
+EXPECTED = {
+    "fasterrcnn_mobilenet_v3_large_320_fpn": (4, 1, {}),
+    "maskrcnn_resnet50_fpn": (5, 1, {}),
+    # aten.topk: its k is min(topk_candidates, n) of the data-dependent count n of scores above the threshold, which
+    # Torch-TensorRT's topk validator rejects; the boolean aten.index.Tensor converter is registered for full
+    # TensorRT only (FULL_TENSORRT below).
+    "retinanet_resnet50_fpn": (4, 3, {"aten.topk.default": 5, "aten.index.Tensor": 5}),
+    "fcos_resnet50_fpn": (4, 3, {"aten.topk.default": 5, "aten.index.Tensor": 5}),
+    # The same per class (two foreground classes here; 90 with COCO's 91).
+    "ssdlite320_mobilenet_v3_large": (4, 3, {"aten.topk.default": 2, "aten.index.Tensor": 4}),
+    # torchvision.deform_conv2d: the deform_conv2d op (the detection-kernels issue) makes these one engine.
+    "deform_conv2d": (2, 2, {"torchvision.deform_conv2d.default": 1}),
+    "deform_conv2d_mask": (2, 2, {"torchvision.deform_conv2d.default": 1}),
+    # avg_pool2d(ceil_mode=True) of RT-DETR's ResNet shortcut: ours (converters.aten_fallbacks) where Torch-TensorRT's
+    # validator rejects it.
+    "RTDetrModel": (3, 1, {}),
+    "RTDetrV2Model": (3, 1, {}),
+    # aten.scaled_dot_product_attention: key and value of different head dims (32 and 16), which its validator rejects.
+    "ConditionalDetrModel": (2, 2, {"aten.scaled_dot_product_attention.default": 1}),
+    # aten.baddbmm: Torch-TensorRT 2.13 has no converter and does not decompose it.
+    "Mask2FormerModel": (2, 2, {"aten.baddbmm.default": 1}),
+    # No converters in Torch-TensorRT 2.13.
+    "GroundingDinoModel": (2, 2, {"aten.isin.Tensor_Tensor": 1, "aten.cummax.default": 1, "aten.cummin.default": 1}),
+    "DeformableDetrModel": (1, 1, {}),
+    "DetrModel": (1, 1, {}),
+}
+#: name -> (engines, what stays in PyTorch) with us, partitioned as full TensorRT does.
+FULL_TENSORRT = {
+    "fasterrcnn_mobilenet_v3_large_320_fpn": (1, {}),
+    "maskrcnn_resnet50_fpn": (1, {}),
+    "retinanet_resnet50_fpn": (2, {"aten.topk.default": 5}),
+    "fcos_resnet50_fpn": (2, {"aten.topk.default": 5}),
+    "ssdlite320_mobilenet_v3_large": (2, {"aten.topk.default": 2}),
+}
+ATOL = RTOL = 1e-4
+
+
+def _zoo():
+    from torchvision_site import require_torchvision
+
+    require_torchvision()  # before torchtrt_plugins.vision (imported by the zoo) stands in for its ops
+    from torchtrt_plugins import zoo
+
+    return zoo
+
+
+class _ThroughRunner(torch.nn.Module):
+    """A TensorRT segment run by our graph runner: its plugin nodes through the harness, the rest eagerly."""
+
+    def __init__(self, segment: torch.fx.GraphModule):
+        super().__init__()
+        self.segment, self.results = segment, []
+
+    def forward(self, *args):
+        from torchtrt_plugins.converters import entry_for_target
+        from torchtrt_plugins.testing import run_graph
+
+        # Declared ops (torchvision's) have their creators in their own library; a segment holds one library's.
+        nodes = [node for node in self.segment.graph.nodes if node.op == "call_function"]
+        libraries = {entry.library for node in nodes if (entry := entry_for_target(node.target)) is not None}
+        assert len(libraries) <= 1, f"plugins of several libraries in one segment: {libraries}"
+        library = next(iter(libraries), None)
+        result = run_graph(self.segment, *args, library=library() if library is not None else None)
+        result.assert_conformant()
+        self.results.append(result)
+        return result.outputs
+
+
+def _run_segments_through_runner(partitioned: torch.fx.GraphModule, inputs) -> tuple[tuple, int]:
+    """The partitioned module's outputs, its engines run by our graph runner; and how many plugin nodes ran."""
+    runners = {}
+    for name, sub in list(partitioned.named_children()):
+        if "_run_on_acc" in name:
+            runners[name] = _ThroughRunner(sub)
+            setattr(partitioned, name, runners[name])
+    try:
+        outputs = partitioned(*inputs)
+    finally:
+        for name, runner in runners.items():
+            setattr(partitioned, name, runner.segment)
+    return outputs, sum(len(result.results) for runner in runners.values() for result in runner.results)
+
+
+def _ours_in_engines(partitioned: torch.fx.GraphModule) -> int:
+    from torchtrt_plugins.converters import entry_for_target
+
+    return sum(
+        entry_for_target(node.target) is not None
+        for name, sub in partitioned.named_children()
+        if "_run_on_acc" in name
+        for node in sub.graph.nodes
+        if node.op == "call_function"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_engines_with_and_without_us(name):
+    zoo = _zoo()
+    from torchtrt_plugins import vision
+
+    program, model, inputs = zoo.export(name)
+    without, engines_with_us, fallback = EXPECTED[name]
+    assert zoo.partition(program, inputs, ours=False).engines == without
+    ours = zoo.partition(program, inputs, ours=True)
+    assert (ours.engines, ours.fallback) == (engines_with_us, collections.Counter(fallback))
+    with torch.no_grad(), vision.exportable():
+        expected = model(*inputs)
+        got, plugin_nodes = _run_segments_through_runner(ours.module, inputs)
+    assert plugin_nodes == _ours_in_engines(ours.module)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, atol=ATOL, rtol=RTOL, equal_nan=True)  # masked logits
+
+
+@pytest.mark.parametrize("name", sorted(FULL_TENSORRT))
+def test_engines_with_us_as_full_tensorrt_partitions(name):
+    zoo = _zoo()
+    program, _, inputs = zoo.export(name)
+    ours = zoo.partition(program, inputs, ours=True, full_tensorrt=True)
+    engines, fallback = FULL_TENSORRT[name]
+    assert (ours.engines, ours.fallback) == (engines, collections.Counter(fallback))
+
+
+def test_the_cli_prints_the_table():
+    import contextlib
+    import io
+
+    _zoo()
+    from torchtrt_plugins import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["zoo", "--models", "deform_conv2d"]) == 0
+    assert "| `deform_conv2d` | 2 | 2 | `torchvision.deform_conv2d.default` ×1 |" in out.getvalue()
