@@ -241,3 +241,14 @@ def test_batched_nms_graph_reaches_our_nms_plugin():
     )
     assert torch.equal(kept, per_category[torch.argsort(scores[per_category], descending=True, stable=True)])
     assert len(kept) < 300  # something was suppressed
+
+
+def test_our_libraries_leave_the_vision_launchers_to_the_vision_library():
+    """CMake's kernel glob excludes exactly vision.py's sources: a vision launcher compiled into our library includes
+    our op_fields.h, which has no torchvision or torchtrt_vision names, and the library fails to build."""
+    import re
+    from pathlib import Path
+
+    cmake = (Path(__file__).resolve().parents[2] / "CMakeLists.txt").read_text()
+    excluded = re.search(r'EXCLUDE REGEX "/\(([^)]*)\)', cmake).group(1).split("|")
+    assert sorted(f"{name}.cu" for name in excluded) == sorted(vision._SOURCES)
