@@ -46,6 +46,7 @@ from .declaration import (
     Resource,
 )
 from .errors import DeclarationError
+from .kernels.source import check_kernels
 from .sdk.runtime import register_eager_kernel
 
 __all__ = [
@@ -73,6 +74,7 @@ def declare(op: Any, **options: Any) -> Declaration:
     """
     eager_cuda = options.pop("eager_cuda", True)
     declaration = Declaration(op, **options)
+    check_kernels(declaration)
     entry = declaration.registered_entry = registry.register(registry.entry_of(declaration))
     if declaration.library is not None:
         try:

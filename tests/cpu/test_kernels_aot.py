@@ -17,6 +17,7 @@ if pyops_unavailable():
 import aot_ops  # noqa: E402
 import cupy  # noqa: E402
 
+import torchtrt_plugins as ttp  # noqa: E402
 from torchtrt_plugins import Declaration, _derive, triton_kernel  # noqa: E402
 from torchtrt_plugins import cuda_kernel as cuda  # noqa: E402
 from torchtrt_plugins.kernels import compile as kernel_compile
@@ -24,6 +25,7 @@ from torchtrt_plugins.kernels import describe
 from torchtrt_plugins.kernels import source as kernel_source
 
 FLOAT = {"x": (torch.float32,)}
+HALF_FLOAT = {"x": (torch.float32, torch.float16)}
 
 
 def triton_scale(**changes):
@@ -95,9 +97,64 @@ def test_a_mapping_that_does_not_fit_names_op_kernel_and_parameter(kernel, messa
         declare(kernel())
 
 
-def test_a_pointer_to_another_dtype_than_the_declared_is_an_error():
-    with pytest.raises(describe.KernelError, match=r"takes input 'x', whose declared dtypes are .*float16"):
-        declare(cuda_scale(), dtypes={"x": (torch.float32, torch.float16)})
+TEMPLATE_SCALE = aot_ops.SCALE_SOURCE.replace('extern "C" __global__', "template <typename T>\n__global__").replace(
+    "float const* x, float* out", "T const* x, T* out"
+)
+
+
+def _template_scale(names):
+    return cuda(
+        cupy.RawModule(code=TEMPLATE_SCALE),
+        names=names,
+        grid=lambda x: (1,),
+        block=32,
+        params=["x", "out0", lambda x: x.numel(), "alpha"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("kernel", "dtypes", "message"),
+    [
+        (
+            lambda: cuda_scale(source=aot_ops.SCALE_SOURCE.replace("float const* x", "int const* x")),
+            FLOAT,
+            r"parameter 'x' \('int const\* x'\) points at int, but takes input 'x', which is torch.float32 .* "
+            r"expected a pointer to float",
+        ),
+        (
+            lambda: cuda_scale(),
+            {"x": (torch.float32, torch.float16)},
+            r"parameter 'x' \('float const\* x'\) points at float, but takes input 'x', which is torch.float16",
+        ),
+        (
+            lambda: _template_scale({torch.float32: "scale<float>", torch.float16: "scale<float>"}),
+            {"x": (torch.float32, torch.float16)},
+            r"parameter 'x' \('T const\* x' of scale<float>\) points at float, but takes input 'x', which is "
+            r"torch.float16 .* expected a pointer to __half",
+        ),
+        (
+            lambda: cuda_scale(source=aot_ops.SCALE_SOURCE.replace("float* out", "__half* out")),
+            FLOAT,
+            r"parameter 'out' \('__half\* out'\) points at __half, but takes output 'out0', which is torch.float32",
+        ),
+    ],
+    ids=["extern-int-for-float32", "float-for-float16", "template-float-for-float16", "output"],
+)
+def test_a_pointer_to_another_dtype_than_the_declared_is_refused_at_declare(kernel, dtypes, message):
+    with pytest.raises(ttp.DeclarationError, match=r"aot_test::scale: kernel '[^']+': " + message):
+        ttp.declare("aot_test::scale", launcher=kernel(), dtypes=dtypes)
+
+
+def test_a_template_instance_for_each_declared_dtype_is_accepted():
+    d = declare(_template_scale({torch.float32: "scale<float>", torch.float16: "scale<__half>"}), dtypes=HALF_FLOAT)
+    kernel_source.check_kernels(d)
+
+
+def test_a_grid_that_is_not_an_int_expression_is_refused_at_declare_naming_the_expression():
+    kernel = triton_scale(grid=lambda x: (x.numel() / 256,))
+    with pytest.raises(ttp.KernelError, match=r"grid\[0\] must be an int .* from .*x\.numel\(\) / 256"):
+        ttp.declare("aot_test::scale", launcher=kernel, dtypes=FLOAT)
+    assert "aot_test::scale" not in {e.spec.qualname for e in ttp.registered_ops()}
 
 
 def test_a_bool_tensor_cannot_go_to_a_triton_kernel():

@@ -51,7 +51,7 @@ from typing import Any
 import torch
 
 from .. import dtypes
-from ..spec import SpecError
+from ..errors import DeclarationError
 
 #: The namespace of the generated launchers.
 NAMESPACE = "ttp_aot"
@@ -64,8 +64,9 @@ _CXX_DTYPES = dtypes.KERNEL_NAMES
 _OPTIONS = ("num_warps", "num_stages", "num_ctas")
 
 
-class KernelError(SpecError):
-    """A kernel that cannot be a declared op's launcher. The message names the op, the kernel and the parameter."""
+class KernelError(DeclarationError):
+    """A kernel that cannot be a declared op's launcher (a declaration error, caught as :class:`DeclarationError`).
+    The message names the op, the kernel and the parameter."""
 
 
 @dataclass(frozen=True)
@@ -490,17 +491,50 @@ class CudaKernel(Kernel):
                 type_name = declaration._types[scalars[param.index]]
                 if type_name == "float" and param.ctype not in ("f32", "f64"):
                     raise self.fail(f"parameter '{name}' ('{text}') takes float argument '{source}': use float/double")
-            if param.kind == "input" and not self.names:
-                pointee = _C_POINTEES.get(_pointee(text), "unchecked")
-                allowed = declaration.spec.inputs[param.index].dtypes
-                if pointee != "unchecked" and any(d != pointee for d in allowed):
-                    raise self.fail(
-                        f"parameter '{name}' ('{text}') takes input '{source}', whose declared dtypes are "
-                        f"{[str(d) for d in allowed]}; the kernel takes {pointee} only"
-                    )
             bound.append(param)
         self.bound_params = bound
         self._check_names(self.grid, "grid")
+
+    def template_arguments(self, function: str) -> dict[str, str]:
+        """A template instance's arguments by the template's parameter names (``scale<float>`` of ``template
+        <typename T> __global__ void scale(...)``: {"T": "float"}); {} for a plain function."""
+        base, _, rest = function.partition("<")
+        if not rest:
+            return {}
+        match = re.search(
+            rf"template\s*<([^>]*)>\s*__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+{re.escape(base.strip())}\s*\(",
+            self.code,
+        )
+        if match is None:
+            return {}
+        names = [p.split("=")[0].split()[-1] for p in match.group(1).split(",") if p.split()]
+        values = [v.strip() for v in rest.rpartition(">")[0].split(",")]
+        return dict(zip(names, values))
+
+    def check_pointees(self, inputs: Sequence[torch.dtype], outputs: Sequence[torch.dtype]) -> None:
+        """Each pointer parameter whose pointee type the source fixes (after a template's arguments are put in)
+        points at the dtype its tensor has for this dtype combination of the op: a kernel reading fp16 bits as
+        floats is an error naming the parameter, the expected and the found type."""
+        dtype = inputs[[a.name for a in self.declaration.tensor_args].index(self.dtype_of)] if self.names else None
+        function = self.function_for(dtype) if self.names else self.function_name
+        arguments = self.template_arguments(function)
+        tensors, _, output_names = self._names()
+        for text, param in zip(self.declared_parameters(function), self.bound_params):
+            if param.kind not in ("input", "output"):
+                continue
+            pointee = _pointee(text)
+            pointee = arguments.get(pointee, pointee)
+            if pointee not in _C_POINTEES:
+                continue
+            expected = inputs[param.index] if param.kind == "input" else outputs[param.index]
+            if _C_POINTEES[pointee] != expected:
+                tensor = (tensors if param.kind == "input" else output_names)[param.index]
+                raise self.fail(
+                    f"parameter '{param.name}' ('{text}'{f' of {function}' if arguments else ''}) points at {pointee}, "
+                    f"but takes {param.kind} '{tensor}', which is {expected} (for inputs of {[str(d) for d in inputs]}); "
+                    "expected "
+                    f"a pointer to {next((c for c, t in _C_POINTEES.items() if t == expected), expected)}"
+                )
 
     def fingerprint(self) -> str:
         parts = [

@@ -13,8 +13,20 @@ from .. import _derive
 from ..declaration import Declaration
 from ..shape_rules import ShapeRuleCompiler
 from ..spec import SpecError
-from .compile import _Case, _dtype_combinations, _nvrtc_compile, _triton_compile, parse_archs
-from .describe import _CXX_DTYPES, _INT32, ALIGNMENT, Kernel, KernelError, Variant, _call, _Param, _signature
+from .compile import _Case, _dtype_combinations, _nvrtc_compile, _output_dtypes, _triton_compile, parse_archs
+from .describe import (
+    _CXX_DTYPES,
+    _INT32,
+    ALIGNMENT,
+    CudaKernel,
+    Kernel,
+    KernelError,
+    Variant,
+    _call,
+    _Param,
+    _signature,
+    _source_text,
+)
 
 # ---------------------------------------------------------------------------------------------- expressions
 
@@ -78,7 +90,10 @@ def _derive_expressions(kernel: Kernel, ranks: tuple[int, ...], variant: Variant
         for what, function in functions:
             value = function(named)
             if isinstance(value, bool) or not isinstance(value, (int, torch.SymInt)):
-                raise kernel.fail(f"{what} must be an int (an expression of sizes), got {value!r}")
+                raise kernel.fail(
+                    f"{what} must be an int (an expression of sizes; // not /), got {value!r} from "
+                    f"{_expression_text(kernel, what)}"
+                )
             values.append(value)
         return torch.empty(values)
 
@@ -105,6 +120,33 @@ def _derive_expressions(kernel: Kernel, ranks: tuple[int, ...], variant: Variant
         if _derive.uses_size(expr):
             raise kernel.fail(f"{what} depends on a size known only after the launch, so it cannot be evaluated")
     return exprs
+
+
+def _expression_text(kernel: Kernel, what: str) -> str:
+    """The user's source of the function that gives ``what`` (the select, a grid axis, a parameter)."""
+    if what == "select":
+        function = kernel.select
+    elif what.startswith("grid"):
+        function = kernel.grid
+    else:
+        function = next(p.value for p in kernel.bound_params if p.kind == "expr" and what == f"parameter '{p.name}'")
+    return _source_text(function).strip()
+
+
+def check_kernels(declaration: Declaration) -> None:
+    """What can be checked of a declaration's Python kernels without compiling them, when the op is declared rather
+    than when its library is built (:class:`KernelError` names op, kernel and parameter): each CUDA kernel's pointer
+    parameters against its tensors' dtypes, every dtype combination; each kernel's select, grid and parameters as int
+    expressions (derived for the op's first accepted input ranks, every tactic and variant)."""
+    if not declaration.aot_kernels:
+        return
+    ranks = _derive.Program.parse(declaration.compiled_programs[0]).input_ranks
+    for kernel, tactic in declaration.aot_kernels.values():
+        if isinstance(kernel, CudaKernel):
+            for inputs in _dtype_combinations(declaration):
+                kernel.check_pointees(inputs, _output_dtypes(declaration, inputs))
+        for variant in kernel.variants(tactic):
+            _derive_expressions(kernel, ranks, variant)
 
 
 _CXX_BINARY = {
@@ -337,6 +379,8 @@ def generate_source(declarations: Sequence[Declaration], archs: str) -> str:
     targets = parse_archs(archs)
     if not targets:
         raise KernelError(f"no architecture to compile kernels for in {archs!r}")
+    for d in {id(d): d for d, *_ in pending}.values():
+        check_kernels(d)
     out = [
         "// Python kernels of the declared ops, compiled ahead of time (torchtrt_plugins.kernels); do not edit.",
         '#include "sdk/cubin_launch.h"',
