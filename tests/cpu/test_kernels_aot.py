@@ -227,6 +227,46 @@ def test_autotune_configs_become_tactics():
     assert [t.value for t in d.spec.tactics] == [1]
 
 
+def _tuned(**autotune):
+    import triton
+
+    configs = [triton.Config({"BLOCK": 128}, num_warps=4), triton.Config({"BLOCK": 1024}, num_warps=8)]
+    tuned = triton.autotune(configs=configs, key=["n"], **autotune)(aot_ops.scale_kernel)
+    return triton_kernel(tuned, grid=triton_scale().grid, params=triton_scale().params)
+
+
+def test_autotune_reset_to_zero_zeroes_the_outputs_on_the_stream_before_each_launch():
+    d = declare(_tuned(reset_to_zero=["out_ptr"]))
+    assert d.aot_kernels[0][0].zeroed_outputs == [0]
+    source = kernel_source.generate_source([d], "90")
+    zeroing = "cudaMemsetAsync(args.outputs[0].data, 0, static_cast<size_t>(args.outputs[0].numel() * "
+    for tactic in (0, 1):
+        launcher = source.split(f"aot_test_scale_t{tactic}(::ttp::sdk::LaunchArgs const& args)")[1].split("\n}\n")[0]
+        assert zeroing in launcher
+        assert launcher.index(zeroing) < launcher.index("launchCubin(")
+    assert "cudaMemsetAsync" not in kernel_source.generate_source([declare(_tuned())], "90")
+
+
+@pytest.mark.parametrize(
+    ("autotune", "message"),
+    [
+        ({"restore_value": ["out_ptr"]}, r"triton.autotune\(restore_value=...\) is not supported"),
+        ({"prune_configs_by": {"early_config_prune": lambda c, a, **k: c}}, r"triton.autotune\(prune_configs_by=...\)"),
+        ({"prune_configs_by": {"perf_model": lambda **k: 1.0, "top_k": 1}}, r"triton.autotune\(prune_configs_by=...\)"),
+        ({"pre_hook": lambda kwargs, reset_only=False: None}, r"triton.autotune\(pre_hook=...\) is not supported"),
+        ({"post_hook": lambda kwargs, exception: None}, r"triton.autotune\(post_hook=...\) is not supported"),
+        (
+            {"reset_to_zero": ["x_ptr"]},
+            r"triton.autotune\(reset_to_zero=\['x_ptr'\]\): parameter 'x_ptr' takes the op's input",
+        ),
+    ],
+    ids=["restore_value", "prune", "perf_model", "pre_hook", "post_hook", "reset_an_input"],
+)
+def test_an_autotune_hook_the_launcher_would_ignore_is_refused(autotune, message):
+    with pytest.raises(ttp.DeclarationError, match=r"aot_test::scale: kernel 'scale_kernel': " + message):
+        declare(_tuned(**autotune))
+
+
 def _evaluate_in_cxx(tmp_path, expressions, dims) -> list[int]:
     """The generated C++ of token ``expressions``, compiled with the host compiler and run on inputs of ``dims``."""
     import shutil

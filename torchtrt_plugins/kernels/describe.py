@@ -103,6 +103,9 @@ class Kernel:
         self.params = params
         self.select = select
         self.declaration: Any = None
+        #: Outputs (indices) that the generated launcher zeroes on the stream before each launch (Triton's
+        #: ``autotune(reset_to_zero=...)``).
+        self.zeroed_outputs: list[int] = []
 
     # -- what a declaration needs
     def tactic_count(self) -> int:
@@ -232,9 +235,9 @@ class TritonKernel(Kernel):
         variants: Mapping[int, Mapping[str, Any]] | None = None,
     ):
         configs: list[Any] = [None]
-        jit = fn
+        jit, self.autotuner = fn, None
         if hasattr(fn, "configs") and hasattr(fn, "fn"):  # triton.autotune
-            configs, jit = list(fn.configs), fn.fn
+            configs, jit, self.autotuner = list(fn.configs), fn.fn, fn
         if not hasattr(jit, "arg_names") or not hasattr(jit, "params"):
             raise KernelError(f"triton_kernel: expected a @triton.jit function, got {fn!r}")
         super().__init__(getattr(jit, "__name__", "kernel"), grid, dict(params or {}), select)
@@ -247,6 +250,36 @@ class TritonKernel(Kernel):
 
     def tactic_count(self) -> int:
         return len(self.configs)
+
+    def _bind_autotune_hooks(self) -> None:
+        """``reset_to_zero`` becomes outputs the launcher zeroes; the autotuner's other hooks would run in Python on
+        its own launches only, so a declaration that gives one is refused rather than run without it."""
+        tuner = self.autotuner
+        if tuner is None:
+            return
+        ignored = {
+            "restore_value": bool(getattr(tuner, "restore_value", ())),
+            "pre_hook": bool(getattr(tuner, "user_defined_pre_hook", False)),
+            "post_hook": bool(getattr(tuner, "user_defined_post_hook", False)),
+            "prune_configs_by": getattr(tuner, "early_config_prune", None) is not None
+            or getattr(tuner, "perf_model", None) is not None
+            or getattr(tuner, "configs_top_k", 1.0) != 1.0,
+        }
+        for hook, given in ignored.items():
+            if given:
+                raise self.fail(
+                    f"triton.autotune({hook}=...) is not supported: the generated launcher runs without Python, "
+                    "every config is a tactic TensorRT times, and the eager op runs config 0"
+                )
+        outputs = {q.name: q for q in self.bound_params}
+        for name in getattr(tuner, "reset_to_zero", ()):
+            param = outputs.get(name)
+            if param is None or param.kind != "output":
+                what = f"takes the op's {param.kind}" if param is not None else "takes no op output"
+                raise self.fail(
+                    f"triton.autotune(reset_to_zero=[{name!r}]): parameter '{name}' {what}; only outputs can be zeroed"
+                )
+            self.zeroed_outputs.append(param.index)
 
     def variants(self, tactic: int) -> list[Variant]:
         config = self.configs[tactic]
@@ -304,6 +337,8 @@ class TritonKernel(Kernel):
             if q.kind == "scalar" and declaration._types[scalars[q.index]] == "bool":
                 q.ctype = "i1"
         self.bound_params = bound
+        self.zeroed_outputs = []
+        self._bind_autotune_hooks()
         for function, what in ((self.grid, "grid"), (self.select, "select")):
             if function is not None:
                 self._check_names(function, what)
@@ -317,6 +352,7 @@ class TritonKernel(Kernel):
             repr(sorted((k, repr(v)) for k, v in self.constexprs.items())),
             repr(self.options),
             repr([(c.kwargs, c.num_warps, c.num_stages) if c is not None else None for c in self.configs]),
+            repr(list(getattr(self.autotuner, "reset_to_zero", ()))),
             repr(self.variant_spec),
             *(f"{k}={_source_text(v)}" for k, v in sorted(self.params.items())),
             _source_text(self.grid),
@@ -529,11 +565,11 @@ class CudaKernel(Kernel):
             expected = inputs[param.index] if param.kind == "input" else outputs[param.index]
             if _C_POINTEES[pointee] != expected:
                 tensor = (tensors if param.kind == "input" else output_names)[param.index]
+                where = f"'{text}' of {function}" if arguments else f"'{text}'"
+                wanted = next((c for c, t in _C_POINTEES.items() if t == expected), expected)
                 raise self.fail(
-                    f"parameter '{param.name}' ('{text}'{f' of {function}' if arguments else ''}) points at {pointee}, "
-                    f"but takes {param.kind} '{tensor}', which is {expected} (for inputs of {[str(d) for d in inputs]}); "
-                    "expected "
-                    f"a pointer to {next((c for c, t in _C_POINTEES.items() if t == expected), expected)}"
+                    f"parameter '{param.name}' ({where}) points at {pointee}, but takes {param.kind} '{tensor}', which "
+                    f"is {expected} (for inputs of {[str(d) for d in inputs]}); expected a pointer to {wanted}"
                 )
 
     def fingerprint(self) -> str:

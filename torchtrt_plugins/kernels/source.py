@@ -365,6 +365,17 @@ def _generate_tactic(kernel: Kernel, tactic: int, symbol: str, tag: str, archs: 
         f"static_cast<uint64_t>(std::max<int64_t>(e[{offset + 1}], 0)), "
         f"static_cast<uint64_t>(std::max<int64_t>(e[{offset + 2}], 0))}};"
     )
+    for i in kernel.zeroed_outputs:  # triton.autotune(reset_to_zero=...): on the stream, capturable
+        out_i = f"args.outputs[{i}]"
+        size = f"static_cast<size_t>({out_i}.numel() * ::ttp::dtypeSize({out_i}.dtype))"
+        body.append(f"    if ({out_i}.data != nullptr)")
+        body.append("    {")
+        body.append(f"        cudaError_t const zeroed = cudaMemsetAsync({out_i}.data, 0, {size}, args.stream);")
+        body.append("        if (zeroed != cudaSuccess)")
+        body.append("        {")
+        body.append("            return zeroed;")
+        body.append("        }")
+        body.append("    }")
     body.append(f"    return ::ttp::sdk::launchCubin(*k{tag}[index], grid, params, args.stream);")
     body += ["}", f"}} // namespace {namespace}", ""]
     return out + body
