@@ -89,4 +89,23 @@ def declare(op: Any, **options: Any) -> Declaration:
             raise
     if not getattr(declaration.library, "ours", False):  # ours: `import torchtrt_plugins` registers its converters
         converters.register_entry(entry)
+    _check_on_cpu(declaration)
     return declaration
+
+
+def _check_on_cpu(declaration: Declaration) -> None:
+    """Put the declaration's eager checks (dtypes, ranges, the fake kernel's shape checks) before the CPU kernel of an
+    op made with ``torch.library.custom_op``, as the eager CUDA kernel has them. An op defined with
+    ``torch.library.Library`` gives no way to reach its CPU kernel from here, so its CPU path stays unchecked."""
+    import torch
+
+    opdef = torch._library.custom_ops._maybe_get_opdef(declaration.qualname)
+    cpu = getattr(opdef, "_backend_fns", {}).get("cpu")
+    if cpu is None:
+        return
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        declaration.check_args(*args, **kwargs)
+        return cpu(*args, **kwargs)
+
+    opdef.register_kernel("cpu", checked)
