@@ -693,3 +693,10 @@ def test_the_cpu_kernel_of_a_custom_op_checks_the_declared_dtypes_and_ranges(arg
     torch.testing.assert_close(torch.ops.decl_test.affine_clip(torch.ones(3), 2.0, 1.5), torch.full((3,), 1.5))
     with pytest.raises(ttp.SpecError, match=r"decl_test.affine_clip: argument " + message):
         torch.ops.decl_test.affine_clip(*args)
+
+
+def test_kernel_errors_are_declaration_errors_and_the_checks_are_public():
+    from torchtrt_plugins.testing import CHECKS
+
+    assert issubclass(ttp.KernelError, ttp.DeclarationError) and "KernelError" in ttp.__all__
+    assert CHECKS[:2] == ("eager", "opcheck") and "harness" in CHECKS
