@@ -47,7 +47,7 @@ from .declaration import (
 )
 from .errors import DeclarationError
 from .kernels.source import check_kernels
-from .sdk.runtime import register_eager_kernel
+from .sdk.runtime import register_eager_kernel, unregister_eager_kernel
 
 __all__ = [
     "CXX_SYMBOL",
@@ -81,11 +81,9 @@ def declare(op: Any, **options: Any) -> Declaration:
             declaration.library.add(declaration)
             if eager_cuda:
                 declaration.python_kernel = register_eager_kernel(declaration)
+            declaration.withdraw = lambda: _withdraw(declaration)  # the library's, when the op cannot be built
         except Exception:  # a declaration that fails here must not stay registered to break the others
-            registry.unregister(entry)
-            declaration.registered_entry = None
-            if declaration in getattr(declaration.library, "declarations", ()):
-                declaration.library.declarations.remove(declaration)
+            _withdraw(declaration)
             raise
     if not getattr(declaration.library, "ours", False):  # ours: `import torchtrt_plugins` registers its converters
         converters.register_entry(entry)
@@ -93,13 +91,35 @@ def declare(op: Any, **options: Any) -> Declaration:
     return declaration
 
 
+def _withdraw(declaration: Declaration) -> None:
+    """Leave the process as if ``declaration`` had never been made: its registry entry, its place on its library and
+    its eager CUDA kernel go (a declaration that cannot be built must not break the others, nor later loads)."""
+    if declaration.registered_entry is not None:
+        registry.unregister(declaration.registered_entry)
+        declaration.registered_entry = None
+    if declaration in getattr(declaration.library, "declarations", ()):
+        declaration.library.declarations.remove(declaration)
+    kernel = getattr(declaration, "python_kernel", None)
+    if kernel is not None:
+        unregister_eager_kernel(kernel)
+        declaration.python_kernel = None
+    unchecked_cpu = getattr(declaration, "unchecked_cpu", None)
+    if unchecked_cpu is not None:
+        _opdef(declaration).register_kernel("cpu", unchecked_cpu)
+        declaration.unchecked_cpu = None
+
+
+def _opdef(declaration: Declaration) -> Any:
+    import torch
+
+    return torch._library.custom_ops._maybe_get_opdef(declaration.qualname)
+
+
 def _check_on_cpu(declaration: Declaration) -> None:
     """Put the declaration's eager checks (dtypes, ranges, the fake kernel's shape checks) before the CPU kernel of an
     op made with ``torch.library.custom_op``, as the eager CUDA kernel has them. An op defined with
     ``torch.library.Library`` gives no way to reach its CPU kernel from here, so its CPU path stays unchecked."""
-    import torch
-
-    opdef = torch._library.custom_ops._maybe_get_opdef(declaration.qualname)
+    opdef = _opdef(declaration)
     cpu = getattr(opdef, "_backend_fns", {}).get("cpu")
     if cpu is None:
         return
@@ -109,3 +129,4 @@ def _check_on_cpu(declaration: Declaration) -> None:
         return cpu(*args, **kwargs)
 
     opdef.register_kernel("cpu", checked)
+    declaration.unchecked_cpu = cpu

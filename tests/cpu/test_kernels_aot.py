@@ -330,3 +330,26 @@ def test_a_template_without_a_function_for_a_declared_dtype_is_an_error():
         describe.KernelError, match=r"names= has no function for dtypes \['torch.float16'\] of argument 'x'"
     ):
         declare(kernel, dtypes={"x": (torch.float32, torch.float16)})
+
+
+def test_a_declaration_whose_kernel_does_not_compile_withdraws_itself_and_breaks_no_later_load(monkeypatch):
+    """Before: the op stayed registered, so every later load_plugins() in the process raised PluginLoadError."""
+    from torchtrt_plugins import native, registry, sdk
+
+    broken = cuda_scale(source=aot_ops.SCALE_SOURCE.replace("alpha * x[i]", "alpha * undefined_name[i]"))
+    ttp.declare(
+        "aot_test::scale", library=sdk.PluginLibrary("aot_withdraw_test", sources=[]), launcher=broken, dtypes=FLOAT
+    )
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("aot_test::scale", "CUDA")
+    loaded = []
+    monkeypatch.setattr(native, "plugin_library_path", lambda build=True: "/ours/libtorchtrt_plugins_v3.so")
+    monkeypatch.setattr(native, "_load_library", lambda registry, path, entries: loaded.append(str(path)))
+    with pytest.raises(native.PluginLoadError, match=r"(?s)aot_test::scale.*NVRTC could not compile.*undefined_name"):
+        native.load_plugins(object())
+    assert "aot_test::scale" not in {e.spec.qualname for e in registry.registered_ops()}
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aot_test::scale", "CUDA")
+    half = torch.ones(2, dtype=torch.float16)  # not a declared dtype: the CPU kernel's checks went with the op
+    torch.testing.assert_close(torch.ops.aot_test.scale(half, 2.0), 2 * half)
+    loaded.clear()
+    native.load_plugins(object())  # as if the declaration had never been made
+    assert loaded[0] == "/ours/libtorchtrt_plugins_v3.so"

@@ -116,7 +116,9 @@ class Kernel:
         return f"{op}: kernel '{self.name}'"
 
     def fail(self, message: str) -> KernelError:
-        return KernelError(f"{self.label()}: {message}")
+        error = KernelError(f"{self.label()}: {message}")
+        error.declaration = self.declaration
+        return error
 
     def bind(self, declaration: Any) -> None:
         raise NotImplementedError
