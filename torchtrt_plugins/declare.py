@@ -92,8 +92,9 @@ def declare(op: Any, **options: Any) -> Declaration:
 
 
 def _withdraw(declaration: Declaration) -> None:
-    """Leave the process as if ``declaration`` had never been made: its registry entry, its place on its library and
-    its eager CUDA kernel go (a declaration that cannot be built must not break the others, nor later loads)."""
+    """Leave the process as if ``declaration`` had never been made: its registry entry, its place on its library, its
+    eager CUDA kernel and its CPU checks go (a declaration that cannot be built must not break the others, nor later
+    loads)."""
     if declaration.registered_entry is not None:
         registry.unregister(declaration.registered_entry)
         declaration.registered_entry = None

@@ -13,7 +13,7 @@ from .. import _derive
 from ..declaration import Declaration
 from ..shape_rules import ShapeRuleCompiler
 from ..spec import SpecError
-from .compile import _Case, _dtype_combinations, _nvrtc_compile, _output_dtypes, _triton_compile, parse_archs
+from .compile import _Case, _dtype_combinations, _nvrtc_compile, _triton_compile, parse_archs
 from .describe import (
     _CXX_DTYPES,
     _INT32,
@@ -137,14 +137,16 @@ def check_kernels(declaration: Declaration) -> None:
     """What can be checked of a declaration's Python kernels without compiling them, when the op is declared rather
     than when its library is built (:class:`KernelError` names op, kernel and parameter): each CUDA kernel's pointer
     parameters against its tensors' dtypes, every dtype combination; each kernel's select, grid and parameters as int
-    expressions (derived for the op's first accepted input ranks, every tactic and variant)."""
+    expressions (derived for the op's first accepted input ranks, every tactic and variant: one shape derivation, not
+    the full search of a build)."""
     if not declaration.aot_kernels:
         return
-    ranks = _derive.Program.parse(declaration.compiled_programs[0]).input_ranks
+    program = ShapeRuleCompiler(declaration).first_program()
+    ranks = _derive.Program.parse(program).input_ranks
     for kernel, tactic in declaration.aot_kernels.values():
         if isinstance(kernel, CudaKernel):
             for inputs in _dtype_combinations(declaration):
-                kernel.check_pointees(inputs, _output_dtypes(declaration, inputs))
+                kernel.check_pointees(inputs, _derive.output_dtypes(program, inputs))
         for variant in kernel.variants(tactic):
             _derive_expressions(kernel, ranks, variant)
 
