@@ -13,7 +13,7 @@ from . import (
     sdk,
 )
 from .declare import Declaration, DeclarationError, Range, Resource, declare
-from .kernels.describe import cuda_kernel, triton_kernel
+from .kernels.describe import KernelError, cuda_kernel, triton_kernel
 from .lowering import lower, lower_with_report
 from .native import load_plugins, load_program, plugin_library_path
 from .registry import all_ops, get, registered_ops
@@ -25,6 +25,7 @@ __all__ = [
     "NAMESPACE",
     "Declaration",
     "DeclarationError",
+    "KernelError",
     "Range",
     "Resource",
     "SpecError",

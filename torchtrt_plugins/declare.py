@@ -46,7 +46,8 @@ from .declaration import (
     Resource,
 )
 from .errors import DeclarationError
-from .sdk.runtime import register_eager_kernel
+from .kernels.source import check_kernels
+from .sdk.runtime import register_eager_kernel, unregister_eager_kernel
 
 __all__ = [
     "CXX_SYMBOL",
@@ -73,18 +74,60 @@ def declare(op: Any, **options: Any) -> Declaration:
     """
     eager_cuda = options.pop("eager_cuda", True)
     declaration = Declaration(op, **options)
+    check_kernels(declaration)
     entry = declaration.registered_entry = registry.register(registry.entry_of(declaration))
     if declaration.library is not None:
         try:
             declaration.library.add(declaration)
             if eager_cuda:
                 declaration.python_kernel = register_eager_kernel(declaration)
+            declaration.withdraw = lambda: _withdraw(declaration)  # the library's, when the op cannot be built
         except Exception:  # a declaration that fails here must not stay registered to break the others
-            registry.unregister(entry)
-            declaration.registered_entry = None
-            if declaration in getattr(declaration.library, "declarations", ()):
-                declaration.library.declarations.remove(declaration)
+            _withdraw(declaration)
             raise
     if not getattr(declaration.library, "ours", False):  # ours: `import torchtrt_plugins` registers its converters
         converters.register_entry(entry)
+    _check_on_cpu(declaration)
     return declaration
+
+
+def _withdraw(declaration: Declaration) -> None:
+    """Leave the process as if ``declaration`` had never been made: its registry entry, its place on its library, its
+    eager CUDA kernel and its CPU checks go (a declaration that cannot be built must not break the others, nor later
+    loads)."""
+    if declaration.registered_entry is not None:
+        registry.unregister(declaration.registered_entry)
+        declaration.registered_entry = None
+    if declaration in getattr(declaration.library, "declarations", ()):
+        declaration.library.declarations.remove(declaration)
+    kernel = getattr(declaration, "python_kernel", None)
+    if kernel is not None:
+        unregister_eager_kernel(kernel)
+        declaration.python_kernel = None
+    unchecked_cpu = getattr(declaration, "unchecked_cpu", None)
+    if unchecked_cpu is not None:
+        _opdef(declaration).register_kernel("cpu", unchecked_cpu)
+        declaration.unchecked_cpu = None
+
+
+def _opdef(declaration: Declaration) -> Any:
+    import torch
+
+    return torch._library.custom_ops._maybe_get_opdef(declaration.qualname)
+
+
+def _check_on_cpu(declaration: Declaration) -> None:
+    """Put the declaration's eager checks (dtypes, ranges, the fake kernel's shape checks) before the CPU kernel of an
+    op made with ``torch.library.custom_op``, as the eager CUDA kernel has them. An op defined with
+    ``torch.library.Library`` gives no way to reach its CPU kernel from here, so its CPU path stays unchecked."""
+    opdef = _opdef(declaration)
+    cpu = getattr(opdef, "_backend_fns", {}).get("cpu")
+    if cpu is None:
+        return
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        declaration.check_args(*args, **kwargs)
+        return cpu(*args, **kwargs)
+
+    opdef.register_kernel("cpu", checked)
+    declaration.unchecked_cpu = cpu

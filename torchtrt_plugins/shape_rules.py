@@ -41,19 +41,7 @@ class ShapeRuleCompiler:
 
     def programs(self) -> tuple[tuple[int, ...], ...]:
         d = self.d
-        sym_ints = tuple(n for n in self.ints if d._types[n] == "SymInt")
-        modes = tuple(dict.fromkeys((tuple(self.ints), sym_ints, ())))
-        base = mode = None
-        for mode in modes:
-            base = self._base_ranks(mode)
-            if base is not None:
-                break
-            self.symbolic_failure = self._first_failure()
-        if base is None:
-            raise DeclarationError(
-                f"{d.label}: its fake kernel accepts no combination of input ranks 0 to {MAX_RANK}, so no shape rules "
-                f"can be compiled into its plugin library; first failure: {self._first_failure()}"
-            )
+        base, mode = self._base()
         self._check_independent(base, mode)
         codes = self._dtype_codes(base, mode)
         programs = [self._attempt(ranks, mode, codes=codes) for ranks in self._accepted_ranks(base, mode)]
@@ -64,6 +52,25 @@ class ShapeRuleCompiler:
                 f"({sorted(counts)}); a plugin has one output count"
             )
         return tuple(p.program for p in programs)
+
+    def first_program(self) -> tuple[int, ...]:
+        """The shape program for the first input ranks the fake kernel accepts, one of :meth:`programs` at the cost of
+        one derivation: what a declaration's checks need."""
+        base, mode = self._base()
+        return self._attempt(base, mode, codes=self._dtype_codes(base, mode)).program
+
+    def _base(self) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """The first accepted input ranks and the integer arguments kept symbolic with them."""
+        sym_ints = tuple(n for n in self.ints if self.d._types[n] == "SymInt")
+        for mode in tuple(dict.fromkeys((tuple(self.ints), sym_ints, ()))):
+            base = self._base_ranks(mode)
+            if base is not None:
+                return base, mode
+            self.symbolic_failure = self._first_failure()
+        raise DeclarationError(
+            f"{self.d.label}: its fake kernel accepts no combination of input ranks 0 to {MAX_RANK}, so no shape rules "
+            f"can be compiled into its plugin library; first failure: {self._first_failure()}"
+        )
 
     def _attempt(
         self, ranks: tuple[int, ...], symbolic_ints: tuple[str, ...], *, dtypes=None, values=None, codes=None

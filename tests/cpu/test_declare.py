@@ -660,3 +660,43 @@ def test_the_shape_input_marker_is_one_value_in_python_and_in_the_sdk_header():
     header = (sdk.include_dir() / "sdk" / "ttp_sdk.h").read_text()
     (value,) = re.findall(r"kSHAPE_INPUT_MARKER = (-?[0-9.]+);", header)
     assert float(value) == SHAPE_INPUT_SENTINEL == -(2**31)
+
+
+@torch.library.custom_op("decl_test::affine_clip", mutates_args=(), device_types="cpu")
+def _affine_clip(x: torch.Tensor, scale: float, cap: float) -> torch.Tensor:
+    return (x * scale).clamp(max=cap)
+
+
+@_affine_clip.register_fake
+def _(x, scale, cap):
+    return torch.empty_like(x)
+
+
+AFFINE_CLIP = ttp.declare(
+    "decl_test::affine_clip",
+    dtypes={"x": (torch.float32, torch.float16)},
+    ranges={"cap": ttp.Range(min=0.0, min_inclusive=False)},
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((torch.ones(3, dtype=torch.bfloat16), 2.0, 1.0), r"'x' must have dtype in \{float32, float16\}, got bfloat16"),
+        ((torch.ones(3, dtype=torch.int32), 2.0, 1.0), r"'x' must have dtype in \{float32, float16\}, got int32"),
+        ((torch.ones(3), 2.0, float("nan")), r"'cap' must be a float > 0, got nan"),
+        ((torch.ones(3), 2.0, -1.0), r"'cap' must be a float > 0, got -1.0"),
+    ],
+    ids=["bfloat16", "int32", "nan", "negative"],
+)
+def test_the_cpu_kernel_of_a_custom_op_checks_the_declared_dtypes_and_ranges(args, message):
+    torch.testing.assert_close(torch.ops.decl_test.affine_clip(torch.ones(3), 2.0, 1.5), torch.full((3,), 1.5))
+    with pytest.raises(ttp.SpecError, match=r"decl_test.affine_clip: argument " + message):
+        torch.ops.decl_test.affine_clip(*args)
+
+
+def test_kernel_errors_are_declaration_errors_and_the_checks_are_public():
+    from torchtrt_plugins.testing import CHECKS
+
+    assert issubclass(ttp.KernelError, ttp.DeclarationError) and "KernelError" in ttp.__all__
+    assert CHECKS[:2] == ("eager", "opcheck") and "harness" in CHECKS

@@ -17,6 +17,7 @@ if pyops_unavailable():
 import aot_ops  # noqa: E402
 import cupy  # noqa: E402
 
+import torchtrt_plugins as ttp  # noqa: E402
 from torchtrt_plugins import Declaration, _derive, triton_kernel  # noqa: E402
 from torchtrt_plugins import cuda_kernel as cuda  # noqa: E402
 from torchtrt_plugins.kernels import compile as kernel_compile
@@ -24,6 +25,7 @@ from torchtrt_plugins.kernels import describe
 from torchtrt_plugins.kernels import source as kernel_source
 
 FLOAT = {"x": (torch.float32,)}
+HALF_FLOAT = {"x": (torch.float32, torch.float16)}
 
 
 def triton_scale(**changes):
@@ -95,9 +97,64 @@ def test_a_mapping_that_does_not_fit_names_op_kernel_and_parameter(kernel, messa
         declare(kernel())
 
 
-def test_a_pointer_to_another_dtype_than_the_declared_is_an_error():
-    with pytest.raises(describe.KernelError, match=r"takes input 'x', whose declared dtypes are .*float16"):
-        declare(cuda_scale(), dtypes={"x": (torch.float32, torch.float16)})
+TEMPLATE_SCALE = aot_ops.SCALE_SOURCE.replace('extern "C" __global__', "template <typename T>\n__global__").replace(
+    "float const* x, float* out", "T const* x, T* out"
+)
+
+
+def _template_scale(names):
+    return cuda(
+        cupy.RawModule(code=TEMPLATE_SCALE),
+        names=names,
+        grid=lambda x: (1,),
+        block=32,
+        params=["x", "out0", lambda x: x.numel(), "alpha"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("kernel", "dtypes", "message"),
+    [
+        (
+            lambda: cuda_scale(source=aot_ops.SCALE_SOURCE.replace("float const* x", "int const* x")),
+            FLOAT,
+            r"parameter 'x' \('int const\* x'\) points at int, but takes input 'x', which is torch.float32 .* "
+            r"expected a pointer to float",
+        ),
+        (
+            lambda: cuda_scale(),
+            {"x": (torch.float32, torch.float16)},
+            r"parameter 'x' \('float const\* x'\) points at float, but takes input 'x', which is torch.float16",
+        ),
+        (
+            lambda: _template_scale({torch.float32: "scale<float>", torch.float16: "scale<float>"}),
+            {"x": (torch.float32, torch.float16)},
+            r"parameter 'x' \('T const\* x' of scale<float>\) points at float, but takes input 'x', which is "
+            r"torch.float16 .* expected a pointer to __half",
+        ),
+        (
+            lambda: cuda_scale(source=aot_ops.SCALE_SOURCE.replace("float* out", "__half* out")),
+            FLOAT,
+            r"parameter 'out' \('__half\* out'\) points at __half, but takes output 'out0', which is torch.float32",
+        ),
+    ],
+    ids=["extern-int-for-float32", "float-for-float16", "template-float-for-float16", "output"],
+)
+def test_a_pointer_to_another_dtype_than_the_declared_is_refused_at_declare(kernel, dtypes, message):
+    with pytest.raises(ttp.DeclarationError, match=r"aot_test::scale: kernel '[^']+': " + message):
+        ttp.declare("aot_test::scale", launcher=kernel(), dtypes=dtypes)
+
+
+def test_a_template_instance_for_each_declared_dtype_is_accepted():
+    d = declare(_template_scale({torch.float32: "scale<float>", torch.float16: "scale<__half>"}), dtypes=HALF_FLOAT)
+    kernel_source.check_kernels(d)
+
+
+def test_a_grid_that_is_not_an_int_expression_is_refused_at_declare_naming_the_expression():
+    kernel = triton_scale(grid=lambda x: (x.numel() / 256,))
+    with pytest.raises(ttp.KernelError, match=r"grid\[0\] must be an int .* from .*x\.numel\(\) / 256"):
+        ttp.declare("aot_test::scale", launcher=kernel, dtypes=FLOAT)
+    assert "aot_test::scale" not in {e.spec.qualname for e in ttp.registered_ops()}
 
 
 def test_a_bool_tensor_cannot_go_to_a_triton_kernel():
@@ -170,6 +227,46 @@ def test_autotune_configs_become_tactics():
     assert [t.value for t in d.spec.tactics] == [1]
 
 
+def _tuned(**autotune):
+    import triton
+
+    configs = [triton.Config({"BLOCK": 128}, num_warps=4), triton.Config({"BLOCK": 1024}, num_warps=8)]
+    tuned = triton.autotune(configs=configs, key=["n"], **autotune)(aot_ops.scale_kernel)
+    return triton_kernel(tuned, grid=triton_scale().grid, params=triton_scale().params)
+
+
+def test_autotune_reset_to_zero_zeroes_the_outputs_on_the_stream_before_each_launch():
+    d = declare(_tuned(reset_to_zero=["out_ptr"]))
+    assert d.aot_kernels[0][0].zeroed_outputs == [0]
+    source = kernel_source.generate_source([d], "90")
+    zeroing = "cudaMemsetAsync(args.outputs[0].data, 0, static_cast<size_t>(args.outputs[0].numel() * "
+    for tactic in (0, 1):
+        launcher = source.split(f"aot_test_scale_t{tactic}(::ttp::sdk::LaunchArgs const& args)")[1].split("\n}\n")[0]
+        assert zeroing in launcher
+        assert launcher.index(zeroing) < launcher.index("launchCubin(")
+    assert "cudaMemsetAsync" not in kernel_source.generate_source([declare(_tuned())], "90")
+
+
+@pytest.mark.parametrize(
+    ("autotune", "message"),
+    [
+        ({"restore_value": ["out_ptr"]}, r"triton.autotune\(restore_value=...\) is not supported"),
+        ({"prune_configs_by": {"early_config_prune": lambda c, a, **k: c}}, r"triton.autotune\(prune_configs_by=...\)"),
+        ({"prune_configs_by": {"perf_model": lambda **k: 1.0, "top_k": 1}}, r"triton.autotune\(prune_configs_by=...\)"),
+        ({"pre_hook": lambda kwargs, reset_only=False: None}, r"triton.autotune\(pre_hook=...\) is not supported"),
+        ({"post_hook": lambda kwargs, exception: None}, r"triton.autotune\(post_hook=...\) is not supported"),
+        (
+            {"reset_to_zero": ["x_ptr"]},
+            r"triton.autotune\(reset_to_zero=\['x_ptr'\]\): parameter 'x_ptr' takes the op's input",
+        ),
+    ],
+    ids=["restore_value", "prune", "perf_model", "pre_hook", "post_hook", "reset_an_input"],
+)
+def test_an_autotune_hook_the_launcher_would_ignore_is_refused(autotune, message):
+    with pytest.raises(ttp.DeclarationError, match=r"aot_test::scale: kernel 'scale_kernel': " + message):
+        declare(_tuned(**autotune))
+
+
 def _evaluate_in_cxx(tmp_path, expressions, dims) -> list[int]:
     """The generated C++ of token ``expressions``, compiled with the host compiler and run on inputs of ``dims``."""
     import shutil
@@ -233,3 +330,26 @@ def test_a_template_without_a_function_for_a_declared_dtype_is_an_error():
         describe.KernelError, match=r"names= has no function for dtypes \['torch.float16'\] of argument 'x'"
     ):
         declare(kernel, dtypes={"x": (torch.float32, torch.float16)})
+
+
+def test_a_declaration_whose_kernel_does_not_compile_withdraws_itself_and_breaks_no_later_load(monkeypatch):
+    """Before: the op stayed registered, so every later load_plugins() in the process raised PluginLoadError."""
+    from torchtrt_plugins import native, registry, sdk
+
+    broken = cuda_scale(source=aot_ops.SCALE_SOURCE.replace("alpha * x[i]", "alpha * undefined_name[i]"))
+    ttp.declare(
+        "aot_test::scale", library=sdk.PluginLibrary("aot_withdraw_test", sources=[]), launcher=broken, dtypes=FLOAT
+    )
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("aot_test::scale", "CUDA")
+    loaded = []
+    monkeypatch.setattr(native, "plugin_library_path", lambda build=True: "/ours/libtorchtrt_plugins_v3.so")
+    monkeypatch.setattr(native, "_load_library", lambda registry, path, entries: loaded.append(str(path)))
+    with pytest.raises(native.PluginLoadError, match=r"(?s)aot_test::scale.*NVRTC could not compile.*undefined_name"):
+        native.load_plugins(object())
+    assert "aot_test::scale" not in {e.spec.qualname for e in registry.registered_ops()}
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aot_test::scale", "CUDA")
+    half = torch.ones(2, dtype=torch.float16)  # not a declared dtype: the CPU kernel's checks went with the op
+    torch.testing.assert_close(torch.ops.aot_test.scale(half, 2.0), 2 * half)
+    loaded.clear()
+    native.load_plugins(object())  # as if the declaration had never been made
+    assert loaded[0] == "/ours/libtorchtrt_plugins_v3.so"

@@ -51,7 +51,7 @@ from typing import Any
 import torch
 
 from .. import dtypes
-from ..spec import SpecError
+from ..errors import DeclarationError
 
 #: The namespace of the generated launchers.
 NAMESPACE = "ttp_aot"
@@ -64,8 +64,9 @@ _CXX_DTYPES = dtypes.KERNEL_NAMES
 _OPTIONS = ("num_warps", "num_stages", "num_ctas")
 
 
-class KernelError(SpecError):
-    """A kernel that cannot be a declared op's launcher. The message names the op, the kernel and the parameter."""
+class KernelError(DeclarationError):
+    """A kernel that cannot be a declared op's launcher (a declaration error, caught as :class:`DeclarationError`).
+    The message names the op, the kernel and the parameter."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,9 @@ class Kernel:
         self.params = params
         self.select = select
         self.declaration: Any = None
+        #: Outputs (indices) that the generated launcher zeroes on the stream before each launch (Triton's
+        #: ``autotune(reset_to_zero=...)``).
+        self.zeroed_outputs: list[int] = []
 
     # -- what a declaration needs
     def tactic_count(self) -> int:
@@ -112,7 +116,9 @@ class Kernel:
         return f"{op}: kernel '{self.name}'"
 
     def fail(self, message: str) -> KernelError:
-        return KernelError(f"{self.label()}: {message}")
+        error = KernelError(f"{self.label()}: {message}")
+        error.declaration = self.declaration
+        return error
 
     def bind(self, declaration: Any) -> None:
         raise NotImplementedError
@@ -231,9 +237,9 @@ class TritonKernel(Kernel):
         variants: Mapping[int, Mapping[str, Any]] | None = None,
     ):
         configs: list[Any] = [None]
-        jit = fn
+        jit, self.autotuner = fn, None
         if hasattr(fn, "configs") and hasattr(fn, "fn"):  # triton.autotune
-            configs, jit = list(fn.configs), fn.fn
+            configs, jit, self.autotuner = list(fn.configs), fn.fn, fn
         if not hasattr(jit, "arg_names") or not hasattr(jit, "params"):
             raise KernelError(f"triton_kernel: expected a @triton.jit function, got {fn!r}")
         super().__init__(getattr(jit, "__name__", "kernel"), grid, dict(params or {}), select)
@@ -246,6 +252,36 @@ class TritonKernel(Kernel):
 
     def tactic_count(self) -> int:
         return len(self.configs)
+
+    def _bind_autotune_hooks(self) -> None:
+        """``reset_to_zero`` becomes outputs the launcher zeroes; the autotuner's other hooks would run in Python on
+        its own launches only, so a declaration that gives one is refused rather than run without it."""
+        tuner = self.autotuner
+        if tuner is None:
+            return
+        ignored = {
+            "restore_value": bool(getattr(tuner, "restore_value", ())),
+            "pre_hook": bool(getattr(tuner, "user_defined_pre_hook", False)),
+            "post_hook": bool(getattr(tuner, "user_defined_post_hook", False)),
+            "prune_configs_by": getattr(tuner, "early_config_prune", None) is not None
+            or getattr(tuner, "perf_model", None) is not None
+            or getattr(tuner, "configs_top_k", 1.0) != 1.0,
+        }
+        for hook, given in ignored.items():
+            if given:
+                raise self.fail(
+                    f"triton.autotune({hook}=...) is not supported: the generated launcher runs without Python, "
+                    "every config is a tactic TensorRT times, and the eager op runs config 0"
+                )
+        outputs = {q.name: q for q in self.bound_params}
+        for name in getattr(tuner, "reset_to_zero", ()):
+            param = outputs.get(name)
+            if param is None or param.kind != "output":
+                what = f"takes the op's {param.kind}" if param is not None else "takes no op output"
+                raise self.fail(
+                    f"triton.autotune(reset_to_zero=[{name!r}]): parameter '{name}' {what}; only outputs can be zeroed"
+                )
+            self.zeroed_outputs.append(param.index)
 
     def variants(self, tactic: int) -> list[Variant]:
         config = self.configs[tactic]
@@ -303,6 +339,8 @@ class TritonKernel(Kernel):
             if q.kind == "scalar" and declaration._types[scalars[q.index]] == "bool":
                 q.ctype = "i1"
         self.bound_params = bound
+        self.zeroed_outputs = []
+        self._bind_autotune_hooks()
         for function, what in ((self.grid, "grid"), (self.select, "select")):
             if function is not None:
                 self._check_names(function, what)
@@ -316,6 +354,7 @@ class TritonKernel(Kernel):
             repr(sorted((k, repr(v)) for k, v in self.constexprs.items())),
             repr(self.options),
             repr([(c.kwargs, c.num_warps, c.num_stages) if c is not None else None for c in self.configs]),
+            repr(list(getattr(self.autotuner, "reset_to_zero", ()))),
             repr(self.variant_spec),
             *(f"{k}={_source_text(v)}" for k, v in sorted(self.params.items())),
             _source_text(self.grid),
@@ -490,17 +529,50 @@ class CudaKernel(Kernel):
                 type_name = declaration._types[scalars[param.index]]
                 if type_name == "float" and param.ctype not in ("f32", "f64"):
                     raise self.fail(f"parameter '{name}' ('{text}') takes float argument '{source}': use float/double")
-            if param.kind == "input" and not self.names:
-                pointee = _C_POINTEES.get(_pointee(text), "unchecked")
-                allowed = declaration.spec.inputs[param.index].dtypes
-                if pointee != "unchecked" and any(d != pointee for d in allowed):
-                    raise self.fail(
-                        f"parameter '{name}' ('{text}') takes input '{source}', whose declared dtypes are "
-                        f"{[str(d) for d in allowed]}; the kernel takes {pointee} only"
-                    )
             bound.append(param)
         self.bound_params = bound
         self._check_names(self.grid, "grid")
+
+    def template_arguments(self, function: str) -> dict[str, str]:
+        """A template instance's arguments by the template's parameter names (``scale<float>`` of ``template
+        <typename T> __global__ void scale(...)``: {"T": "float"}); {} for a plain function."""
+        base, _, rest = function.partition("<")
+        if not rest:
+            return {}
+        match = re.search(
+            rf"template\s*<([^>]*)>\s*__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+{re.escape(base.strip())}\s*\(",
+            self.code,
+        )
+        if match is None:
+            return {}
+        names = [p.split("=")[0].split()[-1] for p in match.group(1).split(",") if p.split()]
+        values = [v.strip() for v in rest.rpartition(">")[0].split(",")]
+        return dict(zip(names, values))
+
+    def check_pointees(self, inputs: Sequence[torch.dtype], outputs: Sequence[torch.dtype]) -> None:
+        """Each pointer parameter whose pointee type the source fixes (after a template's arguments are put in)
+        points at the dtype its tensor has for this dtype combination of the op: a kernel reading fp16 bits as
+        floats is an error naming the parameter, the expected and the found type."""
+        dtype = inputs[[a.name for a in self.declaration.tensor_args].index(self.dtype_of)] if self.names else None
+        function = self.function_for(dtype) if self.names else self.function_name
+        arguments = self.template_arguments(function)
+        tensors, _, output_names = self._names()
+        for text, param in zip(self.declared_parameters(function), self.bound_params):
+            if param.kind not in ("input", "output"):
+                continue
+            pointee = _pointee(text)
+            pointee = arguments.get(pointee, pointee)
+            if pointee not in _C_POINTEES:
+                continue
+            expected = inputs[param.index] if param.kind == "input" else outputs[param.index]
+            if _C_POINTEES[pointee] != expected:
+                tensor = (tensors if param.kind == "input" else output_names)[param.index]
+                where = f"'{text}' of {function}" if arguments else f"'{text}'"
+                wanted = next((c for c, t in _C_POINTEES.items() if t == expected), expected)
+                raise self.fail(
+                    f"parameter '{param.name}' ({where}) points at {pointee}, but takes {param.kind} '{tensor}', which "
+                    f"is {expected} (for inputs of {[str(d) for d in inputs]}); expected a pointer to {wanted}"
+                )
 
     def fingerprint(self) -> str:
         parts = [

@@ -62,6 +62,8 @@ def launch_from_python(
         runtime = [v for p, v in zip(kernel.bound_params, values) if p.kind not in ("constexpr",)]
         names = [p.name for p in kernel.bound_params if p.kind not in ("constexpr",)]
         constexprs = {p.name: v for p, v in zip(kernel.bound_params, values) if p.kind == "constexpr"}
+        for index in kernel.zeroed_outputs:  # what the autotuner's reset_to_zero does before its own launches
+            outputs[index].zero_()
         kernel.jit[grid](
             **dict(zip(names, runtime)),
             **constexprs,

@@ -14,7 +14,19 @@ from ..declaration import Declaration
 from ..shape_rules import ShapeRuleCompiler
 from ..spec import SpecError
 from .compile import _Case, _dtype_combinations, _nvrtc_compile, _triton_compile, parse_archs
-from .describe import _CXX_DTYPES, _INT32, ALIGNMENT, Kernel, KernelError, Variant, _call, _Param, _signature
+from .describe import (
+    _CXX_DTYPES,
+    _INT32,
+    ALIGNMENT,
+    CudaKernel,
+    Kernel,
+    KernelError,
+    Variant,
+    _call,
+    _Param,
+    _signature,
+    _source_text,
+)
 
 # ---------------------------------------------------------------------------------------------- expressions
 
@@ -78,7 +90,10 @@ def _derive_expressions(kernel: Kernel, ranks: tuple[int, ...], variant: Variant
         for what, function in functions:
             value = function(named)
             if isinstance(value, bool) or not isinstance(value, (int, torch.SymInt)):
-                raise kernel.fail(f"{what} must be an int (an expression of sizes), got {value!r}")
+                raise kernel.fail(
+                    f"{what} must be an int (an expression of sizes; // not /), got {value!r} from "
+                    f"{_expression_text(kernel, what)}"
+                )
             values.append(value)
         return torch.empty(values)
 
@@ -105,6 +120,35 @@ def _derive_expressions(kernel: Kernel, ranks: tuple[int, ...], variant: Variant
         if _derive.uses_size(expr):
             raise kernel.fail(f"{what} depends on a size known only after the launch, so it cannot be evaluated")
     return exprs
+
+
+def _expression_text(kernel: Kernel, what: str) -> str:
+    """The user's source of the function that gives ``what`` (the select, a grid axis, a parameter)."""
+    if what == "select":
+        function = kernel.select
+    elif what.startswith("grid"):
+        function = kernel.grid
+    else:
+        function = next(p.value for p in kernel.bound_params if p.kind == "expr" and what == f"parameter '{p.name}'")
+    return _source_text(function).strip()
+
+
+def check_kernels(declaration: Declaration) -> None:
+    """What can be checked of a declaration's Python kernels without compiling them, when the op is declared rather
+    than when its library is built (:class:`KernelError` names op, kernel and parameter): each CUDA kernel's pointer
+    parameters against its tensors' dtypes, every dtype combination; each kernel's select, grid and parameters as int
+    expressions (derived for the op's first accepted input ranks, every tactic and variant: one shape derivation, not
+    the full search of a build)."""
+    if not declaration.aot_kernels:
+        return
+    program = ShapeRuleCompiler(declaration).first_program()
+    ranks = _derive.Program.parse(program).input_ranks
+    for kernel, tactic in declaration.aot_kernels.values():
+        if isinstance(kernel, CudaKernel):
+            for inputs in _dtype_combinations(declaration):
+                kernel.check_pointees(inputs, _derive.output_dtypes(program, inputs))
+        for variant in kernel.variants(tactic):
+            _derive_expressions(kernel, ranks, variant)
 
 
 _CXX_BINARY = {
@@ -323,6 +367,17 @@ def _generate_tactic(kernel: Kernel, tactic: int, symbol: str, tag: str, archs: 
         f"static_cast<uint64_t>(std::max<int64_t>(e[{offset + 1}], 0)), "
         f"static_cast<uint64_t>(std::max<int64_t>(e[{offset + 2}], 0))}};"
     )
+    for i in kernel.zeroed_outputs:  # triton.autotune(reset_to_zero=...): on the stream, capturable
+        out_i = f"args.outputs[{i}]"
+        size = f"static_cast<size_t>({out_i}.numel() * ::ttp::dtypeSize({out_i}.dtype))"
+        body.append(f"    if ({out_i}.data != nullptr)")
+        body.append("    {")
+        body.append(f"        cudaError_t const zeroed = cudaMemsetAsync({out_i}.data, 0, {size}, args.stream);")
+        body.append("        if (zeroed != cudaSuccess)")
+        body.append("        {")
+        body.append("            return zeroed;")
+        body.append("        }")
+        body.append("    }")
     body.append(f"    return ::ttp::sdk::launchCubin(*k{tag}[index], grid, params, args.stream);")
     body += ["}", f"}} // namespace {namespace}", ""]
     return out + body
@@ -337,6 +392,8 @@ def generate_source(declarations: Sequence[Declaration], archs: str) -> str:
     targets = parse_archs(archs)
     if not targets:
         raise KernelError(f"no architecture to compile kernels for in {archs!r}")
+    for d in {id(d): d for d, *_ in pending}.values():
+        check_kernels(d)
     out = [
         "// Python kernels of the declared ops, compiled ahead of time (torchtrt_plugins.kernels); do not edit.",
         '#include "sdk/cubin_launch.h"',

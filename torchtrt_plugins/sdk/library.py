@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from .. import _build
 from ..kernels.compile import fingerprint
+from ..kernels.describe import KernelError
 from ..spec import SpecError
 from .abi import LaunchArgs
 from .codegen import generate_launcher_table, generate_op_tables, generated_sources
@@ -158,7 +159,15 @@ class PluginLibrary:
             if built_now:
                 _build._message(f"building plugin library {self.name} for sm_{archs} into {directory}")
                 directory.mkdir(parents=True, exist_ok=True)
-                for file_name, text in generated_sources(self.declarations, archs).items():
+                try:
+                    sources = generated_sources(self.declarations, archs)
+                except KernelError as err:  # a kernel that does not compile: its declaration withdraws itself
+                    withdraw = getattr(getattr(err, "declaration", None), "withdraw", None)
+                    if withdraw is not None:
+                        withdraw()
+                        self._build = None
+                    raise
+                for file_name, text in sources.items():
                     (directory / file_name).write_text(text)
                 self._compile(directory, include, nvcc, archs, plugins, launchers)
         self._build = LibraryBuild(directory, plugins, launchers, built_now)

@@ -365,6 +365,13 @@ class _PythonKernel:
         return launch(self.declaration, *args, **kwargs)
 
 
+def unregister_eager_kernel(kernel: _PythonKernel) -> None:
+    """Remove an eager CUDA kernel registered by :func:`register_eager_kernel` (a withdrawn declaration's)."""
+    if kernel.library in _EAGER_LIBRARIES:
+        _EAGER_LIBRARIES.remove(kernel.library)
+        kernel.library._destroy()
+
+
 def register_eager_kernel(declaration: Declaration, *, tactic: bool = False) -> _PythonKernel:
     """Register the op's CUDA kernel: the declared launcher, through the C++ eager kernel from its first call on
     (:mod:`torchtrt_plugins.eager_kernel`), else through :func:`launch`. With ``tactic``, the kernel of the op's

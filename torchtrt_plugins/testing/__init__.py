@@ -2,7 +2,7 @@
 ``bench_enqueue``), the plugin-in-the-loop graph runner (``runner``: ``run_graph``) and ``check_op``, which tests an
 op with a plugin in one call. Our own tests' fixtures live in the repository's ``tests/``, not here."""
 
-from .check import CheckReport, check_op
+from .check import CHECKS, CheckReport, check_op
 from .harness import (
     HarnessError,
     HarnessResult,
@@ -16,6 +16,7 @@ from .harness import (
 from .runner import PluginGraphRunner, RunnerResult, run_graph
 
 __all__ = [
+    "CHECKS",
     "CheckReport",
     "check_op",
     "HarnessError",
