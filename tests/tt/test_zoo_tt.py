@@ -25,9 +25,9 @@ EXPECTED = {
     "fcos_resnet50_fpn": (4, 3, {"aten.topk.default": 5, "aten.index.Tensor": 5}),
     # The same per class (two foreground classes here; 90 with COCO's 91).
     "ssdlite320_mobilenet_v3_large": (4, 3, {"aten.topk.default": 2, "aten.index.Tensor": 4}),
-    # torchvision.deform_conv2d: the deform_conv2d op (the detection-kernels issue) makes these one engine.
-    "deform_conv2d": (2, 2, {"torchvision.deform_conv2d.default": 1}),
-    "deform_conv2d_mask": (2, 2, {"torchvision.deform_conv2d.default": 1}),
+    # torchvision.deform_conv2d: our plugin (vision.DEFORM_CONV2D) keeps it in the engine.
+    "deform_conv2d": (2, 1, {}),
+    "deform_conv2d_mask": (2, 1, {}),
     # avg_pool2d(ceil_mode=True) of RT-DETR's ResNet shortcut: ours (converters.aten_fallbacks) where Torch-TensorRT's
     # validator rejects it.
     "RTDetrModel": (3, 1, {}),
@@ -148,4 +148,4 @@ def test_the_cli_prints_the_table():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert cli.main(["zoo", "--models", "deform_conv2d"]) == 0
-    assert "| `deform_conv2d` | 2 | 2 | `torchvision.deform_conv2d.default` ×1 |" in out.getvalue()
+    assert "| `deform_conv2d` | 2 | 1 | — |" in out.getvalue()
