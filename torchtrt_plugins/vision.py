@@ -411,12 +411,15 @@ def assign_levels(boxes, scales, canonical_scale=CANONICAL_SCALE, canonical_leve
 
 def _split_multi_scale_args(args, kwargs):
     """(features, rois, scales, pooled_height, pooled_width, sampling_ratio, canonical_scale, canonical_level,
-    aligned) of a multi_scale_roi_align_<L> call, defaults filled in."""
-    levels = next(i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)) - 1 if args else 0
+    aligned) of a multi_scale_roi_align_<L> call, defaults filled in: the feature maps, then rois, lead as tensors;
+    every scalar may come by position or by name."""
+    tensors = next((i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)), len(args))
+    levels = tensors - 1
+    scales = [f"scale_{level}" for level in range(levels)]
     names = ["pooled_height", "pooled_width", "sampling_ratio", "canonical_scale", "canonical_level", "aligned"]
-    tail = dict(zip(names, args[2 * levels + 1 :], strict=False))
-    tail = {"canonical_scale": CANONICAL_SCALE, "canonical_level": CANONICAL_LEVEL, "aligned": False} | tail | kwargs
-    return (list(args[:levels]), args[levels], list(args[levels + 1 : 2 * levels + 1]), *(tail[n] for n in names))
+    defaults = {"canonical_scale": CANONICAL_SCALE, "canonical_level": CANONICAL_LEVEL, "aligned": False}
+    values = defaults | dict(zip(scales + names, args[tensors:], strict=False)) | kwargs
+    return (list(args[:levels]), args[levels], [values[n] for n in scales], *(values[n] for n in names))
 
 
 def reference_multi_scale_roi_align(*args, **kwargs):

@@ -96,6 +96,17 @@ def test_reference_matches_a_per_roi_loop(levels):
     torch.testing.assert_close(vision.reference_multi_scale_roi_align(*args), expected)
 
 
+def test_reference_takes_every_scalar_as_a_keyword():
+    """As the benchmark calls it (tensors positional, scalars by name): it raised StopIteration before."""
+    args = op_args(levels=3, images=1, size=320, boxes=6, seed=1)
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    names = [f"scale_{level}" for level in range(3)] + ["pooled_height", "pooled_width", "sampling_ratio"]
+    kwargs = dict(zip(names, args[len(tensors) :], strict=False))
+    torch.testing.assert_close(
+        vision.reference_multi_scale_roi_align(*tensors, **kwargs), vision.reference_multi_scale_roi_align(*args)
+    )
+
+
 @pytest.mark.parametrize(("levels", "images"), [(2, 1), (4, 2), (5, 3)])
 def test_op_is_the_poolers_computation(levels, images):
     tensors = multi_scale_cases.inputs(levels=levels, images=images)
