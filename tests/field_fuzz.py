@@ -58,7 +58,19 @@ def plugin_calls() -> list[converters.PluginCall]:
     weight_field = converters.plan(
         registry.get("rms_norm").spec, (torch.zeros(4, 8), torch.linspace(0.5, 2.0, 8)), weights_as_fields=True
     )
-    return calls + _sdk_test_calls() + [mutating, weight_field]
+    return calls + _sdk_test_calls() + [mutating, weight_field, *_multi_scale_calls()]
+
+
+def _multi_scale_calls() -> list[converters.PluginCall]:
+    """multi_scale_roi_align_<L> for the level counts no export case has (the fuzz needs a valid field set of each)."""
+    from torchtrt_plugins import vision
+
+    calls = []
+    for levels, declaration in vision.MULTI_SCALE_ROI_ALIGN.items():
+        features = [torch.zeros(1, 2, 32 >> level, 32 >> level) for level in range(levels)]
+        scales = [1.0 / (4 << level) for level in range(levels)]
+        calls.append(converters.plan(declaration.spec, (*features, torch.zeros(3, 5), *scales, 3, 3, 2)))
+    return calls
 
 
 def seeds(calls: list[converters.PluginCall]) -> list[dict]:

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 #: torchvision 0.28 requires torch 2.13.0.
 PINS = ("torchvision==0.28.0", "pillow==13.0.0")
 _MARKER = ".complete"
+#: Where the tests' side installs live (TORCHTRT_PLUGINS_TEST_SITES, else ~/.cache/torchtrt_plugins_test_sites).
+SITES = Path(os.environ.get("TORCHTRT_PLUGINS_TEST_SITES") or Path.home() / ".cache" / "torchtrt_plugins_test_sites")
 
 
 def require_torchvision() -> None:
@@ -24,10 +28,10 @@ def require_torchvision() -> None:
         return
     from filelock import FileLock
 
-    from torchtrt_plugins import _build
-
     key = hashlib.sha256("|".join((*PINS, sys.version)).encode()).hexdigest()[:16]
-    site = _build.cache_dir() / f"torchvision-site-{key}"
+    # Not in the plugin build cache: the wheel's tests require that cache to stay empty.
+    site = SITES / f"torchvision-site-{key}"
+    site.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(site) + ".lock"):
         if not (site / _MARKER).is_file():
             command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), *PINS]
