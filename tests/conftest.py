@@ -69,20 +69,6 @@ def pytest_configure(config):
     for module in ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config"):
         importlib.import_module(module)
     _share_cores_between_workers()
-    _torchvision_first()
-
-
-def _torchvision_first() -> None:
-    """torchvision on the path (a side install: pip's build is a CUDA one whose ops library does not load beside a CPU
-    torch), then torchtrt_plugins.vision, which stands in for its ops, before any test imports either: one state for
-    the whole run in every worker, whatever order the files run in. Without it, the tests that need torchvision skip."""
-    import torchvision_site
-
-    try:
-        torchvision_site.require_torchvision()
-    except BaseException:  # noqa: BLE001 - pytest.skip's exception: the tests that need torchvision skip themselves
-        return
-    importlib.import_module("torchtrt_plugins.vision")
 
 
 def _share_cores_between_workers() -> None:

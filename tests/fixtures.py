@@ -64,3 +64,13 @@ class GraphRecorder:
 
             return compile_fx(gm, example_inputs)
         return gm
+
+
+def broken_plugins(build):
+    """The harness's broken test plugins of ``build`` (built from a checkout's tests/harness_plugins), or skip: a
+    wheel carries none."""
+    import pytest
+
+    if build.broken_plugins is None:
+        pytest.skip("the broken test plugins are built from a checkout's tests/harness_plugins; a wheel carries none")
+    return build.broken_plugins

@@ -14,6 +14,8 @@ from torchtrt_plugins import _build, registry
 def _load_contracts():
     """tools/contracts.py of this checkout (a script of the source tree, not part of the package)."""
     path = Path(__file__).resolve().parents[2] / "tools" / "contracts.py"
+    if not path.is_file():
+        pytest.skip(f"{path}: a source checkout's script (the wheel's tests run without one)", allow_module_level=True)
     spec = importlib.util.spec_from_file_location("contracts", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

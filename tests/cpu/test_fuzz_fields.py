@@ -15,6 +15,7 @@ import subprocess  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import field_fuzz  # noqa: E402
+import fixtures  # noqa: E402
 import pytest  # noqa: E402
 from example_package import import_myops  # noqa: E402
 
@@ -59,7 +60,7 @@ def test_every_creator_survives_the_fuzz(build, program, tmp_path):
 def test_the_fuzz_reports_a_plugin_that_breaks_the_round_trip(build, program, tmp_path):
     """The harness's broken test plugins: ScaleSerializeChangesField serializes a different scale than it was made
     with, which the fuzz must find (and nothing else there: their createPlugin is ours)."""
-    status, report = fuzz(program, tmp_path, [build.broken_plugins], seed=SEED, count=100)
+    status, report = fuzz(program, tmp_path, [fixtures.broken_plugins(build)], seed=SEED, count=100)
     assert status == 1
     culprits = {(v["plugin"], v["rule"]) for v in report["violations"]}
     assert culprits == {("torchtrt::ScaleSerializeChangesField v1", "serialization")}
@@ -67,9 +68,9 @@ def test_the_fuzz_reports_a_plugin_that_breaks_the_round_trip(build, program, tm
 
 def test_an_iteration_replays_alone(build, program, tmp_path):
     """A violation names its iteration: {"first": i, "count": 1} replays exactly that case."""
-    _, report = fuzz(program, tmp_path, [build.broken_plugins], seed=SEED, count=100)
+    _, report = fuzz(program, tmp_path, [fixtures.broken_plugins(build)], seed=SEED, count=100)
     first = report["violations"][0]
-    request = field_fuzz.request([build.broken_plugins], seed=SEED, count=1)
+    request = field_fuzz.request([fixtures.broken_plugins(build)], seed=SEED, count=1)
     request["first"] = first["iteration"]
     path = tmp_path / "replay.json"
     path.write_text(json.dumps(request))

@@ -4,6 +4,7 @@ declarations, plans and the plugin through the harness without a device."""
 
 from __future__ import annotations
 
+import fixtures
 import pytest
 import torch
 from rope_cases import hf_rotary
@@ -186,7 +187,7 @@ def test_the_plugin_passes_the_harness_without_a_device(build):
 def test_the_harness_reports_resources_shared_by_instances_alive_together(build):
     # ScaleUsesResource acquires its resource in attachToContext: no device needed.
     result = H.run_plugin(
-        build.broken_plugins,
+        fixtures.broken_plugins(build),
         "ScaleUsesResource",
         fields=[("scale", "FLOAT32", 0.5)],
         inputs=[H.TensorArg((3, 4))],
