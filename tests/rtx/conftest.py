@@ -268,7 +268,16 @@ def plugin_library() -> Path:
 def registry(trt: Any, trt_log: TrtLog, plugin_library: Path) -> Any:
     """TensorRT-RTX's global registry with our library loaded (by ``load_plugins``, after the logger)."""
     registry = trt.get_plugin_registry()
-    assert native.load_plugins(registry) == plugin_library
+    try:
+        loaded = native.load_plugins(registry)
+    except native.PluginLoadError as err:
+        # A library of declared ops built on first use (torchtrt_plugins.vision's, once a test imported it) cannot be
+        # built without the TensorRT headers (the wheel's run): ours is loaded all the same, and the tests of those
+        # ops skip where the build is missing.
+        if "TensorRT headers not found" not in str(err):
+            raise
+        loaded = native.plugin_library_path()
+    assert loaded == plugin_library
     return registry
 
 
