@@ -107,14 +107,26 @@ def test_field_names_match_spec(trt, registry, entry):
     assert dict(advertised) == dict(expected) | weights
 
 
-def test_load_plugins_is_idempotent(registry, trt_log, plugin_library):
+@pytest.fixture
+def only_our_library(monkeypatch):
+    """Our library alone: a declared op's library (torchtrt_plugins.vision's, where a test imported it) cannot be
+    built without the TensorRT headers (the wheel's run), and these tests are about ours."""
+    libraries = native._libraries
+    monkeypatch.setattr(
+        native, "_libraries", lambda: {k: v for k, v in libraries().items() if k is native.plugin_library_path}
+    )
+
+
+def test_load_plugins_is_idempotent(registry, trt_log, plugin_library, only_our_library):
     with trt_log.capture() as records:
         assert native.load_plugins(registry) == plugin_library
         assert native.load_plugins(registry) == plugin_library
     assert trt_log.errors(records) == [] and _attempted_loads(records) == []
 
 
-def test_load_plugins_survives_a_refused_load_library(registry, trt_log, plugin_library, our_creators):
+def test_load_plugins_survives_a_refused_load_library(
+    registry, trt_log, plugin_library, our_creators, only_our_library
+):
     with trt_log.capture() as records:
         assert registry.load_library(str(plugin_library)) is None
     assert trt_log.errors(records), "TensorRT-RTX accepted the library twice"
@@ -124,7 +136,7 @@ def test_load_plugins_survives_a_refused_load_library(registry, trt_log, plugin_
     assert our_creators() == EXPECTED_KEYS
 
 
-def test_load_plugins_defaults_to_the_forced_flavour(trt, registry, plugin_library, monkeypatch):
+def test_load_plugins_defaults_to_the_forced_flavour(trt, registry, plugin_library, monkeypatch, only_our_library):
     monkeypatch.setenv("TORCHTRT_PLUGINS_TENSORRT", "tensorrt_rtx")
     assert _compat.tensorrt() is trt
     assert native.load_plugins() == plugin_library
