@@ -39,10 +39,12 @@ def hugging_face():
     """transformers' own MultiScaleDeformableAttention class; where torchvision does not load beside this torch
     (its C++ ops missing), transformers is imported as where torchvision is absent."""
     pytest.importorskip("transformers")
+    from torchtrt_plugins import vision
+
     with pytest.MonkeyPatch.context() as patch:
-        try:
-            import torchvision  # noqa: F401
-        except (ImportError, RuntimeError):
+        # Never `import torchvision` here: where it was put on the path after torchtrt_plugins.vision stood in for its
+        # ops, its import fails half-way, after its fake kernels replaced ours (torch.compile of nms then asserts).
+        if not vision.TORCHVISION_IMPORTABLE:
             patch.setitem(sys.modules, "torchvision", None)
         yield importlib.import_module("transformers.models.deformable_detr.modeling_deformable_detr")
 
