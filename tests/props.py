@@ -359,8 +359,14 @@ def efficient_nms_numpy(boxes, scores, score_threshold, iou_threshold, k, backgr
     return num, out_boxes, out_scores, out_classes
 
 
+def _with_defaults(op: str, args: tuple) -> tuple:
+    """``args`` followed by the defaults of the arguments the call left out (a case may rely on them)."""
+    schema = getattr(torch.ops.torchtrt, op).default._schema
+    return (*args, *(argument.default_value for argument in schema.arguments[len(args) :]))
+
+
 def check_efficient_nms(case: Case, out: tuple[torch.Tensor, ...]) -> None:
-    boxes, scores, *fields = case.args
+    boxes, scores, *fields = _with_defaults("efficient_nms", case.args)
     activation = fields[4]
     num, det_boxes, det_scores, det_classes = efficient_nms_numpy(as_numpy(boxes), as_numpy(scores), *fields)
     assert [o.dtype for o in out] == [torch.int32, boxes.dtype, scores.dtype, torch.int32], case.note
