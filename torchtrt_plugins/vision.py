@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import math
 import sys
 from typing import Any
 
@@ -69,30 +68,38 @@ def _torchvision_ops_load(package_dirs: list[str]) -> bool:
 
 
 def reference_roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
-    """torchvision's RoIAlign forward in plain torch (fp32 accumulation), one RoI at a time."""
+    """torchvision's RoIAlign forward in plain torch, one RoI at a time: the sample coordinates in fp32 with
+    torchvision's order of operations (coordinates in doubles move samples of a 64-pixel map by more than the fp32
+    tolerance allows), fp32 accumulation."""
     n, channels, height, width = input.shape
     out = input.new_zeros((rois.shape[0], channels, pooled_height, pooled_width))
-    offset = 0.5 if aligned else 0.0
     data = input.float()
-    for k, roi in enumerate(rois.float().tolist()):
-        batch = int(roi[0])
-        x1, y1 = roi[1] * spatial_scale - offset, roi[2] * spatial_scale - offset
-        roi_w, roi_h = roi[3] * spatial_scale - offset - x1, roi[4] * spatial_scale - offset - y1
+    offset, scale = torch.tensor(0.5 if aligned else 0.0), torch.tensor(spatial_scale, dtype=torch.float32)
+    one = torch.tensor(1.0)
+    for k, roi in enumerate(rois.float()):
+        start = roi[1:3] * scale - offset  # (x, y)
+        size = (roi[3:5] * scale - offset) - start
         if not aligned:
-            roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
-        bin_h, bin_w = roi_h / pooled_height, roi_w / pooled_width
-        grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_h / pooled_height)
-        grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_w / pooled_width)
-        ys = torch.tensor(
-            [y1 + ph * bin_h + (iy + 0.5) * bin_h / grid_h for ph in range(pooled_height) for iy in range(grid_h)]
-        )
-        xs = torch.tensor(
-            [x1 + pw * bin_w + (ix + 0.5) * bin_w / grid_w for pw in range(pooled_width) for ix in range(grid_w)]
-        )
-        samples = _bilinear(data[batch], ys, xs, height, width)  # (C, PH * gh, PW * gw)
-        samples = samples.reshape(channels, pooled_height, grid_h, pooled_width, grid_w)
-        out[k] = (samples.sum(dim=(2, 4)) / max(grid_h * grid_w, 1)).to(input.dtype)
+            size = torch.maximum(size, one)
+        pooled = torch.tensor([pooled_width, pooled_height], dtype=torch.float32)
+        bins = size / pooled
+        grid = [sampling_ratio] * 2 if sampling_ratio > 0 else [int(v) for v in torch.ceil(size / pooled).tolist()]
+
+        xs = _sample_coordinates(start[0], bins[0], pooled_width, grid[0])
+        ys = _sample_coordinates(start[1], bins[1], pooled_height, grid[1])
+        grid_w, grid_h = grid
+        values = _bilinear(data[int(roi[0])], ys, xs, height, width)  # (C, PH * gh, PW * gw)
+        values = values.reshape(channels, pooled_height, grid_h, pooled_width, grid_w)
+        out[k] = (values.sum(dim=(2, 4)) / max(grid_h * grid_w, 1)).to(input.dtype)
     return out
+
+
+def _sample_coordinates(start: torch.Tensor, bin_size: torch.Tensor, bins: int, grid: int) -> torch.Tensor:
+    """Along one axis, torchvision's ``start + p * bin_size + (i + 0.5) * bin_size / grid`` for every bin p and grid
+    step i, in fp32."""
+    cells = torch.arange(bins, dtype=torch.float32)[:, None] * bin_size
+    steps = (torch.arange(grid, dtype=torch.float32)[None, :] + 0.5) * bin_size / grid
+    return (start + cells + steps).reshape(-1)
 
 
 def _bilinear(plane: torch.Tensor, ys: torch.Tensor, xs: torch.Tensor, height: int, width: int) -> torch.Tensor:

@@ -10,6 +10,7 @@ from torchtrt_plugins.testing import require_sdk_build
 
 require_sdk_build()
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
@@ -254,3 +255,33 @@ def test_our_libraries_leave_the_vision_launchers_to_the_vision_library():
     cmake = (Path(__file__).resolve().parents[2] / "CMakeLists.txt").read_text()
     excluded = re.search(r'EXCLUDE REGEX "/\(([^)]*)\)', cmake).group(1).split("|")
     assert sorted(f"{name}.cu" for name in excluded) == sorted(vision._SOURCES)
+
+
+def test_reference_roi_align_samples_where_torchvisions_fp32_arithmetic_does():
+    # torchvision computes every sample coordinate in fp32 (roi_align_kernel.cpp, roi_align_kernel.cu); coordinates in
+    # doubles moved samples of this 64-pixel map enough to fail the GPU kernel against the reference at fp32 tolerance.
+    f32 = np.float32
+    g = torch.Generator().manual_seed(0)
+    features = torch.randn(1, 2, 64, 64, generator=g)
+    corners = torch.rand(20, 2, generator=g) * 120
+    boxes = torch.cat([torch.zeros(20, 1), corners, corners + 10 + torch.rand(20, 2, generator=g) * 120], 1)
+    got = vision.reference_roi_align(features, boxes, 0.25, 7, 7, 0, False)
+    for k, roi in enumerate(boxes.numpy()):
+        x1, y1, x2, y2 = (roi[1:] * f32(0.25)).tolist()
+        start, size = np.array([x1, y1], f32), np.maximum(np.array([x2, y2], f32) - np.array([x1, y1], f32), f32(1))
+        bins = size / f32(7)
+        grid = np.ceil(size / f32(7)).astype(int)
+        coords = [
+            np.array(
+                [
+                    start[a] + f32(p) * bins[a] + f32(i + 0.5) * bins[a] / f32(grid[a])
+                    for p in range(7)
+                    for i in range(grid[a])
+                ],
+                f32,
+            )
+            for a in (0, 1)
+        ]
+        samples = vision._bilinear(features[0], torch.from_numpy(coords[1]), torch.from_numpy(coords[0]), 64, 64)
+        expected = samples.reshape(2, 7, grid[1], 7, grid[0]).sum(dim=(2, 4)) / (grid[0] * grid[1])
+        torch.testing.assert_close(got[k], expected, atol=0, rtol=0)
