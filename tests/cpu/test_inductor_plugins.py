@@ -7,33 +7,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from inductor_cases import UNSUPPORTED, Unsupported, convertible, exported, replaced_unsupported
 
 from torchtrt_plugins import inductor_plugins
 from torchtrt_plugins.inductor_plugins import generated_op, inductor_code, segments
-
-#: What the stand-in registry has no converter for.
-UNSUPPORTED = {"aten.special_erfcx.default", "aten.cummax.default", "aten.bucketize.Tensor", "aten.mul.Tensor"}
-
-
-def convertible(node: torch.fx.Node) -> bool:
-    return str(node.target) not in UNSUPPORTED
-
-
-class Unsupported(torch.nn.Module):
-    """erfcx * weight -> cummax: one segment (a weight lifted to an input, a tuple-valued node); relu, the int64 index
-    cast and the matmul (convertible) around it."""
-
-    def __init__(self):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, 32))
-
-    def forward(self, x, y):
-        values, indices = torch.cummax(torch.special.erfcx(x) * self.weight, 1)
-        return values.relu() @ y, indices.float()
-
-
-def _exported(model: torch.nn.Module, *inputs: torch.Tensor, **kwargs) -> torch.fx.GraphModule:
-    return torch.export.export(model, inputs, **kwargs).run_decompositions().module()
 
 
 def _targets(gm: torch.fx.GraphModule) -> list[str]:
@@ -42,10 +19,7 @@ def _targets(gm: torch.fx.GraphModule) -> list[str]:
 
 @pytest.fixture(scope="module")
 def replaced():
-    x, y = torch.randn(8, 32), torch.randn(32, 8)
-    gm = _exported(Unsupported().eval(), x, y)
-    report = inductor_plugins.replace_segments(gm, convertible)
-    return gm, report, (x, y)
+    return replaced_unsupported()
 
 
 def test_one_segment_becomes_one_generated_op(replaced):
@@ -113,7 +87,7 @@ def test_matmul_is_kept_out_because_inductor_calls_aten_for_it():
         def forward(self, x, w):
             return torch.special.erfcx(x @ w) * 2
 
-    gm = _exported(MatmulBetween(), torch.randn(4, 8), torch.randn(8, 16))
+    gm = exported(MatmulBetween(), torch.randn(4, 8), torch.randn(8, 16))
     found = segments.find_segments(gm, lambda n: False, inductor_plugins._calls_aten)
     assert [r.nodes for r in found.refused] == [["mm"]]
     assert "extern_kernels.mm" in found.refused[0].reason
@@ -122,7 +96,7 @@ def test_matmul_is_kept_out_because_inductor_calls_aten_for_it():
 
 def test_symbolic_sizes_are_refused_with_the_reason():
     batch = torch.export.Dim("batch", min=2, max=64)
-    gm = _exported(Unsupported(), torch.randn(8, 32), torch.randn(32, 8), dynamic_shapes=({0: batch}, None))
+    gm = exported(Unsupported(), torch.randn(8, 32), torch.randn(32, 8), dynamic_shapes=({0: batch}, None))
     found = segments.find_segments(gm, convertible, inductor_plugins._calls_aten)
     assert not found.segments
     assert all("symbolic or data-dependent sizes" in r.reason for r in found.refused)
@@ -161,7 +135,7 @@ def test_the_switch_is_off_by_default(monkeypatch):
     monkeypatch.delenv(inductor_plugins.ENV_VAR, raising=False)
     monkeypatch.setattr(inductor_plugins, "_enabled", None)
     assert not inductor_plugins.is_enabled()
-    gm = _exported(Unsupported(), torch.randn(8, 32), torch.randn(32, 8))
+    gm = exported(Unsupported(), torch.randn(8, 32), torch.randn(32, 8))
     before = _targets(gm)
     assert inductor_plugins.torch_tensorrt_pass(gm) is gm and _targets(gm) == before
     monkeypatch.setenv(inductor_plugins.ENV_VAR, "1")

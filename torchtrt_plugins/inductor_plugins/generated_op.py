@@ -1,15 +1,17 @@
 """A segment as a generated op: a ``torch.library`` op declared with ``torchtrt_plugins.declare`` like any other.
 
-Its schema takes the segment's inputs and returns its outputs; its fake kernel is the segment run on the fake inputs;
-its CPU kernel and its reference are the segment run in PyTorch; its launcher is generated (``launcher``) over the
-cubins of Inductor's kernels for the segment (``inductor_code``), in a plugin library of its own. The op's name is a
-digest of the segment's code, shapes and dtypes, so the same segment generates the same op (once per process).
+Its schema takes the segment's inputs and returns its outputs; its fake kernel gives the outputs the segment gave on
+the graph's fake tensors (static shapes); its CPU kernel and its reference are the segment run in PyTorch; its
+launcher is generated (``launcher``) over the cubins of Inductor's kernels for the segment (``inductor_code``), in a
+plugin library of its own. The op's name is a digest of the segment's code, shapes and dtypes and of the generator's
+sources, so the same segment generates the same op (once per process, its library built once into the cache).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,7 +35,12 @@ def _metas(nodes: Sequence[torch.fx.Node]) -> list[torch.Tensor]:
 
 
 def digest(module: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> str:
-    described = [module.code, *(f"{t.dtype}{tuple(t.shape)}" for t in inputs), torch.__version__]
+    """What the generated op depends on: the segment's code, its inputs' shapes and dtypes, torch and Triton, and this
+    package's sources (its library's build is cached under the op's name)."""
+    import triton
+
+    described = [module.code, *(f"{t.dtype}{tuple(t.shape)}" for t in inputs), torch.__version__, triton.__version__]
+    described += [path.read_text() for path in sorted(Path(__file__).parent.glob("*.py"))]
     return hashlib.sha256("|".join(described).encode()).hexdigest()[:16]
 
 
@@ -50,10 +57,6 @@ class _SegmentRunner:
             self.modules[device] = on_device(self.module, device)
         results = tuple(r.contiguous() for r in self.modules[device](*inputs))
         return results[0] if len(results) == 1 else results
-
-
-def _as_tuple(value: Any) -> tuple:
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
 def declare_segment(segment: Segment) -> Declaration:
@@ -81,11 +84,12 @@ def declare_segment(segment: Segment) -> Declaration:
     _LIBRARY.impl(name, runner, "CPU")
 
     def fake(*args: torch.Tensor) -> Any:
+        # Static shapes: the outputs the segment gave on the graph's fake tensors, whatever sizes the shape
+        # derivation tries (the launcher refuses other input sizes at run time, naming the ones it was made for).
         for i, (arg, meta) in enumerate(zip(args, inputs)):
-            if arg.dim() != meta.dim():  # before running the segment: a clear error, not the segment's own
+            if arg.dim() != meta.dim():
                 raise ValueError(f"{qualname}: input{i} must be of rank {meta.dim()} (shape {tuple(meta.shape)})")
-        ran = runner(*args)
-        results = tuple(torch.empty_like(r, memory_format=torch.contiguous_format) for r in _as_tuple(ran))
+        results = tuple(torch.empty(o.shape, dtype=o.dtype, device=args[0].device) for o in outputs)
         return results[0] if len(results) == 1 else results
 
     torch.library.register_fake(qualname, fake, lib=_LIBRARY)
