@@ -87,8 +87,10 @@ def _external_input_refusal(node: Node) -> str | None:
 
 
 def _groups(candidates: list[Node]) -> list[list[Node]]:
-    """Connected groups of ``candidates`` (an edge: one uses the other), each in graph order."""
-    parent = {n: n for n in candidates}
+    """Connected groups of ``candidates`` (an edge: one uses the other, directly or through a ``getitem`` of its
+    tuple), each in graph order, their ``getitem`` nodes left out."""
+    unpacking = [u for n in candidates for u in n.users if u.op == "call_function" and u.target is operator.getitem]
+    parent = {n: n for n in [*candidates, *unpacking]}
 
     def root(n: Node) -> Node:
         while parent[n] is not n:
@@ -96,7 +98,7 @@ def _groups(candidates: list[Node]) -> list[list[Node]]:
             n = parent[n]
         return n
 
-    for n in candidates:
+    for n in parent:
         for user in n.users:
             if user in parent:
                 parent[root(user)] = root(n)
