@@ -157,3 +157,15 @@ def test_the_generated_launcher_compiles_with_nvcc_for_sm_90(replaced):
     except _build.BuildError as err:
         pytest.fail(f"the generated launcher must compile wherever nvcc and the TensorRT headers are: {err}")
     assert built.plugins.is_file() and built.launchers.is_file()
+
+
+def test_check_op_passes_the_generated_op_where_no_gpu_is(replaced):
+    from torchtrt_plugins.testing import check_op, sdk_build_unavailable
+
+    if reason := sdk_build_unavailable():
+        pytest.skip(reason)
+    _, report, (x, _) = replaced
+    declaration = generated_op._DECLARED[report["replaced"][0]]
+    sample = (x, Unsupported().weight.detach())
+    result = check_op(declaration.overload, [sample], reference=declaration.reference, checks=("plan", "harness"))
+    assert {"plan", "harness"} <= set(result.passed), result
