@@ -15,6 +15,9 @@ from ..dtypes import KERNEL_NAMES
 from ..kernels.source import cubin_kernel_cxx
 from .inductor_code import CompiledSegment, Pointer, Value
 
+#: The alignment Inductor's kernels assume of every tensor they get (it specializes pointers on it).
+POINTER_ALIGNMENT = 16
+
 _VALUE_TYPES = {"i32": "int32_t", "i64": "int64_t", "fp32": "float", "i1": "int8_t"}
 
 
@@ -84,6 +87,19 @@ def launcher_source(
     ]
     out += _shapes_check("inputs", "inputs", inputs)
     out += _shapes_check("outputs", "outputs", outputs)
+    # Inductor compiled the kernels for 16-byte aligned tensors (tt.divisibility); it would recompile for others.
+    aligned = " && ".join(
+        f"reinterpret_cast<uintptr_t>(args.{kind}[{i}].data) % {POINTER_ALIGNMENT} == 0"
+        for kind, metas in (("inputs", inputs), ("outputs", outputs))
+        for i in range(len(metas))
+    )
+    out += [
+        f"    if (!({aligned or 'true'}))",
+        "    {",
+        '        return ::ttp::sdk::launchFailure(cudaErrorInvalidValue, kOp, "segment", "a tensor not '
+        f'{POINTER_ALIGNMENT}-byte aligned (its kernels were compiled for aligned ones)");',
+        "    }",
+    ]
     if segment.workspace:
         out += [
             f"    if (args.workspace == nullptr || args.workspaceSize < {segment.workspace})",
