@@ -157,6 +157,7 @@ def test_the_generated_launcher_compiles_with_nvcc_for_sm_90(replaced):
     except _build.BuildError as err:
         pytest.fail(f"the generated launcher must compile wherever nvcc and the TensorRT headers are: {err}")
     assert built.plugins.is_file() and built.launchers.is_file()
+    assert built.plugins in inductor_plugins.plugin_libraries()
 
 
 def test_check_op_passes_the_generated_op_where_no_gpu_is(replaced):

@@ -14,13 +14,22 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from torch.fx import GraphModule, Node
 
 from .. import _compat
 
-__all__ = ["ENV_VAR", "disable", "enable", "is_enabled", "register_with_torch_tensorrt", "replace_segments"]
+__all__ = [
+    "ENV_VAR",
+    "disable",
+    "enable",
+    "is_enabled",
+    "plugin_libraries",
+    "register_with_torch_tensorrt",
+    "replace_segments",
+]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -92,6 +101,15 @@ def replace_segments(gm: GraphModule, convertible: Any) -> dict[str, Any]:
         "torchtrt_plugins inductor plugins: %d segments replaced, %d refused", len(replaced), len(found.refused)
     )
     return {"replaced": replaced, "refused": found.refused}
+
+
+def plugin_libraries() -> list[Path]:
+    """The plugin libraries of the ops generated in this process (built if need be): what a program that runs a
+    saved engine with generated plugins loads (``trtexec --dynamicPlugins``, ``IPluginRegistry::loadLibrary``); a fresh
+    process does not generate the ops again, so ``load_plugins()`` does not know them."""
+    from . import generated_op
+
+    return [declaration.library.plugin_path() for declaration in generated_op._DECLARED.values()]
 
 
 def _torch_tensorrt_convertible(settings: Any) -> Any:
