@@ -199,7 +199,7 @@ def _record(code: str, metas: Sequence[torch.Tensor]) -> tuple[_Recorder, list[t
     return recorder, inputs, outputs
 
 
-def _check_outputs(outputs: Sequence[Any], recorder: _Recorder, inputs: Sequence[torch.Tensor]) -> dict[int, int]:
+def _check_outputs(outputs: Sequence[Any], recorder: _Recorder) -> dict[int, int]:
     """Storage -> output index, each output a whole contiguous buffer Inductor allocated (the plugin's output is
     written in place of it)."""
     allocated = {_storage(b) for b in recorder.buffers}
@@ -268,7 +268,7 @@ def compile_segment(
     if calls:
         raise Refused(f"Inductor's code for it calls ATen ({', '.join(sorted(set(calls)))})")
     recorder, inputs, outputs = _record(code, metas)
-    outputs_by_storage = _check_outputs(outputs, recorder, inputs)
+    outputs_by_storage = _check_outputs(outputs, recorder)
     offsets, workspace = _workspace_layout(recorder, outputs_by_storage)
     inputs_by_storage = {_storage(t): i for i, t in enumerate(inputs)}
     segment = CompiledSegment(workspace=workspace)
