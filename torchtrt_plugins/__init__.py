@@ -55,6 +55,10 @@ def _register_with_torch_tensorrt() -> None:
     from . import lowering
 
     lowering.register_with_torch_tensorrt()
+    from . import inductor_plugins
+
+    if inductor_plugins.is_enabled():
+        inductor_plugins.register_with_torch_tensorrt()
     native.load_plugins_into_tensorrt()
 
 

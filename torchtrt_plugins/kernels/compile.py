@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -110,23 +111,35 @@ def _triton_compile(kernel: TritonKernel, variant: Variant, case: _Case, archs: 
             signature[p.name] = "i32"
             if case.aligned and not kernel.jit.params[position].do_not_specialize:
                 attrs[(position,)] = [["tt.divisibility", ALIGNMENT]]
-    images, first = [], None
     options = {"num_warps": variant.num_warps, "num_stages": variant.num_stages, "num_ctas": variant.num_ctas}
-    for arch, _ in archs:
+
+    def compile_for(arch: int) -> Any:
         try:
             source = ASTSource(kernel.jit, signature, constexprs, attrs)
-            compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+            return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
         except Exception as err:  # noqa: BLE001 - Triton's own errors, reported with op, kernel and arch
             raise kernel.fail(
                 f"Triton {triton.__version__} could not compile it for sm_{arch} (signature {signature}, constexprs "
                 f"{constexprs}): {type(err).__name__}: {err}"
             ) from err
+
+    return triton_images(compile_for, archs, kernel.fail)
+
+
+def triton_images(
+    compile_for: Callable[[int], Any], archs: list[tuple[int, bool]], fail: Callable[[str], Exception]
+) -> _Compiled:
+    """A Triton kernel's cubin for each of ``archs`` (``compile_for(arch)`` gives Triton's compiled kernel), checked
+    for what the generated launchers cannot provide; ``fail(why)`` makes the error to raise."""
+    images, first = [], None
+    for arch, _ in archs:
+        compiled = compile_for(arch)
         md = compiled.metadata
         for what in ("global_scratch_size", "profile_scratch_size"):
             if getattr(md, what, 0):
-                raise kernel.fail(f"the compiled kernel needs {what} {getattr(md, what)}; scratch is not provided yet")
+                raise fail(f"the compiled kernel needs {what} {getattr(md, what)}; scratch is not provided yet")
         if getattr(md, "tensordesc_meta", None):
-            raise kernel.fail("the compiled kernel takes tensor descriptors (TMA), which the launcher cannot pass")
+            raise fail("the compiled kernel takes tensor descriptors (TMA), which the launcher cannot pass")
         target = re.search(r"\.target\s+sm_(\d+)([af]?)", compiled.asm.get("ptx", ""))
         exact = bool(target and target.group(2) == "a")
         images.append((arch, exact, bytes(compiled.asm["cubin"])))

@@ -13,7 +13,7 @@ from .. import _derive
 from ..declaration import Declaration
 from ..shape_rules import ShapeRuleCompiler
 from ..spec import SpecError
-from .compile import _Case, _dtype_combinations, _nvrtc_compile, _triton_compile, parse_archs
+from .compile import _Case, _Compiled, _dtype_combinations, _nvrtc_compile, _triton_compile, parse_archs
 from .describe import (
     _CXX_DTYPES,
     _INT32,
@@ -199,6 +199,21 @@ def _bytes(data: bytes) -> str:
     return ",\n".join(lines)
 
 
+def cubin_kernel_cxx(variable: str, op: str, kernel_name: str, compiled: _Compiled) -> list[str]:
+    """C++ defining ``::ttp::sdk::CubinKernel const <variable>`` (``sdk/cubin_launch.h``) with its embedded images."""
+    out, images = [], []
+    for arch, exact, data in compiled.images:
+        out.append(f"alignas(8) unsigned char const {variable}_sm{arch}[] = {{\n{_bytes(data)}}};")
+        images.append(f"{{{arch}, {str(exact).lower()}, {variable}_sm{arch}, sizeof({variable}_sm{arch})}}")
+    out.append(f"::ttp::sdk::CubinImage const {variable}_images[] = {{{', '.join(images)}}};")
+    block = ", ".join(f"{b}u" for b in compiled.block)
+    out.append(
+        f'::ttp::sdk::CubinKernel const {variable}{{"{op}", "{kernel_name}", "{compiled.function}", '
+        f"{variable}_images, {len(images)}, {{{block}}}, {compiled.shared}u, {compiled.num_ctas}u}};"
+    )
+    return out
+
+
 def _param_cxx(kernel: Kernel, p: _Param, index: int, slot: int) -> tuple[str, str]:
     """C++ declaring parameter variable ``p{index}`` (an expr parameter's value is ``e[slot]``) and a check that
     returns an error (or "")."""
@@ -249,17 +264,7 @@ def _generate_tactic(kernel: Kernel, tactic: int, symbol: str, tag: str, archs: 
             case.compiled = _triton_compile(kernel, variant, case, archs)
         else:
             case.compiled = _nvrtc_compile(kernel, case, archs)
-        compiled = case.compiled
-        images = []
-        for arch, exact, data in compiled.images:
-            out.append(f"alignas(8) unsigned char const k{tag}_{n}_sm{arch}[] = {{\n{_bytes(data)}}};")
-            images.append(f"{{{arch}, {str(exact).lower()}, k{tag}_{n}_sm{arch}, sizeof(k{tag}_{n}_sm{arch})}}")
-        out.append(f"::ttp::sdk::CubinImage const k{tag}_{n}_images[] = {{{', '.join(images)}}};")
-        block = ", ".join(f"{b}u" for b in compiled.block)
-        out.append(
-            f'::ttp::sdk::CubinKernel const k{tag}_{n}{{"{d.qualname}", "{kernel.name}", "{compiled.function}", '
-            f"k{tag}_{n}_images, {len(images)}, {{{block}}}, {compiled.shared}u, {compiled.num_ctas}u}};"
-        )
+        out += cubin_kernel_cxx(f"k{tag}_{n}", d.qualname, kernel.name, case.compiled)
     out.append(
         f"::ttp::sdk::CubinKernel const* const k{tag}[] = {{{', '.join(f'&k{tag}_{n}' for n in range(len(cases)))}}};"
     )

@@ -1,0 +1,172 @@
+"""Inductor plugins without Torch-TensorRT (``torchtrt_plugins.inductor_plugins``): segment discovery and its refusal
+reasons, ATen-call nodes kept out, the generated declaration and its numerics in PyTorch, the recorded launch
+sequence, and the generated C++ compiled with nvcc for sm_90. ``convertible`` stands in for Torch-TensorRT's
+converter registry (the tt tier asks the real one)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from inductor_cases import UNSUPPORTED, Unsupported, convertible, exported, replaced_unsupported
+
+from torchtrt_plugins import inductor_plugins
+from torchtrt_plugins.inductor_plugins import generated_op, inductor_code, segments
+
+
+def _targets(gm: torch.fx.GraphModule) -> list[str]:
+    return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+@pytest.fixture(scope="module")
+def replaced():
+    return replaced_unsupported()
+
+
+def test_one_segment_becomes_one_generated_op(replaced):
+    gm, report, _ = replaced
+    assert len(report["replaced"]) == 1 and report["refused"] == []
+    targets = _targets(gm)
+    assert not UNSUPPORTED & set(targets)
+    assert sum(t.startswith("ttp_inductor.segment_") for t in targets) == 1
+    assert "aten.mm.default" in targets
+
+
+def test_the_graph_with_the_generated_op_equals_the_model(replaced):
+    gm, _, (x, y) = replaced
+    model = Unsupported().eval()
+    torch.testing.assert_close(gm(x, y), model(x, y))
+
+
+def test_the_generated_declaration_is_a_declaration_like_any_other(replaced):
+    import torchtrt_plugins as ttp
+
+    _, report, (x, _) = replaced
+    declaration = generated_op._DECLARED[report["replaced"][0]]
+    assert ttp.get(declaration.qualname).declaration is declaration
+    assert str(declaration.schema).endswith("(Tensor input0, Tensor input1) -> (Tensor, Tensor)")
+    assert [s.dtypes for s in declaration.spec.inputs] == [(torch.float32,), (torch.float32,)]
+    weight = Unsupported().weight.detach()
+    with torch._subclasses.FakeTensorMode() as mode:
+        fakes = declaration.overload(mode.from_tensor(x), mode.from_tensor(weight))
+    assert [(f.shape, f.dtype) for f in fakes] == [((8, 32), torch.float32), ((8, 32), torch.int64)]
+    with pytest.raises(ValueError, match=r"ttp_inductor::segment_\w+: input0 must be of rank 2"):
+        with torch._subclasses.FakeTensorMode() as mode:
+            declaration.overload(mode.from_tensor(torch.randn(8)), mode.from_tensor(weight))
+
+
+def test_the_launch_sequence_points_each_argument_at_an_input_an_output_or_the_workspace(replaced):
+    _, report, _ = replaced
+    compiled = generated_op._DECLARED[report["replaced"][0]].compiled_segment
+    assert compiled.launches and len(compiled.kernels) == len(set(compiled.names))
+    pointers = [a for launch in compiled.launches for a in launch.args if isinstance(a, inductor_code.Pointer)]
+    assert {(p.where, p.index) for p in pointers if p.where != "workspace"} >= {
+        ("input", 0),
+        ("input", 1),
+        ("output", 0),
+        ("output", 1),
+    }
+    for kernel in compiled.kernels:
+        assert [arch for arch, _, _ in kernel.images] == [90]  # Triton targets sm_90a on sm_90: an exact image
+        assert kernel.images[0][2][:4] == b"\x7fELF"  # a cubin
+
+
+def test_intermediates_get_aligned_workspace_offsets():
+    def two_steps(x):
+        a = torch.special.erfcx(x)
+        return (torch.cumsum(a, 0) * a.sum(0)).sum(1)
+
+    gm = torch.fx.experimental.proxy_tensor.make_fx(two_steps)(torch.randn(16, 64))
+    compiled = inductor_code.compile_segment(gm, [torch.empty(16, 64, device="meta")], [(90, False)])
+    offsets = [a.offset for launch in compiled.launches for a in launch.args if getattr(a, "where", "") == "workspace"]
+    assert offsets and all(o % inductor_code.ALIGNMENT == 0 for o in offsets)
+    assert compiled.workspace >= max(offsets) + 4
+
+
+def test_matmul_is_kept_out_because_inductor_calls_aten_for_it():
+    class MatmulBetween(torch.nn.Module):
+        def forward(self, x, w):
+            return torch.special.erfcx(x @ w) * 2
+
+    gm = exported(MatmulBetween(), torch.randn(4, 8), torch.randn(8, 16))
+    found = segments.find_segments(gm, lambda n: False, inductor_plugins._calls_aten)
+    assert [r.nodes for r in found.refused] == [["mm"]]
+    assert "extern_kernels.mm" in found.refused[0].reason
+    assert [[n.name for n in s.nodes] for s in found.segments] == [["special_erfcx", "mul"]]
+
+
+def test_symbolic_sizes_are_refused_with_the_reason():
+    batch = torch.export.Dim("batch", min=2, max=64)
+    gm = exported(Unsupported(), torch.randn(8, 32), torch.randn(32, 8), dynamic_shapes=({0: batch}, None))
+    found = segments.find_segments(gm, convertible, inductor_plugins._calls_aten)
+    assert not found.segments
+    assert all("symbolic or data-dependent sizes" in r.reason for r in found.refused)
+
+
+def test_mutation_and_non_tensor_results_are_refused():
+    def mutating(x):
+        y = x * 2
+        y.add_(1)
+        return y
+
+    gm = torch.fx.experimental.proxy_tensor.make_fx(mutating)(torch.randn(4))
+    found = segments.find_segments(gm, lambda n: str(n.target) != "aten.add_.Tensor", lambda n: None)
+    assert [r.reason for r in found.refused] == ["aten.add_.Tensor mutates its inputs"]
+
+    def sized(x):
+        return x.sum(0)
+
+    gm = torch.fx.experimental.proxy_tensor.make_fx(sized, tracing_mode="symbolic")(torch.randn(4, 3))
+    found = segments.find_segments(gm, lambda n: False, lambda n: None)
+    assert not found.segments and found.refused
+
+
+def test_a_group_that_feeds_itself_through_the_rest_is_refused():
+    def around(x):
+        a = torch.special.erfcx(x)
+        b = a.relu()  # convertible: outside the group, between two of its nodes
+        return torch.special.erfcx(b) * a
+
+    gm = torch.fx.experimental.proxy_tensor.make_fx(around)(torch.randn(4))
+    found = segments.find_segments(gm, lambda n: str(n.target) == "aten.relu.default", lambda n: None)
+    assert [r.reason for r in found.refused] == ["a node outside it depends on it and feeds it"]
+
+
+def test_the_switch_is_off_by_default(monkeypatch):
+    monkeypatch.delenv(inductor_plugins.ENV_VAR, raising=False)
+    monkeypatch.setattr(inductor_plugins, "_enabled", None)
+    assert not inductor_plugins.is_enabled()
+    gm = exported(Unsupported(), torch.randn(8, 32), torch.randn(32, 8))
+    before = _targets(gm)
+    assert inductor_plugins.torch_tensorrt_pass(gm) is gm and _targets(gm) == before
+    monkeypatch.setenv(inductor_plugins.ENV_VAR, "1")
+    assert inductor_plugins.is_enabled()
+
+
+def test_the_generated_launcher_compiles_with_nvcc_for_sm_90(replaced):
+    from torchtrt_plugins import _build
+    from torchtrt_plugins.testing import sdk_build_unavailable
+
+    if reason := sdk_build_unavailable():
+        pytest.skip(reason)
+    _, report, _ = replaced
+    declaration = generated_op._DECLARED[report["replaced"][0]]
+    source = declaration.library.sources[0].read_text()
+    assert "launchCubin(kKernel0" in source and "other than the ones it was generated for" in source
+    try:
+        built = declaration.library.build()
+    except _build.BuildError as err:
+        pytest.fail(f"the generated launcher must compile wherever nvcc and the TensorRT headers are: {err}")
+    assert built.plugins.is_file() and built.launchers.is_file()
+    assert built.plugins in inductor_plugins.plugin_libraries()
+
+
+def test_check_op_passes_the_generated_op_where_no_gpu_is(replaced):
+    from torchtrt_plugins.testing import check_op, sdk_build_unavailable
+
+    if reason := sdk_build_unavailable():
+        pytest.skip(reason)
+    _, report, (x, _) = replaced
+    declaration = generated_op._DECLARED[report["replaced"][0]]
+    sample = (x, Unsupported().weight.detach())
+    result = check_op(declaration.overload, [sample], reference=declaration.reference, checks=("plan", "harness"))
+    assert {"plan", "harness"} <= set(result.passed), result

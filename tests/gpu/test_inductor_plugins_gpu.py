@@ -1,0 +1,71 @@
+"""Generated ops on a GPU (``torchtrt_plugins.inductor_plugins``): each generated plugin's launcher (Inductor's kernels,
+compiled on the fake sm_90 device, launched from C++) against its segment run in PyTorch, eagerly and through the
+conformance harness (``check_op``: every phase of the plugin, enqueue, graph capture and replay); the eager op in a
+CUDA graph; an input of another shape refused with the shapes it was generated for."""
+
+from __future__ import annotations
+
+from torchtrt_plugins.testing import require_sdk_build
+
+require_sdk_build()
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from inductor_cases import UNSUPPORTED, LongTail, Unsupported, exported, replaced_unsupported  # noqa: E402
+
+from torchtrt_plugins import inductor_plugins  # noqa: E402
+from torchtrt_plugins.inductor_plugins import generated_op  # noqa: E402
+from torchtrt_plugins.testing import check_op  # noqa: E402
+
+
+def _declarations(report: dict) -> list:
+    return [generated_op._DECLARED[name] for name in report["replaced"]]
+
+
+@pytest.fixture(scope="module")
+def unsupported():
+    _, report, (x, _) = replaced_unsupported()
+    (declaration,) = _declarations(report)
+    return declaration, (x, Unsupported().weight.detach())
+
+
+def test_generated_plugin_equals_the_segment_in_pytorch(unsupported):
+    declaration, sample = unsupported
+    check_op(declaration.overload, [sample], reference=declaration.reference, checks=("eager", "plan", "harness"))
+
+
+def test_every_segment_of_the_long_tail_model_equals_pytorch():
+    x = torch.randn(4, 16)
+    gm = exported(LongTail().eval(), x)
+    report = inductor_plugins.replace_segments(gm, lambda n: str(n.target) not in UNSUPPORTED)
+    assert report["replaced"], report["refused"]
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and str(node.target).startswith("ttp_inductor."):
+            declaration = generated_op._DECLARED[str(node.target).rsplit(".", 1)[0].replace(".", "::")]
+            sample = tuple(torch.randn(a.meta["val"].shape, dtype=a.meta["val"].dtype) for a in node.all_input_nodes)
+            check_op(declaration.overload, [sample], reference=declaration.reference, checks=("eager", "harness"))
+    cuda = gm.to("cuda")
+    torch.testing.assert_close(cuda(x.cuda()), LongTail().cuda().eval()(x.cuda()))
+
+
+def test_the_eager_op_replays_in_a_cuda_graph(unsupported):
+    declaration, sample = unsupported
+    inputs = [t.cuda() for t in sample]
+    expected = declaration.overload(*inputs)  # the first call loads the kernels: outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = declaration.overload(*inputs)
+    for t in inputs:
+        t.copy_(t * 0.5)
+    graph.replay()
+    torch.cuda.synchronize()
+    for got, want in zip(captured, declaration.reference(*inputs)):
+        torch.testing.assert_close(got, want)
+    assert not torch.equal(captured[0], expected[0])
+
+
+def test_inputs_of_other_shapes_are_refused_naming_the_generated_ones(unsupported):
+    declaration, sample = unsupported
+    x, weight = (t.cuda() for t in sample)
+    with pytest.raises(Exception, match=r"segment.*generated for"):
+        declaration.overload(torch.cat([x, x]), weight)

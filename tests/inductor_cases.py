@@ -1,0 +1,57 @@
+"""Models with ops no converter takes, for the inductor_plugins tests of every tier (cpu, rtx, tt, gpu)."""
+
+from __future__ import annotations
+
+import torch
+
+#: What the cpu and rtx tiers' stand-in for Torch-TensorRT's converter registry has no converter for.
+UNSUPPORTED = {"aten.special_erfcx.default", "aten.cummax.default", "aten.bucketize.Tensor", "aten.mul.Tensor"}
+
+
+def convertible(node: torch.fx.Node) -> bool:
+    return str(node.target) not in UNSUPPORTED
+
+
+class Unsupported(torch.nn.Module):
+    """erfcx * weight -> cummax: one segment (a weight lifted to an input, a tuple-valued node); relu, the int64 index
+    cast and the matmul (convertible) around it."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, 32))
+
+    def forward(self, x, y):
+        values, indices = torch.cummax(torch.special.erfcx(x) * self.weight, 1)
+        return values.relu() @ y, indices.float()
+
+
+def unsupported_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(8, 32, generator=generator), torch.randn(32, 8, generator=generator)
+
+
+def exported(model: torch.nn.Module, *inputs: torch.Tensor, **kwargs) -> torch.fx.GraphModule:
+    return torch.export.export(model, inputs, **kwargs).run_decompositions().module()
+
+
+def replaced_unsupported() -> tuple[torch.fx.GraphModule, dict, tuple[torch.Tensor, torch.Tensor]]:
+    """The ``Unsupported`` model's graph with its segment replaced (the stand-in registry), the report, the inputs."""
+    from torchtrt_plugins import inductor_plugins
+
+    inputs = unsupported_inputs()
+    gm = exported(Unsupported().eval(), *inputs)
+    return gm, inductor_plugins.replace_segments(gm, convertible), inputs
+
+
+class LongTail(torch.nn.Module):
+    """Ops Torch-TensorRT 2.13 has no converter for (cummax, bucketize, special.erfcx) between ops it converts."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("boundaries", torch.linspace(-2.0, 2.0, 9))
+
+    def forward(self, x):
+        h = torch.tanh(x * 1.5)
+        values, _ = torch.cummax(torch.special.erfcx(h), 1)
+        buckets = torch.bucketize(values, self.boundaries).to(torch.float32)
+        return torch.relu(values + buckets) * 0.5

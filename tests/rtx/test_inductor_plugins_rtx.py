@@ -1,0 +1,41 @@
+"""NVIDIA's builder (TensorRT-RTX, on CPU) builds a plan holding a generated op's plugin: Inductor's kernels for a
+segment (``tests/inductor_cases.py``), embedded as cubins in a plugin library of its own, static shapes."""
+
+from __future__ import annotations
+
+from torchtrt_plugins.testing import require_sdk_build
+
+require_sdk_build()
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from inductor_cases import replaced_unsupported  # noqa: E402
+from test_builder import BuilderCase, NetworkInput, _build  # noqa: E402
+
+from torchtrt_plugins.inductor_plugins import generated_op  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def declaration():
+    _, report, _ = replaced_unsupported()
+    (qualname,) = report["replaced"]
+    return generated_op._DECLARED[qualname]
+
+
+def test_nvidia_builder_builds_a_plan_with_a_generated_plugin(trt, trt_log, registry, declaration):
+    registry.load_library(str(declaration.library.plugin_path()))
+    static = ((8, 32),) * 3
+    case = BuilderCase(
+        "generated_segment",
+        declaration.qualname,
+        (NetworkInput("x", torch.float32, static), NetworkInput("weight", torch.float32, ((32,),) * 3)),
+        outputs=(0, 1),
+    )
+    with trt_log.capture() as records:
+        plan, network = _build(trt, trt_log, registry, case)
+    errors = [f"{r.severity}: {r.message}" for r in trt_log.errors(records)]
+    assert plan is not None and plan.nbytes > 0 and not errors, errors
+    outputs = [network.get_output(i) for i in range(network.num_outputs)]
+    assert [o.dtype for o in outputs] == [trt.float32, trt.int64]
+    assert [tuple(o.shape) for o in outputs] == [(8, 32), (8, 32)]
+    assert declaration.spec.plugin_name.encode() in bytes(plan)
