@@ -86,7 +86,37 @@ def _share_cores_between_workers() -> None:
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    """With pytest-xdist workers, build the libraries most test files need here, in the controller, before the
+    workers start (xdist starts them in its own, later sessionstart): one build on every core, not one worker
+    building while the other waits on the build's lock. A build that fails is left for the tests to report."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option, "numprocesses", None):
+        return
+    from torchtrt_plugins import _build
+
+    if _build.plugin_library_unavailable() is not None or _build.prebuilt_libraries() is not None:
+        return
+    try:
+        _build.build_plugin_library()
+        from torchtrt_plugins import vision
+
+        vision.LIBRARY.build()
+    except _build.BuildError:
+        pass
+
+
+#: The tiers in the order their files start (xdist hands files out in collection order): the slowest files
+#: (Torch-TensorRT partitions of whole models) first, so that none of them starts last and runs alone.
+_TIER_ORDER = ("tt", "rtx", "cpu")
+
+
 def pytest_collection_modifyitems(config, items):
+    def tier_rank(item) -> int:
+        tier = Path(str(item.fspath)).parent.name
+        return _TIER_ORDER.index(tier) if tier in _TIER_ORDER else len(_TIER_ORDER)
+
+    items.sort(key=tier_rank)  # stable: each tier keeps its own order
     for item in items:
         tier = Path(str(item.fspath)).parent.name
         if tier in TIERS:
