@@ -50,6 +50,8 @@ PIP_CUDA_RUNTIME_RPATH = "$ORIGIN/../../nvidia/cu13/lib"
 #: The CMake toolchain of distributable libraries (glibc 2.28, static libstdc++) and the platform tag it gives.
 MANYLINUX_TOOLCHAIN = HERE / "csrc" / "sdk" / "cmake" / "manylinux_2_28.cmake"
 MANYLINUX_PLATFORM = f"manylinux_2_28_{platform.machine()}"
+#: torchtrt_plugins.vision.PREBUILT's file names (setup.py does not import the package; a test holds them equal).
+VISION_LIBRARY_NAMES = ("libtorchtrt_vision_plugins.so", "libtorchtrt_vision_launchers.so")
 
 
 def _build_module():
@@ -118,6 +120,12 @@ class BuildPy(build_py):
             f"building the plugin library and harness for CUDA architectures {archs} against {headers.describe()}, "
             f"{platform_tag}"
         )
+        # torchtrt_plugins.vision's libraries too, where its declarations can make their tables (they import torch).
+        vision = _torch_importable()
+        if vision is None:
+            extra.append(f"-DTORCHTRT_PLUGINS_VISION_PYTHON={sys.executable}")
+        else:
+            _say(f"torchtrt_plugins.vision's libraries are built on first use: {vision}")
         start = time.monotonic()
         builder.run_cmake(
             HERE, build_dir, include=headers.include, nvcc=builder.nvcc_path(), archs=archs, extra=tuple(extra)
@@ -128,6 +136,7 @@ class BuildPy(build_py):
             builder.PLUGIN_LIBRARY_NAME,
             builder.LAUNCHER_LIBRARY_NAME,
             builder.HARNESS_LIBRARY_NAME,
+            *(() if vision else VISION_LIBRARY_NAMES),
         )
         for name in names:
             shutil.copy2(build_dir / name, lib_dir / name)
@@ -137,6 +146,7 @@ class BuildPy(build_py):
             "eager_kernel": eager,
             "eager_kernel_native": native,
             **({"eager_kernel_native_torch": native_torch} if native_torch else {}),
+            "vision": "prebuilt" if vision is None else f"built on first use: {vision}",
             "cuda_archs": archs,
             "tensorrt_headers": ".".join(map(str, headers.version)),
             "platform": platform_tag,
@@ -170,6 +180,14 @@ class BuildPy(build_py):
             reason = "torch is not importable in the build environment (it is built on first use)"
         _say(f"no prebuilt {flavour} C++ eager kernel: {reason}")
         return f"not built: {reason}", None
+
+
+def _torch_importable() -> str | None:
+    """None where this build's Python imports torch (in a child process: setup.py itself does not), else why not."""
+    result = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True)
+    if result.returncode == 0:
+        return None
+    return "torch is not importable in the build environment"
 
 
 class BdistWheel(bdist_wheel):

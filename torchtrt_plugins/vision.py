@@ -495,7 +495,13 @@ _MULTI_SCALE_LIB = _define_multi_scale_ops()
 
 _KERNELS = _build.source_dir() / "csrc" / "kernels"
 _SOURCES = ("roi_align.cu", "nms.cu", "deform_conv2d.cu", "multi_scale_roi_align.cu")
-LIBRARY = sdk.PluginLibrary("torchtrt_vision", sources=[_KERNELS / name for name in _SOURCES])
+#: Its two libraries as a wheel carries them, prebuilt with ours (CMakeLists.txt, where setup.py could generate their
+#: tables); elsewhere ``sdk.PluginLibrary`` builds them from the sources on first use.
+PREBUILT = tuple(_build.PREBUILT_DIR / f"libtorchtrt_vision_{kind}.so" for kind in ("plugins", "launchers"))
+if all(path.is_file() for path in PREBUILT):
+    LIBRARY = sdk.PluginLibrary.prebuilt("torchtrt_vision", lambda: PREBUILT[0], lambda: PREBUILT[1])
+else:
+    LIBRARY = sdk.PluginLibrary("torchtrt_vision", sources=[_KERNELS / name for name in _SOURCES])
 
 FLOATS = (torch.float32, torch.float16)
 ROI_ALIGN_TOLERANCES = {torch.float32: Tolerance(1e-5, 1e-5), torch.float16: Tolerance(1e-2, 1e-2)}

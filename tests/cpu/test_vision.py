@@ -258,11 +258,28 @@ def test_our_libraries_leave_the_vision_launchers_to_the_vision_library():
     """CMake's kernel glob excludes exactly vision.py's sources: a vision launcher compiled into our library includes
     our op_fields.h, which has no torchvision or torchtrt_vision names, and the library fails to build."""
     import re
-    from pathlib import Path
 
-    cmake = (Path(__file__).resolve().parents[2] / "CMakeLists.txt").read_text()
+    from torchtrt_plugins import _build
+
+    cmake = (_build.source_dir() / "CMakeLists.txt").read_text()  # a checkout's, or the copy a wheel carries
     excluded = re.search(r'EXCLUDE REGEX "/\(([^)]*)\)', cmake).group(1).split("|")
     assert sorted(f"{name}.cu" for name in excluded) == sorted(vision._SOURCES)
+
+
+def test_setup_copies_the_vision_libraries_by_the_names_vision_looks_for():
+    import ast
+
+    setup = Path(__file__).resolve().parents[2] / "setup.py"
+    if not setup.is_file():
+        pytest.skip("no setup.py: not a checkout (the wheel's run)")
+    assignments = {
+        target.id: node.value
+        for node in ast.parse(setup.read_text()).body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    assert ast.literal_eval(assignments["VISION_LIBRARY_NAMES"]) == tuple(path.name for path in vision.PREBUILT)
 
 
 def test_reference_roi_align_samples_where_torchvisions_fp32_arithmetic_does():

@@ -105,39 +105,10 @@ function(torchtrt_plugins_add_library name)
   endif()
   get_property(python GLOBAL PROPERTY _TORCHTRT_PLUGINS_PYTHON)
   get_property(tensorrt_include_dir GLOBAL PROPERTY _TORCHTRT_PLUGINS_TENSORRT_INCLUDE_DIR)
-  _torchtrt_plugins_recipe(plugin_table generated_plugin_source)
-  _torchtrt_plugins_recipe(launcher_table generated_launcher_source)
-  _torchtrt_plugins_recipe(fields_header generated_fields_header)
-
-  set(generated "${CMAKE_CURRENT_BINARY_DIR}/${name}_generated")
-  set(plugin_table "${generated}/${plugin_table}")
-  set(launcher_table "${generated}/${launcher_table}")
-  set(fields_header "${generated}/${fields_header}")
   set(pythonpath ${arg_PYTHONPATH})
   if(DEFINED ENV{PYTHONPATH})
     list(APPEND pythonpath "$ENV{PYTHONPATH}")
   endif()
-  string(JOIN ":" pythonpath ${pythonpath})
-  # Kernels written in Python (Triton, CUDA source) are compiled to cubin for the architectures CUDA code is built for.
-  string(JOIN "," archs ${CMAKE_CUDA_ARCHITECTURES})
-  add_custom_command(
-    OUTPUT "${plugin_table}" "${launcher_table}" "${fields_header}"
-    COMMAND ${CMAKE_COMMAND} -E env "PYTHONPATH=${pythonpath}" ${python} -m torchtrt_plugins sdk generate
-      --module ${arg_MODULE} --library ${name} --out "${generated}" --depfile "${generated}/generate.d"
-      --archs "${archs}"
-    DEPFILE "${generated}/generate.d"
-    COMMENT "torchtrt_plugins: op tables of ${name} from the declarations in ${arg_MODULE}"
-    VERBATIM)
-  # Both libraries and the launchers compile a generated file: one target runs the generator, so that they never run
-  # it in parallel.
-  add_custom_target(${name}_tables DEPENDS "${plugin_table}" "${launcher_table}" "${fields_header}")
-
-  add_library(${name}_launcher_objects OBJECT ${arg_SOURCES})
-  _torchtrt_plugins_add_products(${name} ${name}_launcher_objects "${generated}" "${tensorrt_include_dir}")
-  foreach(target IN ITEMS ${name}_launcher_objects ${name}_plugins ${name}_launchers)
-    target_include_directories(${target} PRIVATE ${arg_INCLUDE_DIRECTORIES})
-  endforeach()
-  add_dependencies(${name}_launcher_objects ${name}_tables)
-  add_dependencies(${name}_plugins ${name}_tables)
-  add_dependencies(${name}_launchers ${name}_tables)
+  _torchtrt_plugins_add_declared_library(${name} ${arg_MODULE} "${python}" "${pythonpath}" "${tensorrt_include_dir}"
+    "${arg_SOURCES}" "${arg_INCLUDE_DIRECTORIES}")
 endfunction()

@@ -93,3 +93,43 @@ function(_torchtrt_plugins_add_products name objects tables tensorrt_include_dir
   target_link_options(${name}_launchers PRIVATE "LINKER:--version-script=${launcher_version_script}" ${linker_flags})
   set_target_properties(${name}_launchers PROPERTIES LINK_DEPENDS "${launcher_version_script}")
 endfunction()
+
+# _torchtrt_plugins_add_declared_library(<name> <module> <python> <pythonpath list> <TensorRT include dir>
+#                                        <sources list> <include dirs list>)
+#   The products of _torchtrt_plugins_add_products for the ops the Python module <module> declares on
+#   sdk.PluginLibrary("<name>", ...), with op tables that `<python> -m torchtrt_plugins sdk generate` writes at build
+#   time: torchtrt_plugins_add_library (the SDK's CMake package) for a user's ops, and torchtrt_plugins' own
+#   CMakeLists.txt for torchtrt_plugins.vision's in a wheel.
+function(_torchtrt_plugins_add_declared_library name module python pythonpath tensorrt_include_dir sources includes)
+  _torchtrt_plugins_recipe(plugin_table generated_plugin_source)
+  _torchtrt_plugins_recipe(launcher_table generated_launcher_source)
+  _torchtrt_plugins_recipe(fields_header generated_fields_header)
+
+  set(generated "${CMAKE_CURRENT_BINARY_DIR}/${name}_generated")
+  set(plugin_table "${generated}/${plugin_table}")
+  set(launcher_table "${generated}/${launcher_table}")
+  set(fields_header "${generated}/${fields_header}")
+  string(JOIN ":" pythonpath ${pythonpath})
+  # Kernels written in Python (Triton, CUDA source) are compiled to cubin for the architectures CUDA code is built for.
+  string(JOIN "," archs ${CMAKE_CUDA_ARCHITECTURES})
+  add_custom_command(
+    OUTPUT "${plugin_table}" "${launcher_table}" "${fields_header}"
+    COMMAND ${CMAKE_COMMAND} -E env "PYTHONPATH=${pythonpath}" ${python} -m torchtrt_plugins sdk generate
+      --module ${module} --library ${name} --out "${generated}" --depfile "${generated}/generate.d"
+      --archs "${archs}"
+    DEPFILE "${generated}/generate.d"
+    COMMENT "torchtrt_plugins: op tables of ${name} from the declarations in ${module}"
+    VERBATIM)
+  # Both libraries and the launchers compile a generated file: one target runs the generator, so that they never run
+  # it in parallel.
+  add_custom_target(${name}_tables DEPENDS "${plugin_table}" "${launcher_table}" "${fields_header}")
+
+  add_library(${name}_launcher_objects OBJECT ${sources})
+  _torchtrt_plugins_add_products(${name} ${name}_launcher_objects "${generated}" "${tensorrt_include_dir}")
+  foreach(target IN ITEMS ${name}_launcher_objects ${name}_plugins ${name}_launchers)
+    target_include_directories(${target} PRIVATE ${includes})
+  endforeach()
+  add_dependencies(${name}_launcher_objects ${name}_tables)
+  add_dependencies(${name}_plugins ${name}_tables)
+  add_dependencies(${name}_launchers ${name}_tables)
+endfunction()
