@@ -50,10 +50,7 @@ __global__ void multiScaleRoiAlignKernel(T const* rois, T* output, Index total, 
     for (auto index = static_cast<Index>(blockIdx.x * blockDim.x + threadIdx.x); index < total;
         index += static_cast<Index>(gridDim.x * blockDim.x))
     {
-        Index const pw = index % g.pooledWidth;
-        Index const ph = (index / g.pooledWidth) % g.pooledHeight;
-        Index const c = (index / g.pooledWidth / g.pooledHeight) % g.channels;
-        Index const k = index / g.pooledWidth / g.pooledHeight / g.channels;
+        auto const [k, c, ph, pw] = binOf(index, g.channels, g.pooledHeight, g.pooledWidth);
         T const* roi = rois + k * 5;
         int const level = levelOf(roi, g);
         float value = 0.0F;
@@ -90,12 +87,9 @@ cudaError_t launch(sdk::LaunchArgs const& a, Levels<T, int64_t> const& wide, int
     g.canonicalScale = wide.canonicalScale;
     g.canonicalLevel = wide.canonicalLevel;
     g.aligned = wide.aligned;
-    int const threads = 256;
-    int64_t const blocks = (total + threads - 1) / threads;
     multiScaleRoiAlignKernel<T, Index>
-        <<<static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, a.stream>>>(
-            static_cast<T const*>(a.inputs[wide.count].data), static_cast<T*>(a.outputs[0].data),
-            static_cast<Index>(total), g);
+        <<<binBlocks(total), kBIN_THREADS, 0, a.stream>>>(static_cast<T const*>(a.inputs[wide.count].data),
+            static_cast<T*>(a.outputs[0].data), static_cast<Index>(total), g);
     return cudaGetLastError();
 }
 

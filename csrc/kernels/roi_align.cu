@@ -28,10 +28,7 @@ __global__ void roiAlignKernel(T const* input, T const* rois, T* output, Index t
     for (auto index = static_cast<Index>(blockIdx.x * blockDim.x + threadIdx.x); index < total;
         index += static_cast<Index>(gridDim.x * blockDim.x))
     {
-        Index const pw = index % g.pooledWidth;
-        Index const ph = (index / g.pooledWidth) % g.pooledHeight;
-        Index const c = (index / g.pooledWidth / g.pooledHeight) % g.channels;
-        Index const k = index / g.pooledWidth / g.pooledHeight / g.channels;
+        auto const [k, c, ph, pw] = binOf(index, g.channels, g.pooledHeight, g.pooledWidth);
         T const* plane = input + (static_cast<Index>(toFloat(rois[k * 5])) * g.channels + c) * g.height * g.width;
         output[index] = fromFloat<T>(roiBinAverage(plane, g.height, g.width, rois + k * 5, g.scale, ph, pw,
             g.pooledHeight, g.pooledWidth, g.samplingRatio, g.aligned));
@@ -44,11 +41,8 @@ cudaError_t launch(sdk::LaunchArgs const& a, Geometry<int64_t> const& g, int64_t
     Geometry<Index> const narrow{static_cast<Index>(g.channels), static_cast<Index>(g.height),
         static_cast<Index>(g.width), static_cast<Index>(g.pooledHeight), static_cast<Index>(g.pooledWidth), g.scale,
         g.samplingRatio, g.aligned};
-    int const threads = 256;
-    int64_t const blocks = (total + threads - 1) / threads;
-    roiAlignKernel<T, Index><<<static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, a.stream>>>(
-        static_cast<T const*>(a.inputs[0].data), static_cast<T const*>(a.inputs[1].data),
-        static_cast<T*>(a.outputs[0].data), static_cast<Index>(total), narrow);
+    roiAlignKernel<T, Index><<<binBlocks(total), kBIN_THREADS, 0, a.stream>>>(static_cast<T const*>(a.inputs[0].data),
+        static_cast<T const*>(a.inputs[1].data), static_cast<T*>(a.outputs[0].data), static_cast<Index>(total), narrow);
     return cudaGetLastError();
 }
 

@@ -4,6 +4,8 @@
 
 #include "type_utils.cuh"
 
+#include <cstdint>
+
 namespace ttp::vision
 {
 
@@ -74,6 +76,32 @@ __device__ float roiBinAverage(T const* plane, Index height, Index width, T cons
         }
     }
     return sum / count;
+}
+
+// The output element (k, c, ph, pw) that an index into a (K, C, PH, PW) output stands for.
+template <typename Index>
+struct Bin
+{
+    Index k, c, ph, pw;
+};
+
+template <typename Index>
+__device__ Bin<Index> binOf(Index index, Index channels, Index pooledHeight, Index pooledWidth)
+{
+    Index const pw = index % pooledWidth;
+    Index const ph = (index / pooledWidth) % pooledHeight;
+    Index const c = (index / pooledWidth / pooledHeight) % channels;
+    return Bin<Index>{index / pooledWidth / pooledHeight / channels, c, ph, pw};
+}
+
+// Blocks of kBIN_THREADS for a grid-stride loop over `total` output elements (at most 65535 * 8: the loop takes the
+// rest).
+constexpr int kBIN_THREADS = 256;
+
+inline unsigned binBlocks(int64_t total)
+{
+    int64_t const blocks = (total + kBIN_THREADS - 1) / kBIN_THREADS;
+    return static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8);
 }
 
 } // namespace ttp::vision
