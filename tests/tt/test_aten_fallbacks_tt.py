@@ -9,11 +9,25 @@ from __future__ import annotations
 import pytest
 import torch
 import tt_helpers as tt
+from aten_fallback_cases import (
+    ATTENTION_MASKS,
+    BADDBMM_SCALES,
+    Attention,
+    Baddbmm,
+    Keep,
+    Pool,
+    TopHalf,
+    attention_inputs,
+    baddbmm_inputs,
+    keep_inputs,
+    top_half_dynamic_shapes,
+)
 
 AVG_POOL = "aten.avg_pool2d.default"
 BADDBMM = "aten.baddbmm.default"
 ATTENTION = "aten.scaled_dot_product_attention.default"
 TOPK = "aten.topk.default"
+INDEX = "aten.index.Tensor"
 
 
 def _by_place(partitioned: torch.fx.GraphModule, target: str) -> dict[str, int]:
@@ -28,20 +42,17 @@ def _nodes(program: torch.export.ExportedProgram, target: str) -> list[torch.fx.
     return [n for n in program.graph.nodes if str(n.target) == target]
 
 
+def _as_full_tensorrt(program, inputs) -> torch.fx.GraphModule:
+    from torchtrt_plugins import zoo
+
+    return zoo.partition(program, tuple(inputs), full_tensorrt=True).module
+
+
 def _without_us(program, inputs) -> torch.fx.GraphModule:
     from torchtrt_plugins.converters import aten_fallbacks
 
     with aten_fallbacks.disabled():
         return tt.dryrun(program, inputs)
-
-
-class Pool(torch.nn.Module):
-    def __init__(self, ceil_mode: bool):
-        super().__init__()
-        self.pool = torch.nn.AvgPool2d(2, 2, 0, ceil_mode=ceil_mode)
-
-    def forward(self, x):
-        return self.pool(x.relu()) * 2
 
 
 @pytest.mark.parametrize(
@@ -67,28 +78,15 @@ def test_ceil_mode_avg_pool_plan_builds():
     assert len(plan) > 0
 
 
-class Baddbmm(torch.nn.Module):
-    """Mask2Former's form: ``baddbmm(mask, query, key)``, scaled as asked."""
-
-    def __init__(self, beta: float, alpha: float):
-        super().__init__()
-        self.beta, self.alpha = beta, alpha
-
-    def forward(self, base, batch1, batch2):
-        return torch.baddbmm(base.relu(), batch1, batch2, beta=self.beta, alpha=self.alpha).sigmoid()
-
-
 def _baddbmm_case(beta: float, alpha: float):
-    generator = torch.Generator().manual_seed(0)
-    inputs = [torch.randn(shape, generator=generator) for shape in ((2, 5, 4), (2, 5, 16), (2, 16, 4))]
-    model = Baddbmm(beta, alpha).eval()
+    inputs, model = baddbmm_inputs(), Baddbmm(beta, alpha).eval()
     return model, torch.export.export(model, tuple(inputs)), inputs
 
 
-BADDBMM_SCALES = pytest.mark.parametrize("beta, alpha", [(1, 1), (0.5, 2.0), (0, 1)], ids=["plain", "scaled", "beta0"])
+SCALES = pytest.mark.parametrize("beta, alpha", list(BADDBMM_SCALES.values()), ids=list(BADDBMM_SCALES))
 
 
-@BADDBMM_SCALES
+@SCALES
 def test_baddbmm_joins_the_engine(beta, alpha):
     model, program, inputs = _baddbmm_case(beta, alpha)
     partitioned = tt.dryrun(program, inputs)
@@ -97,35 +95,18 @@ def test_baddbmm_joins_the_engine(beta, alpha):
     assert _by_place(_without_us(program, inputs), BADDBMM) == {"trt": 0, "torch": 1}
 
 
-@BADDBMM_SCALES
+@SCALES
 def test_baddbmm_plan_builds(beta, alpha):
     _, program, inputs = _baddbmm_case(beta, alpha)
     assert len(tt.serialized_engine(program, inputs)) > 0
 
 
-class Attention(torch.nn.Module):
-    def __init__(self, mask: str, is_causal: bool = False):
-        super().__init__()
-        self.mask, self.is_causal = mask, is_causal
-
-    def forward(self, q, k, v, scores_bias):
-        mask = {"none": None, "bool": scores_bias > -0.5, "float": scores_bias}[self.mask]
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q.relu(), k, v, attn_mask=mask, is_causal=self.is_causal, scale=0.2 if self.mask == "float" else None
-        )
-        return out * 2
-
-
 def _attention_case(mask: str, value_dim: int, is_causal: bool = False):
-    """ConditionalDETR's cross-attention shapes: 5 queries, 4 keys, head dim 32, value head dim ``value_dim``."""
-    generator = torch.Generator().manual_seed(0)
-    shapes = ((1, 2, 5, 32), (1, 2, 4, 32), (1, 2, 4, value_dim), (1, 1, 5, 4))
-    inputs = [torch.randn(shape, generator=generator) for shape in shapes]
-    model = Attention(mask, is_causal).eval()
+    inputs, model = attention_inputs(value_dim), Attention(mask, is_causal).eval()
     return model, torch.export.export(model, tuple(inputs)), inputs
 
 
-@pytest.mark.parametrize("mask", ["none", "bool", "float"])
+@pytest.mark.parametrize("mask", ATTENTION_MASKS)
 def test_attention_whose_value_head_dim_differs_joins_the_engine(mask):
     from torchtrt_plugins.converters import aten_fallbacks
 
@@ -152,30 +133,15 @@ def test_causal_attention_whose_value_head_dim_differs_stays_in_pytorch():
     assert _by_place(tt.dryrun(program, inputs), ATTENTION) == {"trt": 0, "torch": 1}
 
 
-@pytest.mark.parametrize("mask", ["none", "bool", "float"])
+@pytest.mark.parametrize("mask", ATTENTION_MASKS)
 def test_attention_whose_value_head_dim_differs_plan_builds(mask):
     _, program, inputs = _attention_case(mask, value_dim=16)
     assert len(tt.serialized_engine(program, inputs)) > 0
 
 
-class TopHalf(torch.nn.Module):
-    """The top half of ``n`` scores: a SymInt ``k`` as torchvision's one-stage postprocessing has (there
-    ``min(candidates, n)`` of a data-dependent ``n``: the zoo's full-TensorRT partition)."""
-
-    def __init__(self, largest: bool = True):
-        super().__init__()
-        self.largest = largest
-
-    def forward(self, scores):
-        values, indices = scores.sigmoid().topk(scores.shape[0] // 2, largest=self.largest)
-        return values * 2, indices
-
-
 def _topk_case(largest: bool = True, max_k: int = 500):
-    """``TopHalf`` of an even dynamic ``n`` (export proves ``n // 2 <= n`` for ``n = 2 * half`` only)."""
     model, scores = TopHalf(largest).eval(), torch.randn(30, generator=torch.Generator().manual_seed(0))
-    n = 2 * torch.export.Dim("half", min=1, max=max_k)
-    program = torch.export.export(model, (scores,), dynamic_shapes=({0: n},))
+    program = torch.export.export(model, (scores,), dynamic_shapes=top_half_dynamic_shapes(max_k))
     return model, program, [tt.torch_tensorrt().Input(min_shape=(2,), opt_shape=(30,), max_shape=(2 * max_k,))]
 
 
@@ -213,3 +179,46 @@ def test_topk_of_a_k_past_tensorrts_limit_stays_in_pytorch():
 def test_topk_of_a_symbolic_k_plan_builds():
     _, program, inputs = _topk_case()
     assert len(tt.serialized_engine(program, inputs)) > 0
+
+
+def _keep_case(mask_dims: int = 1):
+    model, inputs = Keep().eval(), keep_inputs()
+    if mask_dims == 2:
+        inputs = [inputs[0].reshape(8, 5), inputs[1].reshape(8, 5, 4)]
+    return model, torch.export.export(model, tuple(inputs)), inputs
+
+
+def test_index_by_a_boolean_mask_is_masked_rows_on_tensorrt_rtx():
+    from torchtrt_plugins.converters import aten_fallbacks
+
+    model, program, inputs = _keep_case()
+    assert all(aten_fallbacks.index_by_mask_is_masked_rows(node) for node in _nodes(program, INDEX))
+    partitioned = tt.dryrun(program, inputs)
+    assert _by_place(partitioned, INDEX) == {"trt": 2, "torch": 0}
+    for got, expected in zip(partitioned(*inputs), model(*inputs)):
+        torch.testing.assert_close(got, expected)
+    assert _by_place(_without_us(program, inputs), INDEX) == {"trt": 0, "torch": 2}
+
+
+def test_index_by_a_boolean_mask_is_torch_tensorrts_on_full_tensorrt():
+    _, program, inputs = _keep_case()
+    partitioned = _as_full_tensorrt(program, inputs)
+    assert _by_place(partitioned, INDEX) == {"trt": 2, "torch": 0}
+    assert not any(
+        tt.targets_by_submodule(partitioned)[name].count("torchtrt.masked_rows.default")
+        for name in tt.targets_by_submodule(partitioned)
+    )
+
+
+def test_index_by_a_2d_boolean_mask_stays_in_pytorch():
+    _, program, inputs = _keep_case(mask_dims=2)
+    assert _by_place(tt.dryrun(program, inputs), INDEX) == {"trt": 0, "torch": 2}
+
+
+def test_index_by_a_boolean_mask_plan_builds():
+    tt.require_plugin_library()
+    _, program, inputs = _keep_case()
+    with tt.converter_calls() as calls:
+        plan = tt.serialized_engine(program, inputs)
+    assert len(plan) > 0
+    assert [call.creator_key[0] for call in calls] == ["MaskedRows", "MaskedRows"]

@@ -19,6 +19,10 @@ validator rejects it (the registry tries converters in order), so it never shado
   data-dependent count ``n`` of scores above the threshold): ``topk_validator`` takes an ``int`` only. TensorRT's
   ``ITopKLayer`` takes ``k`` as a scalar Int32 tensor (input 1) up to 3840, so the node is ours where the SymInt's
   upper bound is known and at most 3840.
+- ``aten.index.Tensor`` with one boolean mask over dim 0 (``scores[keep]``, ``boxes[keep]``: torchvision's
+  postprocessing): Torch-TensorRT registers its boolean-index converter (``nonzero``) for full TensorRT only
+  (``index_nonbool_validator``); on TensorRT-RTX the node becomes our ``torchtrt::masked_rows`` plugin (a
+  data-dependent output), where that op's own validator takes it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ __all__ = [
     "avg_pool2d_ceil_is_floor",
     "baddbmm_has_no_converter",
     "disabled",
+    "index_by_mask_is_masked_rows",
     "register",
     "topk_k_is_bounded_symint",
 ]
@@ -225,6 +230,38 @@ def convert_topk_symint_k(ctx: Any, target: Any, args: tuple, kwargs: dict, name
     )
 
 
+def _masked_rows_entry() -> Any:
+    from ..plan import entry_for_target
+
+    packet = getattr(getattr(torch.ops, "torchtrt", None), "masked_rows", None)
+    return None if packet is None else entry_for_target(packet.default)
+
+
+def index_by_mask_is_masked_rows(node: torch.fx.Node, settings: Any = None) -> bool:
+    """True for an ``aten.index.Tensor`` node indexing dim 0 by one 1-D boolean mask of its length that
+    Torch-TensorRT's boolean-index validator rejects (TensorRT-RTX) and ``torchtrt::masked_rows`` takes."""
+    from torch_tensorrt.dynamo.conversion.aten_ops_converters import index_nonbool_validator
+
+    from ._factory import accept, rejection
+
+    x, indices = node.args[0], node.args[1]
+    entry = _masked_rows_entry()
+    if _disabled or entry is None or len(indices) != 1 or not isinstance(indices[0], torch.fx.Node):
+        return False
+    x_value, mask_value = _value(x), _value(indices[0])
+    if x_value is None or mask_value is None or mask_value.dtype != torch.bool or mask_value.dim() != 1:
+        return False
+    if x_value.dim() < 1 or index_nonbool_validator(node, settings):
+        return False
+    return accept(node, rejection(entry, [x, indices[0]], {}))
+
+
+def convert_index_by_mask_as_masked_rows(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):
+    from ._factory import make_converter
+
+    return make_converter(_masked_rows_entry())(ctx, target, (args[0], args[1][0]), {}, name)
+
+
 def register() -> bool:
     """Register the converters above with Torch-TensorRT (after its own); False when it is not installed."""
     global _registered
@@ -247,5 +284,11 @@ def register() -> bool:
         (torch.ops.aten.topk.default, topk_k_is_bounded_symint, convert_topk_symint_k),
     ):
         dynamo_tensorrt_converter(target, capability_validator=validator, supports_dynamic_shapes=True)(converter)
+    dynamo_tensorrt_converter(
+        torch.ops.aten.index.Tensor,
+        capability_validator=index_by_mask_is_masked_rows,
+        supports_dynamic_shapes=True,
+        requires_output_allocator=True,
+    )(convert_index_by_mask_as_masked_rows)
     _registered = True
     return True
