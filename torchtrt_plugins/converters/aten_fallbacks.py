@@ -216,6 +216,7 @@ def convert_topk_symint_k(ctx: Any, target: Any, args: tuple, kwargs: dict, name
         data = impl.shuffle.reshape(ctx, target, SourceIR.ATEN, f"{name}_as_row", data, [1, -1])
     dim = get_positive_dim(-1 if args[2] is None else args[2], 1 if vector else len(data.shape)) + vector
     operation = trt.TopKOperation.MAX if args[3] in (None, True) else trt.TopKOperation.MIN
+    k = get_trt_tensor(ctx, k, f"{name}_k")  # a SymInt arrives as a tensor; a constant one as an int
     k = impl.shuffle.reshape(ctx, target, SourceIR.ATEN, f"{name}_k_scalar", k, [])
     k = cast_trt_tensor(ctx, k, trt.int32, f"{name}_k_int32", target, SourceIR.ATEN)
     layer = ctx.net.add_topk(data, operation, 1, 1 << dim)  # k=1 stands in until input 1 overrides it
