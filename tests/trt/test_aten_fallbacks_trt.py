@@ -19,10 +19,10 @@ from fixtures import assert_no_fallback, compile_trt
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 
 
-def _one_engine(model: torch.nn.Module, inputs: list, op: str, **options) -> torch.nn.Module:
+def _one_engine(model: torch.nn.Module, inputs: list, op: str) -> torch.nn.Module:
     import torch_tensorrt
 
-    program = torch.export.export(model, tuple(inputs), **options)
+    program = torch.export.export(model, tuple(inputs))
     trt_module = torch_tensorrt.dynamo.compile(program, arg_inputs=inputs, min_block_size=1, use_explicit_typing=True)
     assert_no_fallback(trt_module, op)
     return trt_module
