@@ -1,8 +1,9 @@
 """The detector zoo (issue 45, ``torchtrt_plugins.zoo``) through Torch-TensorRT's own pipeline: each model exported
 (torchvision's within ``vision.exportable()``), partitioned with the test-only addPluginV3 adapter (as full
 TensorRT runs it) with us and without us (every op with a converter of ours in ``torch_executed_ops``, lowering off),
-and with us as full TensorRT partitions it (``full_tensorrt``), the engines and what falls back counted; the partitioned graph, its TensorRT segments run by our graph runner
-(``run_graph``: each plugin node through the harness), gives eager's outputs.
+and with us as full TensorRT partitions it (``full_tensorrt``), the engines and what falls back counted; the
+partitioned graph, its TensorRT segments run by our graph runner (``run_graph``: each plugin node through the
+harness), gives eager's outputs.
 
 The counts are today's; a count that an op being added will change says which op.
 """
