@@ -65,6 +65,19 @@ def test_our_op_runs_in_pytorch_between_engines(dynamic):
     torch.testing.assert_close(partitioned(x), model(x), atol=1e-5, rtol=1e-5)
 
 
+def test_index_by_a_boolean_mask_stays_in_pytorch():
+    """``converters.aten_fallbacks`` would make it our masked_rows plugin; with no plugin layers it falls back."""
+    from aten_fallback_cases import Keep, keep_inputs
+
+    model, inputs = Keep().eval(), keep_inputs()
+    partitioned = dryrun(torch.export.export(model, tuple(inputs)), inputs)
+    by_submodule = targets_by_submodule(partitioned)
+    left = [target for name, targets in by_submodule.items() if "_run_on_acc" not in name for target in targets]
+    assert left.count("aten.index.Tensor") == 2
+    for got, expected in zip(partitioned(*inputs), model(*inputs)):
+        torch.testing.assert_close(got, expected)
+
+
 def test_torch_compile_backend_runs_our_op_in_pytorch():
     model, x = OurOpBetweenLayers().eval(), torch.randn(4, 7, HIDDEN)
     y, placements = torch_compile_dryrun(model, x)

@@ -1,8 +1,9 @@
 """The detector zoo (issue 45, ``torchtrt_plugins.zoo``) through Torch-TensorRT's own pipeline: each model exported
 (torchvision's within ``vision.exportable()``), partitioned with the test-only addPluginV3 adapter (as full
 TensorRT runs it) with us and without us (every op with a converter of ours in ``torch_executed_ops``, lowering off),
-the engines and what falls back counted; the partitioned graph, its TensorRT segments run by our graph runner
-(``run_graph``: each plugin node through the harness), gives eager's outputs.
+and with us as full TensorRT partitions it (``full_tensorrt``), the engines and what falls back counted; the
+partitioned graph, its TensorRT segments run by our graph runner (``run_graph``: each plugin node through the
+harness), gives eager's outputs.
 
 The counts are today's; a count that an op being added will change says which op.
 """
@@ -14,40 +15,39 @@ import collections
 import pytest
 import torch
 
-#: name -> (engines without us, engines with us, what stays in PyTorch with us).
+#: name -> (engines without us, engines with us, engines with us as full TensorRT partitions, what stays in PyTorch
+#: with us in both). Full TensorRT: Torch-TensorRT's own boolean aten.index.Tensor converter (nonzero), registered for
+#: full TensorRT only, takes what our masked_rows plugin takes on TensorRT-RTX.
 EXPECTED = {
-    "fasterrcnn_mobilenet_v3_large_320_fpn": (4, 1, {}),
-    "maskrcnn_resnet50_fpn": (5, 1, {}),
-    # aten.topk: its k is min(topk_candidates, n) of the data-dependent count n of scores above the threshold, which
-    # Torch-TensorRT's topk validator rejects; the boolean aten.index.Tensor converter is registered for full
-    # TensorRT only (FULL_TENSORRT below).
-    "retinanet_resnet50_fpn": (4, 3, {"aten.topk.default": 5, "aten.index.Tensor": 5}),
-    "fcos_resnet50_fpn": (4, 3, {"aten.topk.default": 5, "aten.index.Tensor": 5}),
+    "fasterrcnn_mobilenet_v3_large_320_fpn": (4, 1, 1, {}),
+    "maskrcnn_resnet50_fpn": (5, 1, 1, {}),
+    # aten.topk of k = min(topk_candidates, n), n the data-dependent count of scores above the threshold, and the
+    # boolean aten.index.Tensor: ours (converters.aten_fallbacks) where Torch-TensorRT's validators reject them.
+    "retinanet_resnet50_fpn": (4, 1, 1, {}),
+    "fcos_resnet50_fpn": (4, 1, 1, {}),
     # The same per class (two foreground classes here; 90 with COCO's 91).
-    "ssdlite320_mobilenet_v3_large": (4, 3, {"aten.topk.default": 2, "aten.index.Tensor": 4}),
+    "ssdlite320_mobilenet_v3_large": (4, 1, 1, {}),
     # torchvision.deform_conv2d: our plugin (vision.DEFORM_CONV2D) keeps it in the engine.
-    "deform_conv2d": (2, 1, {}),
-    "deform_conv2d_mask": (2, 1, {}),
+    "deform_conv2d": (2, 1, 1, {}),
+    "deform_conv2d_mask": (2, 1, 1, {}),
     # avg_pool2d(ceil_mode=True) of RT-DETR's ResNet shortcut: ours (converters.aten_fallbacks) where Torch-TensorRT's
     # validator rejects it.
-    "RTDetrModel": (3, 1, {}),
-    "RTDetrV2Model": (3, 1, {}),
-    # aten.scaled_dot_product_attention: key and value of different head dims (32 and 16), which its validator rejects.
-    "ConditionalDetrModel": (2, 2, {"aten.scaled_dot_product_attention.default": 1}),
-    # aten.baddbmm: Torch-TensorRT 2.13 has no converter and does not decompose it.
-    "Mask2FormerModel": (2, 2, {"aten.baddbmm.default": 1}),
+    "RTDetrModel": (3, 1, 1, {}),
+    "RTDetrV2Model": (3, 1, 1, {}),
+    # aten.scaled_dot_product_attention whose key and value head dims differ (32 and 16): ours
+    # (converters.aten_fallbacks), Torch-TensorRT's validator rejects it.
+    "ConditionalDetrModel": (2, 1, 1, {}),
+    # aten.baddbmm: Torch-TensorRT 2.13 has no converter and does not decompose it; ours (converters.aten_fallbacks).
+    "Mask2FormerModel": (2, 1, 1, {}),
     # No converters in Torch-TensorRT 2.13.
-    "GroundingDinoModel": (2, 2, {"aten.isin.Tensor_Tensor": 1, "aten.cummax.default": 1, "aten.cummin.default": 1}),
-    "DeformableDetrModel": (1, 1, {}),
-    "DetrModel": (1, 1, {}),
-}
-#: name -> (engines, what stays in PyTorch) with us, partitioned as full TensorRT does.
-FULL_TENSORRT = {
-    "fasterrcnn_mobilenet_v3_large_320_fpn": (1, {}),
-    "maskrcnn_resnet50_fpn": (1, {}),
-    "retinanet_resnet50_fpn": (2, {"aten.topk.default": 5}),
-    "fcos_resnet50_fpn": (2, {"aten.topk.default": 5}),
-    "ssdlite320_mobilenet_v3_large": (2, {"aten.topk.default": 2}),
+    "GroundingDinoModel": (
+        2,
+        2,
+        2,
+        {"aten.isin.Tensor_Tensor": 1, "aten.cummax.default": 1, "aten.cummin.default": 1},
+    ),
+    "DeformableDetrModel": (1, 1, 1, {}),
+    "DetrModel": (1, 1, 1, {}),
 }
 ATOL = RTOL = 1e-4
 
@@ -111,13 +111,15 @@ def _ours_in_engines(partitioned: torch.fx.GraphModule) -> int:
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_engines_with_and_without_us(name):
+def test_engines_with_and_without_us_and_as_full_tensorrt(name):
     zoo = _zoo()
     from torchtrt_plugins import vision
 
     program, model, inputs = zoo.export(name)
-    without, engines_with_us, fallback = EXPECTED[name]
+    without, engines_with_us, engines_as_full_tensorrt, fallback = EXPECTED[name]
     assert zoo.partition(program, inputs, ours=False).engines == without
+    full = zoo.partition(program, inputs, ours=True, full_tensorrt=True)
+    assert (full.engines, full.fallback) == (engines_as_full_tensorrt, collections.Counter(fallback))
     ours = zoo.partition(program, inputs, ours=True)
     assert (ours.engines, ours.fallback) == (engines_with_us, collections.Counter(fallback))
     with torch.no_grad(), vision.exportable():
@@ -127,15 +129,6 @@ def test_engines_with_and_without_us(name):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, atol=ATOL, rtol=RTOL, equal_nan=True)  # masked logits
-
-
-@pytest.mark.parametrize("name", sorted(FULL_TENSORRT))
-def test_engines_with_us_as_full_tensorrt_partitions(name):
-    zoo = _zoo()
-    program, _, inputs = zoo.export(name)
-    ours = zoo.partition(program, inputs, ours=True, full_tensorrt=True)
-    engines, fallback = FULL_TENSORRT[name]
-    assert (ours.engines, ours.fallback) == (engines, collections.Counter(fallback))
 
 
 def test_the_cli_prints_the_table():

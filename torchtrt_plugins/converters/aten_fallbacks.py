@@ -7,17 +7,45 @@ validator rejects it (the registry tries converters in order), so it never shado
   Torch-TensorRT's ``avg_pool_param_validator`` rejects every ``ceil_mode=True``. Where every spatial size is static and
   ``(size + 2 * padding - kernel) % stride == 0``, ceil and floor make the same windows, so the node is the floor-mode
   pool, which Torch-TensorRT's own layer code builds (``impl.pool.avg_poolNd``). Other ceil-mode pools stay in PyTorch.
+- ``aten.baddbmm`` (Mask2Former's mask attention): Torch-TensorRT 2.13 has no converter and does not decompose it;
+  ``beta * input + alpha * (batch1 @ batch2)`` from its matrix-multiply and elementwise layers (``beta == 0`` ignores
+  ``input``, NaN included, as PyTorch does).
+- ``aten.scaled_dot_product_attention`` whose value head dim differs from the query's and key's (ConditionalDETR's
+  cross-attention): ``scaled_dot_product_attention_validator`` asks for ``key.shape == value.shape`` (TensorRT's
+  ``IAttentionLayer``). Built as ``softmax(scale * q @ k^T + mask) @ v`` from matrix-multiply and softmax layers, what
+  Torch-TensorRT's ``decompose_attention=True`` makes of every attention; without causal masking or dropout. A boolean
+  mask is applied as PyTorch's math kernel does (a fully masked row gives zeros).
+- ``aten.topk`` whose ``k`` is a SymInt (torchvision's one-stage detectors: ``min(topk_candidates, n)`` of the
+  data-dependent count ``n`` of scores above the threshold): ``topk_validator`` takes an ``int`` only. TensorRT's
+  ``ITopKLayer`` takes ``k`` as a scalar Int32 tensor (input 1) up to 3840, so the node is ours where the SymInt's
+  upper bound is known and at most 3840.
+- ``aten.index.Tensor`` with one boolean mask over dim 0 (``scores[keep]``, ``boxes[keep]``: torchvision's
+  postprocessing): Torch-TensorRT registers its boolean-index converter (``nonzero``) for full TensorRT only
+  (``index_nonbool_validator``); on TensorRT-RTX the node becomes our ``torchtrt::masked_rows`` plugin (a
+  data-dependent output), where that op's own validator takes it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["avg_pool2d_ceil_is_floor", "disabled", "register"]
+__all__ = [
+    "attention_value_dim_differs",
+    "avg_pool2d_ceil_is_floor",
+    "baddbmm_has_no_converter",
+    "disabled",
+    "index_by_mask_is_masked_rows",
+    "register",
+    "topk_k_is_bounded_symint",
+]
+
+#: ``ITopKLayer``'s largest ``k``.
+TOPK_MAX_K = 3840
 
 _registered = False
 _disabled = False
@@ -81,6 +109,160 @@ def convert_avg_pool2d_ceil_as_floor(ctx: Any, target: Any, args: tuple, kwargs:
     )
 
 
+def _value(arg: Any) -> Any:
+    return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+
+
+def baddbmm_has_no_converter(node: torch.fx.Node, settings: Any = None) -> bool:
+    """True for every ``aten.baddbmm`` node (Torch-TensorRT has no converter of it) while ours are on."""
+    return not _disabled
+
+
+def convert_baddbmm(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):
+    from torch_tensorrt.dynamo._SourceIR import SourceIR
+    from torch_tensorrt.dynamo.conversion import impl
+
+    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+    product = impl.matmul.matrix_multiply(ctx, target, SourceIR.ATEN, f"{name}_bmm", args[1], args[2])
+    if alpha != 1:
+        product = impl.elementwise.mul(ctx, target, SourceIR.ATEN, f"{name}_alpha", product, alpha)
+    if beta == 0:
+        return product
+    base = args[0] if beta == 1 else impl.elementwise.mul(ctx, target, SourceIR.ATEN, f"{name}_beta", args[0], beta)
+    return impl.elementwise.add(ctx, target, SourceIR.ATEN, f"{name}_add", base, product)
+
+
+def _attention_args(node_args: tuple, node_kwargs: dict) -> tuple[Any, Any, Any, Any, float, bool]:
+    """``(query, key, value, attn_mask, dropout_p, is_causal)`` of scaled_dot_product_attention's arguments."""
+    args = list(node_args) + [None] * (6 - len(node_args))
+    return args[0], args[1], args[2], args[3], args[4] or 0.0, bool(args[5])
+
+
+def attention_value_dim_differs(node: torch.fx.Node, settings: Any = None) -> bool:
+    """True for an ``aten.scaled_dot_product_attention`` node that Torch-TensorRT's validator rejects only because the
+    value's head dim differs: query and key alike but in sequence length, value alike key but in head dim; no causal
+    masking, no dropout, no grouped heads."""
+    from torch_tensorrt.dynamo.conversion.aten_ops_converters import scaled_dot_product_attention_validator
+
+    query, key, value, mask, dropout_p, is_causal = _attention_args(node.args, node.kwargs)
+    q, k, v = _value(query), _value(key), _value(value)
+    if _disabled or q is None or k is None or v is None or is_causal or dropout_p != 0.0:
+        return False
+    if node.kwargs.get("enable_gqa", False) or not q.dim() == k.dim() == v.dim() >= 3:
+        return False
+    mask_value = _value(mask)
+    if mask is not None and (mask_value is None or mask_value.dtype not in (torch.bool, q.dtype)):
+        return False
+    alike = q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and q.shape[-1] == k.shape[-1] and k.shape[-2] == v.shape[-2]
+    return alike and not scaled_dot_product_attention_validator(node, settings)
+
+
+def convert_attention_value_dim_differs(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):
+    import tensorrt as trt
+    from torch_tensorrt.dynamo._SourceIR import SourceIR
+    from torch_tensorrt.dynamo.conversion import impl
+    from torch_tensorrt.dynamo.conversion.converter_utils import get_trt_tensor
+
+    ir = SourceIR.ATEN
+    query, key, value, mask, _, _ = _attention_args(args, kwargs)
+    query, key, value = (get_trt_tensor(ctx, t, f"{name}_{n}") for t, n in zip((query, key, value), "qkv"))
+    scale = kwargs.get("scale")
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scaled = impl.elementwise.mul(ctx, target, ir, f"{name}_scale", query, scale)
+    scores = impl.matmul.matrix_multiply(
+        ctx, target, ir, f"{name}_scores", scaled, key, other_matrix_op=trt.MatrixOperation.TRANSPOSE
+    )
+    keep = None
+    if mask is not None:
+        mask = get_trt_tensor(ctx, mask, f"{name}_mask")
+        if mask.dtype == trt.DataType.BOOL:
+            keep = mask
+            low = get_trt_tensor(ctx, float("-inf"), f"{name}_minus_inf", query.dtype)
+            scores = impl.condition.where(ctx, target, ir, f"{name}_masked", scores, low, keep)
+        else:
+            scores = impl.elementwise.add(ctx, target, ir, f"{name}_bias", scores, mask)
+    weights = impl.normalization.softmax(ctx, target, ir, f"{name}_softmax", scores, -1, False)
+    if keep is not None:  # a fully masked row: softmax of -inf only is NaN, PyTorch's math kernel gives zeros
+        zero = get_trt_tensor(ctx, 0.0, f"{name}_zero", query.dtype)
+        weights = impl.condition.where(ctx, target, ir, f"{name}_safe", weights, zero, keep)
+    return impl.matmul.matrix_multiply(ctx, target, ir, f"{name}_out", weights, value)
+
+
+def topk_k_is_bounded_symint(node: torch.fx.Node, settings: Any = None) -> bool:
+    """True for an ``aten.topk`` node whose ``k`` is a SymInt (Torch-TensorRT's validator takes an int only) with a
+    known upper bound of at most ``TOPK_MAX_K``."""
+    k = _value(node.args[1])
+    if _disabled or not isinstance(k, torch.SymInt):
+        return False
+    upper = k.node.shape_env.bound_sympy(k.node.expr).upper
+    return upper.is_number and bool(upper <= TOPK_MAX_K)
+
+
+def convert_topk_symint_k(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):
+    import tensorrt as trt
+    from torch_tensorrt.dynamo._SourceIR import SourceIR
+    from torch_tensorrt.dynamo.conversion import impl
+    from torch_tensorrt.dynamo.conversion.converter_utils import (
+        cast_trt_tensor,
+        get_positive_dim,
+        get_trt_tensor,
+        set_layer_name,
+    )
+
+    args = list(args) + [None] * (5 - len(args))
+    data, k = get_trt_tensor(ctx, args[0], f"{name}_input"), args[1]
+    vector = len(data.shape) == 1
+    if vector:  # ITopKLayer takes 2 dims or more
+        data = impl.shuffle.reshape(ctx, target, SourceIR.ATEN, f"{name}_as_row", data, [1, -1])
+    dim = get_positive_dim(-1 if args[2] is None else args[2], 1 if vector else len(data.shape)) + vector
+    operation = trt.TopKOperation.MAX if args[3] in (None, True) else trt.TopKOperation.MIN
+    k = get_trt_tensor(ctx, k, f"{name}_k")  # a SymInt arrives as a tensor; a constant one as an int
+    k = impl.shuffle.reshape(ctx, target, SourceIR.ATEN, f"{name}_k_scalar", k, [])
+    k = cast_trt_tensor(ctx, k, trt.int32, f"{name}_k_int32", target, SourceIR.ATEN)
+    layer = ctx.net.add_topk(data, operation, 1, 1 << dim)  # k=1 stands in until input 1 overrides it
+    layer.set_input(1, k)
+    set_layer_name(layer, target, f"{name}_topk", SourceIR.ATEN)
+    outputs = layer.get_output(0), layer.get_output(1)
+    if not vector:
+        return outputs
+    return tuple(
+        impl.shuffle.reshape(ctx, target, SourceIR.ATEN, f"{name}_{part}_as_vector", out, [-1])
+        for part, out in zip(("values", "indices"), outputs)
+    )
+
+
+def _masked_rows_entry() -> Any:
+    from ..plan import entry_for_target
+
+    packet = getattr(getattr(torch.ops, "torchtrt", None), "masked_rows", None)
+    return None if packet is None else entry_for_target(packet.default)
+
+
+def index_by_mask_is_masked_rows(node: torch.fx.Node, settings: Any = None) -> bool:
+    """True for an ``aten.index.Tensor`` node indexing dim 0 by one 1-D boolean mask of its length that
+    Torch-TensorRT's boolean-index validator rejects (TensorRT-RTX) and ``torchtrt::masked_rows`` takes."""
+    from torch_tensorrt.dynamo.conversion.aten_ops_converters import index_nonbool_validator
+
+    from ._factory import accept, rejection
+
+    x, indices = node.args[0], node.args[1]
+    entry = _masked_rows_entry()
+    if _disabled or entry is None or len(indices) != 1 or not isinstance(indices[0], torch.fx.Node):
+        return False
+    x_value, mask_value = _value(x), _value(indices[0])
+    if x_value is None or mask_value is None or mask_value.dtype != torch.bool or mask_value.dim() != 1:
+        return False
+    if x_value.dim() < 1 or index_nonbool_validator(node, settings):
+        return False
+    return accept(node, rejection(entry, [x, indices[0]], {}))
+
+
+def convert_index_by_mask_as_masked_rows(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):
+    from ._factory import make_converter
+
+    return make_converter(_masked_rows_entry())(ctx, target, (args[0], args[1][0]), {}, name)
+
+
 def register() -> bool:
     """Register the converters above with Torch-TensorRT (after its own); False when it is not installed."""
     global _registered
@@ -92,8 +274,22 @@ def register() -> bool:
         return True
     from torch_tensorrt.dynamo.conversion._ConverterRegistry import dynamo_tensorrt_converter
 
+    for target, validator, converter in (
+        (torch.ops.aten.avg_pool2d.default, avg_pool2d_ceil_is_floor, convert_avg_pool2d_ceil_as_floor),
+        (torch.ops.aten.baddbmm.default, baddbmm_has_no_converter, convert_baddbmm),
+        (
+            torch.ops.aten.scaled_dot_product_attention.default,
+            attention_value_dim_differs,
+            convert_attention_value_dim_differs,
+        ),
+        (torch.ops.aten.topk.default, topk_k_is_bounded_symint, convert_topk_symint_k),
+    ):
+        dynamo_tensorrt_converter(target, capability_validator=validator, supports_dynamic_shapes=True)(converter)
     dynamo_tensorrt_converter(
-        torch.ops.aten.avg_pool2d.default, capability_validator=avg_pool2d_ceil_is_floor, supports_dynamic_shapes=True
-    )(convert_avg_pool2d_ceil_as_floor)
+        torch.ops.aten.index.Tensor,
+        capability_validator=index_by_mask_is_masked_rows,
+        supports_dynamic_shapes=True,
+        requires_output_allocator=True,
+    )(convert_index_by_mask_as_masked_rows)
     _registered = True
     return True
