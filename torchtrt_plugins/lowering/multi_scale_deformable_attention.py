@@ -226,9 +226,11 @@ def _level_source(node: Node) -> tuple[Node, int, int] | None:
             return None
         return split.args[0], sum(sizes[:index]), sizes[index]
     if _call(node, _ATEN.slice.Tensor) and arg(node, 1, "dim", 0) == 1 and arg(node, 4, "step", 1) == 1:
-        start, end = arg(node, 2, "start"), arg(node, 3, "end")
-        if isinstance(start, int) and isinstance(end, int) and 0 <= start < end:
-            return node.args[0], start, end - start
+        start, end, whole = arg(node, 2, "start"), arg(node, 3, "end"), value(node.args[0])
+        if whole is not None and isinstance(start, int) and isinstance(end, int) and isinstance(whole.shape[1], int):
+            end = min(end, whole.shape[1])  # ``value[:, start:]`` ends at sys.maxsize
+            if 0 <= start < end:
+                return node.args[0], start, end - start
     return None
 
 
@@ -237,7 +239,7 @@ def _follow(layout: _Layout, path: list[Node], dims: Dims) -> tuple[Dims, list[i
     LookupError where a node is no layout op on them."""
     selected = []
     for node in path:
-        if _call(node, *_AFFINE_OPS):
+        if _affine_step(node) is not None:  # elementwise: the layout stays
             continue
         step = layout.apply(node, dims)
         if step is None:
@@ -305,8 +307,10 @@ class _Matcher:
             raise LookupError
         weights, weight_dims = self._weights(weights)
         dims = self._combined(branches, joined, len(samplers))
-        summed = [d % len(dims) for d in self.total.args[1]]
-        if len(summed) != 1 or len(weight_dims) != len(dims):
+        if not isinstance(self.total.args[1], (list, tuple)) or len(self.total.args[1]) != 1:
+            raise LookupError
+        summed = [self.total.args[1][0] % len(dims)]
+        if len(weight_dims) != len(dims):
             raise LookupError
         # The weights span every factor but the channel: each of their dimensions is the samples' or of size 1.
         if any(w and w != d for d, w in zip(dims, weight_dims, strict=True)):
@@ -510,6 +514,9 @@ def run(gm: GraphModule) -> int:
             match = _Matcher(node).match()
         except _Refused as refusal:
             _LOGGER.info("multi_scale_deformable_attention: %s stays as it is: %s", node.name, refusal)
+            continue
+        except Exception:  # noqa: BLE001 - a graph this matcher does not foresee must not fail the user's compile
+            _LOGGER.warning("multi_scale_deformable_attention: %s not examined", node.name, exc_info=True)
             continue
         if match is not None and _rewrite(gm, match):
             count += 1
