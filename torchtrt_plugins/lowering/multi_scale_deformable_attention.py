@@ -53,6 +53,7 @@ _RESHAPES = frozenset(
         _ATEN.view.default,
         _ATEN.reshape.default,
         _ATEN._unsafe_view.default,
+        _ATEN._reshape_copy.default,  # what Torch-TensorRT makes of views before its post-lowering passes
         _ATEN.flatten.using_ints,
         _ATEN.unflatten.int,
         _ATEN.unsqueeze.default,
