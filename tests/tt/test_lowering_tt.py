@@ -78,13 +78,19 @@ def _tolerance(dtype):
     return {"atol": tolerance.atol * 4, "rtol": tolerance.rtol * 4}
 
 
-def test_deformable_detr_encoder_attention_lowered_into_the_engine():
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic_batch"])
+def test_deformable_detr_encoder_attention_lowered_into_the_engine(dynamic):
     from deformable_attention_cases import DeformableDetrEncoder
 
     encoder = DeformableDetrEncoder().eval()
-    args = encoder.example_inputs(batch=1)
+    args = encoder.example_inputs(batch=2)
+    dynamic_shapes, inputs = None, list(args)
+    if dynamic:
+        dynamic_shapes = ({0: torch.export.Dim("batch", min=1, max=8)},) * 2
+        shape = tuple(args[0].shape[1:])
+        inputs = [torch_tensorrt().Input(min_shape=(1, *shape), opt_shape=(2, *shape), max_shape=(8, *shape))] * 2
     with torch.no_grad():
-        partitioned = dryrun(torch.export.export(encoder, args), list(args))
+        partitioned = dryrun(torch.export.export(encoder, args, dynamic_shapes=dynamic_shapes), inputs)
         where = placement(partitioned)
         assert where == {"trt": ["torchtrt.multi_scale_deformable_attention.default"], "torch": []}, where
         samplers = [t for _, ts in _all_targets(partitioned) for t in ts if "grid_sampler" in t]
