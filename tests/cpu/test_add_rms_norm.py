@@ -172,12 +172,18 @@ def test_lowering_reports_the_fusion_and_leaves_an_add_with_alpha():
     with torch.no_grad():
         gm = torch.export.export(block, (x,)).module()
     _, report = torchtrt_plugins.lowering.lower_with_report(gm, residual_add=True)
-    assert report == {"rms_norm": 2, "add_rms_norm": 1, "multi_scale_roi_align": 0}
+    assert report == {
+        "rms_norm": 2,
+        "add_rms_norm": 1,
+        "multi_scale_roi_align": 0,
+        "multi_scale_deformable_attention": 0,
+    }
     with torch.no_grad():
         gm = torch.export.export(block, (x,)).module()
     assert torchtrt_plugins.lowering.lower_with_report(gm)[1] == {
         "rms_norm": 2,
         "multi_scale_roi_align": 0,
+        "multi_scale_deformable_attention": 0,
     }  # the default: ONNX-exportable
 
     class WithAlpha(torch.nn.Module):

@@ -73,7 +73,7 @@ def assert_lowered_close(original, lowered, inputs, tolerance_dtype: torch.dtype
 
 def assert_replaced(gm: torch.fx.GraphModule, inputs, count: int, tolerance_dtype=None):
     original, lowered, report = lower_copy(gm)
-    assert report == {"rms_norm": count, "multi_scale_roi_align": 0}
+    assert report == {"rms_norm": count, "multi_scale_roi_align": 0, "multi_scale_deformable_attention": 0}
     assert lowered.meta[lowering.META_KEY] == report
     assert len(op_nodes(lowered)) == count
     assert not NORM_LEFTOVERS & set(targets(lowered))
@@ -283,7 +283,7 @@ def test_dynamic_batch_and_sequence():
     dynamic = ({0: torch.export.Dim("batch", min=1, max=8), 1: torch.export.Dim("seq", min=2, max=64)},)
     gm = export(make_rms_norm("llama", HIDDEN).to(torch.bfloat16), *inputs_for(torch.bfloat16), dynamic_shapes=dynamic)
     original, lowered, report = lower_copy(gm)
-    assert report == {"rms_norm": 1, "multi_scale_roi_align": 0}
+    assert report == {"rms_norm": 1, "multi_scale_roi_align": 0, "multi_scale_deformable_attention": 0}
     assert_lowered_close(original, lowered, inputs_for(torch.bfloat16, 3, 11, HIDDEN), torch.bfloat16)
 
 
@@ -292,7 +292,7 @@ def test_symbolic_trace_with_example_inputs(style):
     block = decoder_block(style, hidden_size=HIDDEN, num_heads=4, intermediate_size=48).to(torch.bfloat16)
     inputs = inputs_for(torch.bfloat16, *BLOCK_INPUT_SHAPE)
     original, lowered, report = lower_copy(trace(block), example_inputs=inputs)
-    assert report == {"rms_norm": 2, "multi_scale_roi_align": 0}
+    assert report == {"rms_norm": 2, "multi_scale_roi_align": 0, "multi_scale_deformable_attention": 0}
     assert not NORM_LEFTOVERS & set(targets(lowered))
     assert not any(node.op == "call_module" and node.target.endswith("layernorm") for node in lowered.graph.nodes)
     assert_lowered_close(original, lowered, inputs, torch.bfloat16)
@@ -301,7 +301,11 @@ def test_symbolic_trace_with_example_inputs(style):
 def test_symbolic_trace_without_dtypes_is_left_alone():
     gm = trace(make_rms_norm("llama", HIDDEN))
     before = gm.code
-    assert lowering.lower_with_report(gm)[1] == {"rms_norm": 0, "multi_scale_roi_align": 0}
+    assert lowering.lower_with_report(gm)[1] == {
+        "rms_norm": 0,
+        "multi_scale_roi_align": 0,
+        "multi_scale_deformable_attention": 0,
+    }
     assert gm.code == before
 
 
@@ -352,7 +356,11 @@ def test_rms_norm_ops_without_weight_replaced(style, dtype, decompose):
 def test_rms_norm_module_without_weight_replaced_after_symbolic_trace():
     inputs = inputs_for(torch.bfloat16)
     original, lowered, report = lower_copy(trace(nn.RMSNorm(HIDDEN, elementwise_affine=False)), inputs)
-    assert report == {"rms_norm": 1, "multi_scale_roi_align": 0} and not NORM_LEFTOVERS & set(targets(lowered))
+    assert report == {
+        "rms_norm": 1,
+        "multi_scale_roi_align": 0,
+        "multi_scale_deformable_attention": 0,
+    } and not NORM_LEFTOVERS & set(targets(lowered))
     assert_lowered_close(original, lowered, inputs, torch.bfloat16)
 
 
@@ -366,7 +374,7 @@ def test_gemma_weight_offset_rounds_once(dtype, decompose):
         module.weight.copy_(0.3 * torch.randn(256, generator=torch.Generator().manual_seed(1)))
     inputs = (torch.randn(64, 256, generator=torch.Generator().manual_seed(0)).to(dtype),)
     original, lowered, report = lower_copy(export(module, *inputs, decompose=decompose))
-    assert report == {"rms_norm": 1, "multi_scale_roi_align": 0}
+    assert report == {"rms_norm": 1, "multi_scale_roi_align": 0, "multi_scale_deformable_attention": 0}
     (node,) = op_nodes(lowered)
     assert node.args[1].op == "get_attr" and node.args[1].meta["val"].dtype == dtype and node.args[3] == 1.0
     torch.testing.assert_close(lowered(*inputs), original(*inputs), atol=0, rtol=0)
@@ -436,7 +444,7 @@ NEGATIVES = {
 def assert_untouched(gm: torch.fx.GraphModule, example_inputs=None) -> None:
     before_graph, before_code = str(gm.graph), gm.code
     _, report = lowering.lower_with_report(gm, example_inputs)
-    assert report == {"rms_norm": 0, "multi_scale_roi_align": 0}
+    assert report == {"rms_norm": 0, "multi_scale_roi_align": 0, "multi_scale_deformable_attention": 0}
     assert str(gm.graph) == before_graph and gm.code == before_code
 
 
@@ -487,7 +495,11 @@ def test_opt_out(switch, monkeypatch):
     assert lowering.lower_with_report(gm) == (gm, {})
     assert gm.code == before and lowering.META_KEY not in gm.meta
     lowering.set_enabled(True)
-    assert lowering.lower_with_report(gm)[1] == {"rms_norm": 1, "multi_scale_roi_align": 0}
+    assert lowering.lower_with_report(gm)[1] == {
+        "rms_norm": 1,
+        "multi_scale_roi_align": 0,
+        "multi_scale_deformable_attention": 0,
+    }
 
 
 def test_set_enabled_names_bad_argument():
@@ -501,7 +513,11 @@ def test_lower_names_bad_argument():
 
 
 def test_passes_is_an_ordered_list_of_named_passes():
-    assert [p.name for p in lowering.PASSES] == ["rms_norm", "multi_scale_roi_align"]
+    assert [p.name for p in lowering.PASSES] == [
+        "rms_norm",
+        "multi_scale_roi_align",
+        "multi_scale_deformable_attention",
+    ]
 
 
 # -------------------------------------------------------------------------------- Torch-TensorRT

@@ -4,11 +4,9 @@ Deformable DETR (random weights) whose attention modules apply_multi_scale_defor
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import pytest
 import torch
+from deformable_attention_cases import MAPS, modeling, random_inputs, tiny_deformable_detr
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchtrt_plugins import SpecError
@@ -19,34 +17,12 @@ from torchtrt_plugins.transformers import apply_multi_scale_deformable_attention
 
 SPEC = msda.SPEC
 MSDA = torch.ops.torchtrt.multi_scale_deformable_attention
-MAPS = [(5, 7), (3, 4), (1, 2)]
-
-
-def _inputs(batch=2, queries=6, heads=3, channels=8, points=4, maps=MAPS, dtype=torch.float32, spread=0.7, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    sizes = [h * w for h, w in maps]
-    shapes = torch.tensor(maps)
-    starts = torch.tensor([sum(sizes[:i]) for i in range(len(sizes))])
-    value = torch.randn(batch, sum(sizes), heads, channels, generator=g).to(dtype)
-    # Centred on the maps, some points outside [0, 1] (padding).
-    locations = (0.5 + spread * (torch.rand(batch, queries, heads, len(maps), points, 2, generator=g) - 0.5)).to(dtype)
-    weights = torch.rand(batch, queries, heads, len(maps), points, generator=g).to(dtype)
-    return value, shapes, starts, locations, weights
 
 
 @pytest.fixture(scope="module")
 def hugging_face():
-    """transformers' own MultiScaleDeformableAttention class; where torchvision does not load beside this torch
-    (its C++ ops missing), transformers is imported as where torchvision is absent."""
-    pytest.importorskip("transformers")
-    from torchtrt_plugins import vision
-
-    with pytest.MonkeyPatch.context() as patch:
-        # Never `import torchvision` here: where it was put on the path after torchtrt_plugins.vision stood in for its
-        # ops, its import fails half-way, after its fake kernels replaced ours (torch.compile of nms then asserts).
-        if not vision.TORCHVISION_IMPORTABLE:
-            patch.setitem(sys.modules, "torchvision", None)
-        yield importlib.import_module("transformers.models.deformable_detr.modeling_deformable_detr")
+    """transformers' Deformable DETR module (MultiScaleDeformableAttention among its classes)."""
+    return modeling("deformable_detr")
 
 
 def test_declaration():
@@ -66,7 +42,7 @@ def test_declaration():
 
 
 def test_plain_torch_and_the_op_match_hugging_faces_function(hugging_face):
-    value, shapes, starts, locations, weights = _inputs(spread=1.6)  # a third of the points outside
+    value, shapes, starts, locations, weights = random_inputs(spread=1.6)  # a third of the points outside
     expected = hugging_face.MultiScaleDeformableAttention()(value, shapes, MAPS, starts, locations, weights, 64)
     torch.testing.assert_close(msda.plain_torch(value, MAPS, locations, weights), expected, atol=0, rtol=0)
     torch.testing.assert_close(MSDA(value, shapes, starts, locations, weights), expected, atol=1e-6, rtol=1e-6)
@@ -88,7 +64,7 @@ def test_bilinear_sampling_at_pixel_centres_and_padding():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_dtypes_are_fp32_math_rounded_once(dtype):
-    args = _inputs(dtype=dtype)
+    args = random_inputs(dtype=dtype)
     out = MSDA(*args)
     assert out.dtype == dtype and out.shape == (2, 6, 24)
     expected = msda.plain_torch(args[0].float(), MAPS, args[3].float(), args[4].float()).to(dtype)
@@ -96,7 +72,7 @@ def test_half_dtypes_are_fp32_math_rounded_once(dtype):
 
 
 def test_int32_indices():
-    value, shapes, starts, locations, weights = _inputs()
+    value, shapes, starts, locations, weights = random_inputs()
     torch.testing.assert_close(
         MSDA(value, shapes.int(), starts.int(), locations, weights), MSDA(value, shapes, starts, locations, weights)
     )
@@ -104,7 +80,7 @@ def test_int32_indices():
 
 def test_fake_kernel_shapes():
     with torch._subclasses.FakeTensorMode() as mode:
-        out = MSDA(*[mode.from_tensor(a) for a in _inputs(batch=3, queries=11, heads=8, channels=32, points=2)])
+        out = MSDA(*[mode.from_tensor(a) for a in random_inputs(batch=3, queries=11, heads=8, channels=32, points=2)])
     assert out.shape == (3, 11, 256) and out.dtype == torch.float32
 
 
@@ -136,7 +112,7 @@ def test_fake_kernel_shapes():
     ],
 )
 def test_bad_input_names_the_op_and_argument(change, message):
-    args = list(_inputs())
+    args = list(random_inputs())
     for index, replacement in change(args).items():
         args[index] = replacement
     with pytest.raises(SpecError, match=r"torchtrt\.multi_scale_deformable_attention: " + message):
@@ -152,7 +128,7 @@ class _Attention(torch.nn.Module):
 
 def _exported():
     batch, queries = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("queries", min=1, max=30000)
-    args = _inputs()
+    args = random_inputs()
     dynamic = ({0: batch}, None, None, {0: batch, 1: queries}, {0: batch, 1: queries})
     return torch.export.export(_Attention(), args, dynamic_shapes=dynamic), args
 
@@ -165,7 +141,7 @@ def test_plan_from_exported_graph():
     assert call.fields == [] and call.shape_inputs == [] and len(call.tensor_inputs) == 5
 
 
-def test_onnx_export_gives_one_plugin_node_with_five_inputs():
+def test_onnx_export_gives_one_plugin_node_with_fiverandom_inputs():
     onnx = pytest.importorskip("onnx")
     ep, args = _exported()
     program = torch.onnx.export(ep, args, dynamo=True, custom_translation_table=tonnx.translation_table())
@@ -185,37 +161,8 @@ class _OpsCalled(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _tiny_deformable_detr(hugging_face):
-    from transformers import DeformableDetrConfig
-
-    config = DeformableDetrConfig(
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        num_queries=7,
-        num_feature_levels=2,
-        encoder_n_points=2,
-        decoder_n_points=2,
-        use_timm_backbone=False,
-        backbone_config={
-            "model_type": "resnet",
-            "depths": [1, 1, 1, 1],
-            "hidden_sizes": [8, 8, 8, 8],
-            "embedding_size": 8,
-            "out_features": ["stage3", "stage4"],
-        },
-        use_pretrained_backbone=False,
-    )
-    torch.manual_seed(0)
-    return hugging_face.DeformableDetrModel(config).eval()
-
-
-def test_apply_routes_a_deformable_detr_to_the_op_with_the_same_output(hugging_face):
-    model = _tiny_deformable_detr(hugging_face)
+def test_apply_routes_a_deformable_detr_to_the_op_with_the_same_output():
+    model = tiny_deformable_detr()
     pixels = torch.randn(1, 3, 64, 80)
     with torch.no_grad():
         expected = model(pixel_values=pixels).last_hidden_state

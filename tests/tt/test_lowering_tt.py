@@ -1,4 +1,5 @@
-"""The automatic RMSNorm lowering inside Torch-TensorRT, every form docs/torch_tensorrt.md lists (issue 11, defect 1).
+"""The automatic lowering inside Torch-TensorRT: every RMSNorm form docs/torch_tensorrt.md lists (issue 11, defect 1),
+and a Deformable DETR encoder's deformable attention.
 
 Torch-TensorRT decomposes ``rsqrt`` into ``reciprocal(sqrt(.))`` and ``reciprocal`` into ``div(1, .)``
 before its post-lowering passes (ours among them) run; each form must still become one
@@ -75,3 +76,23 @@ def _tolerance(dtype):
 
     tolerance = rms_norm.SPEC.tolerance(dtype)
     return {"atol": tolerance.atol * 4, "rtol": tolerance.rtol * 4}
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic_batch"])
+def test_deformable_detr_encoder_attention_lowered_into_the_engine(dynamic):
+    from deformable_attention_cases import DeformableDetrEncoder
+
+    encoder = DeformableDetrEncoder().eval()
+    args = encoder.example_inputs(batch=2)
+    dynamic_shapes, inputs = None, list(args)
+    if dynamic:
+        dynamic_shapes = ({0: torch.export.Dim("batch", min=1, max=8)},) * 2
+        shape = tuple(args[0].shape[1:])
+        inputs = [torch_tensorrt().Input(min_shape=(1, *shape), opt_shape=(2, *shape), max_shape=(8, *shape))] * 2
+    with torch.no_grad():
+        partitioned = dryrun(torch.export.export(encoder, args, dynamic_shapes=dynamic_shapes), inputs)
+        where = placement(partitioned)
+        assert where == {"trt": ["torchtrt.multi_scale_deformable_attention.default"], "torch": []}, where
+        samplers = [t for _, ts in _all_targets(partitioned) for t in ts if "grid_sampler" in t]
+        assert not samplers, samplers
+        torch.testing.assert_close(partitioned(*args), encoder(*args), atol=1e-4, rtol=1e-4)

@@ -26,7 +26,7 @@ from typing import Any
 from torch.fx import GraphModule
 
 from .. import _compat
-from . import add_rms_norm, multi_scale_roi_align, rms_norm
+from . import add_rms_norm, multi_scale_deformable_attention, multi_scale_roi_align, rms_norm
 from ._fx import LoweringPass
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
 _LOGGER = logging.getLogger(__name__)
 
 #: The passes ``lower`` runs, in this order.
-PASSES: list[LoweringPass] = [rms_norm.PASS, multi_scale_roi_align.PASS]
+PASSES: list[LoweringPass] = [rms_norm.PASS, multi_scale_roi_align.PASS, multi_scale_deformable_attention.PASS]
 
 #: Run after ``PASSES`` with ``residual_add=True`` (and inside Torch-TensorRT): the residual add fused into the
 #: norms they made, as the mutating ``add_rms_norm`` in its functionalized form. Not by default: torch 2.13's ONNX

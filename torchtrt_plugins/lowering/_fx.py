@@ -362,3 +362,56 @@ class GraphRewrite:
 
 def topological_order(gm: GraphModule) -> dict[Node, int]:
     return {node: index for index, node in enumerate(gm.graph.nodes)}
+
+
+#: What torch.export adds to check the values of a pattern (shapes of data-dependent sizes): they go with it.
+_SHAPE_CHECKS = frozenset(
+    (
+        _ATEN.sym_size.int,
+        _ATEN._assert_scalar.default,
+        _ATEN._assert_tensor_metadata.default,
+        _ATEN.sym_constrain_range_for_size.default,
+        operator.ge,
+        operator.le,
+        operator.gt,
+        operator.lt,
+        operator.eq,
+    )
+)
+
+#: Size arithmetic a pattern's views and reshapes read (a dynamic batch times the heads): it goes with them.
+_SIZE_OPS = frozenset((_ATEN.sym_size.int, operator.mul, operator.add, operator.sub, operator.floordiv))
+
+
+def _is_size_computation(node: Node) -> bool:
+    return (
+        node.op == "call_function"
+        and node.target in _SIZE_OPS
+        and isinstance(node.meta.get("val"), (int, torch.SymInt))
+        and not isinstance(node.meta.get("val"), bool)
+    )
+
+
+def erase_unused(gm: GraphModule, nodes: Iterable[Node]) -> None:
+    """Erase the nodes of a replaced pattern that nothing uses any more, with the shape checks export added on them
+    and the size computations only they read."""
+    region = set(nodes)
+    frontier = list(region)
+    while frontier:
+        node = frontier.pop()
+        for other in (*node.users, *node.all_input_nodes):
+            if other in region:
+                continue
+            if (other in node.users and other.op == "call_function" and other.target in _SHAPE_CHECKS) or (
+                other in node.all_input_nodes and _is_size_computation(other)
+            ):
+                region.add(other)
+                frontier.append(other)
+    erased = True
+    while erased:
+        erased = False
+        for node in reversed(list(gm.graph.nodes)):
+            if node in region and not node.users and node.op != "placeholder":
+                gm.graph.erase_node(node)
+                region.discard(node)
+                erased = True

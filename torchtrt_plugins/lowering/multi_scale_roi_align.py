@@ -30,7 +30,17 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
-from ._fx import GraphRewrite, LoweringPass, RewriteRejected, arg, fake_mode_of, known_equal, real_users, strip_casts
+from ._fx import (
+    GraphRewrite,
+    LoweringPass,
+    RewriteRejected,
+    arg,
+    erase_unused,
+    fake_mode_of,
+    known_equal,
+    real_users,
+    strip_casts,
+)
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -38,20 +48,6 @@ _ATEN = torch.ops.aten
 _INDEX_PUT = (_ATEN.index_put_.default, _ATEN.index_put.default)
 _LEVEL_COUNTS = range(2, 6)  # torchtrt_plugins.vision.MULTI_SCALE_LEVELS
 _EPS = 1e-6
-#: What torch.export adds to check the values of a pattern (shapes of data-dependent sizes): they go with it.
-_SHAPE_CHECKS = frozenset(
-    (
-        _ATEN.sym_size.int,
-        _ATEN._assert_scalar.default,
-        _ATEN._assert_tensor_metadata.default,
-        _ATEN.sym_constrain_range_for_size.default,
-        operator.ge,
-        operator.le,
-        operator.gt,
-        operator.lt,
-        operator.eq,
-    )
-)
 
 
 @dataclass
@@ -291,25 +287,6 @@ def _shapes_agree(zeros: Node, match: _Match) -> bool:
     )
 
 
-def _erase_pattern(gm: GraphModule, nodes: list[Node]) -> None:
-    """Erase the pattern's nodes that nothing uses any more, with the shape checks export added on them."""
-    region = set(nodes)
-    frontier = list(nodes)
-    while frontier:
-        for user in frontier.pop().users:
-            if user not in region and _call(user, *_SHAPE_CHECKS):
-                region.add(user)
-                frontier.append(user)
-    erased = True
-    while erased:
-        erased = False
-        for node in reversed(list(gm.graph.nodes)):
-            if node in region and not node.users and node.op != "placeholder":
-                gm.graph.erase_node(node)
-                region.discard(node)
-                erased = True
-
-
 def _rewrite(gm: GraphModule, match: _Match) -> bool:
     importlib.import_module("torchtrt_plugins.vision")  # defines torch.ops.torchtrt_vision (only when a model has it)
     op = getattr(torch.ops.torchtrt_vision, f"multi_scale_roi_align_{len(match.features)}").default
@@ -331,7 +308,7 @@ def _rewrite(gm: GraphModule, match: _Match) -> bool:
         _LOGGER.debug("multi_scale_roi_align: not rewritten: %s", err)
         return False
     output.replace_all_uses_with(replacement)
-    _erase_pattern(gm, match.nodes)
+    erase_unused(gm, match.nodes)
     return True
 
 
