@@ -84,22 +84,26 @@ def attention_modules(model: torch.nn.Module) -> int:
     return sum(type(m).__name__ == ATTENTION_CLASS for m in model.modules())
 
 
-def tiny_deformable_detr() -> torch.nn.Module:
-    """A Deformable DETR of one encoder and one decoder layer, two feature levels, random weights."""
+def tiny_deformable_detr(**config) -> torch.nn.Module:
+    """A Deformable DETR of one encoder and one decoder layer, two feature levels, random weights (``config``
+    overrides DeformableDetrConfig's arguments)."""
     transformers = pytest.importorskip("transformers")
+    sizes = dict(
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_queries=7,
+        num_feature_levels=2,
+        encoder_n_points=2,
+        decoder_n_points=2,
+    )
     with _without_unloadable_torchvision():
         config = transformers.DeformableDetrConfig(
-            d_model=32,
-            encoder_layers=1,
-            decoder_layers=1,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=32,
-            decoder_ffn_dim=32,
-            num_queries=7,
-            num_feature_levels=2,
-            encoder_n_points=2,
-            decoder_n_points=2,
+            **{**sizes, **config},
             use_timm_backbone=False,
             backbone_config={
                 "model_type": "resnet",

@@ -167,33 +167,20 @@ def test_check_op():
 
 
 def test_tiny_deformable_detr_routed_to_the_op_matches_its_own_code():
-    pytest.importorskip("transformers")
-    from transformers import DeformableDetrConfig, DeformableDetrModel
+    from deformable_attention_cases import tiny_deformable_detr
 
     from torchtrt_plugins.transformers import apply_multi_scale_deformable_attention
 
-    config = DeformableDetrConfig(
+    model = tiny_deformable_detr(
         d_model=64,
         encoder_layers=2,
         decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
         encoder_ffn_dim=64,
         decoder_ffn_dim=64,
         num_queries=30,
-        num_feature_levels=2,
-        use_timm_backbone=False,
-        backbone_config={
-            "model_type": "resnet",
-            "depths": [1, 1, 1, 1],
-            "hidden_sizes": [8, 8, 8, 8],
-            "embedding_size": 8,
-            "out_features": ["stage3", "stage4"],
-        },
-        use_pretrained_backbone=False,
-    )
-    torch.manual_seed(0)
-    model = DeformableDetrModel(config).cuda().eval()
+        encoder_n_points=4,
+        decoder_n_points=4,
+    ).cuda()
     pixels = torch.randn(2, 3, 128, 160, device="cuda")
     with torch.no_grad():
         expected = model(pixel_values=pixels).last_hidden_state
