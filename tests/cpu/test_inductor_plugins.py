@@ -82,6 +82,17 @@ def test_intermediates_get_aligned_workspace_offsets():
     assert compiled.workspace >= max(offsets) + 4
 
 
+def test_compiles_after_torch_cached_that_this_machine_has_no_triton_gpu():
+    # torch caches has_triton(): False once asked here without a GPU (any earlier test in the worker), and Inductor then
+    # refused the fake device with TritonMissing (CI).
+    from torch.utils._triton import has_triton
+
+    assert not has_triton()
+    gm = torch.fx.experimental.proxy_tensor.make_fx(torch.special.erfcx)(torch.randn(8))
+    compiled = inductor_code.compile_segment(gm, [torch.empty(8, device="meta")], [(90, False)])
+    assert compiled.launches and not has_triton()
+
+
 def test_matmul_is_kept_out_because_inductor_calls_aten_for_it():
     class MatmulBetween(torch.nn.Module):
         def forward(self, x, w):

@@ -109,7 +109,12 @@ def fake_cuda_device() -> Iterator[None]:
         _replace(stack, triton_helpers, "set_driver_to_gpu", lambda: None)
         driver.set_active(_TritonDriver())
         stack.callback(setattr, driver, "_active", saved_driver)
-        for cached in (_triton.triton_backend, _triton.triton_hash_with_backend):
-            cached.cache_clear()
-            stack.callback(cached.cache_clear)  # computed for the fake device: not kept for a real one
+        # Every answer torch caches about Triton and the device (has_triton() first: cached False where an earlier
+        # call found no GPU, Inductor refused with TritonMissing in CI), computed afresh for the fake device and not
+        # kept for a real one.
+        for name in dir(_triton):
+            cached = getattr(_triton, name)
+            if callable(getattr(cached, "cache_clear", None)):
+                cached.cache_clear()
+                stack.callback(cached.cache_clear)
         yield
