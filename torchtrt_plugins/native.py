@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -97,9 +98,10 @@ class PluginLoadError(RuntimeError):
         )
 
 
-def load_plugins(registry: Any = None) -> Path:
+def load_plugins(registry: Any = None, *, libraries: Iterable[Any] | None = None) -> Path:
     """Register the plugin creators of every op with a TensorRT plugin registry: ours, and those of the libraries
-    of declared ops (``torchtrt_plugins.declare``). Idempotent; returns the path of our library.
+    of declared ops (``torchtrt_plugins.declare``); ``libraries`` (``sdk.PluginLibrary`` objects) limits the latter to
+    those (a library is built on first use: one not needed is not built). Idempotent; returns the path of our library.
 
     ``registry`` defaults to ``tensorrt.get_plugin_registry()``. Loading twice, or after an engine
     holding our plugins was deserialized (which loads the library itself), is not an error. A declared op's library
@@ -109,9 +111,13 @@ def load_plugins(registry: Any = None) -> Path:
     if registry is None:
         registry = _compat.require_tensorrt().get_plugin_registry()
     path = plugin_library_path()
+    wanted = [] if libraries is None else list(libraries)
     failures: dict[str, str] = {}
     with _lock:
         for library, entries in _libraries().items():
+            if libraries is not None and library is not plugin_library_path:
+                if getattr(library, "__self__", library) not in wanted:
+                    continue
             if library is plugin_library_path:
                 _load_library(registry, path, entries)
                 continue

@@ -293,3 +293,32 @@ def test_load_program_without_torch_tensorrt_says_what_is_missing(monkeypatch):
     monkeypatch.setattr(_compat, "torch_tensorrt", lambda: None)
     with pytest.raises(ImportError, match="load_program: Torch-TensorRT is not installed"):
         torchtrt_plugins.load_program("model.ep")
+
+
+def test_load_plugins_loads_ours_and_only_the_declared_libraries_it_is_given(monkeypatch):
+    from torchtrt_plugins import native
+
+    class Library:
+        def __init__(self, name):
+            self.name = name
+
+        def plugin_path(self):
+            return f"/declared/lib{self.name}_plugins.so"
+
+    first, second = Library("first"), Library("second")
+    monkeypatch.setattr(native, "plugin_library_path", lambda build=True: Path("/ours/libtorchtrt_plugins_v3.so"))
+    monkeypatch.setattr(
+        native,
+        "_libraries",
+        lambda: {native.plugin_library_path: [], first.plugin_path: [], second.plugin_path: []},
+    )
+    loaded = []
+    monkeypatch.setattr(native, "_load_library", lambda registry, path, entries: loaded.append(str(path)))
+    native.load_plugins(object(), libraries=[second])
+    assert loaded == ["/ours/libtorchtrt_plugins_v3.so", "/declared/libsecond_plugins.so"]
+    loaded.clear()
+    native.load_plugins(object(), libraries=())
+    assert loaded == ["/ours/libtorchtrt_plugins_v3.so"]
+    loaded.clear()
+    native.load_plugins(object())
+    assert len(loaded) == 3
