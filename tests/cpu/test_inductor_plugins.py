@@ -176,6 +176,8 @@ def test_the_generated_launcher_compiles_with_nvcc_for_sm_90(replaced):
     declaration = generated_op._DECLARED[report["replaced"][0]]
     source = declaration.library.sources[0].read_text()
     assert "launchCubin(kKernel0" in source and "other than the ones it was generated for" in source
+    # Registered, so the plugin loads every kernel in onShapeChange, before its first enqueue (graph capture).
+    assert "::ttp::sdk::CubinKernelRegistration const kKernel0_registration{kKernel0};" in source
     try:
         built = declaration.library.build()
     except _build.BuildError as err:

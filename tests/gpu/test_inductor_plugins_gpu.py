@@ -1,9 +1,15 @@
 """Generated ops on a GPU (``torchtrt_plugins.inductor_plugins``): each generated plugin's launcher (Inductor's kernels,
 compiled on the fake sm_90 device, launched from C++) against its segment run in PyTorch, eagerly and through the
 conformance harness (``check_op``: every phase of the plugin, enqueue, graph capture and replay); the eager op in a
-CUDA graph; an input of another shape refused with the shapes it was generated for."""
+CUDA graph; in a fresh process, the plugin's first enqueue captured in a CUDA graph (its kernels loaded in
+onShapeChange); an input of another shape refused with the shapes it was generated for."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from torchtrt_plugins.testing import require_sdk_build
 
@@ -98,3 +104,28 @@ def test_inputs_of_other_shapes_are_refused_naming_the_generated_ones(unsupporte
     x, weight = (t.cuda() for t in sample)
     with pytest.raises(Exception, match=r"segment.*generated for"):
         declaration.overload(torch.cat([x, x]), weight)
+
+
+#: A fresh process (the generated library's kernels never loaded): the harness captures the plugin's first enqueue
+#: after onShapeChange in a CUDA graph, global capture mode.
+_FIRST_ENQUEUE = """
+from inductor_cases import Unsupported, replaced_unsupported
+from torchtrt_plugins.inductor_plugins import generated_op
+from torchtrt_plugins.testing.harness import run_plugin
+_, report, (x, _) = replaced_unsupported()
+declaration = generated_op._DECLARED[report["replaced"][0]]
+inputs = [x.cuda(), Unsupported().weight.detach().cuda()]
+result = run_plugin(declaration.library.plugin_path(), *declaration.spec.creator_key, inputs=inputs,
+                    capture_first_enqueue=True)
+result.assert_conformant()
+print("captured")
+"""
+
+
+def test_the_first_enqueue_in_a_fresh_process_captures_in_a_cuda_graph(unsupported):
+    tests = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-c", _FIRST_ENQUEUE], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0 and "captured" in result.stdout, result.stderr[-4000:]
