@@ -55,3 +55,35 @@ class LongTail(torch.nn.Module):
         values, _ = torch.cummax(torch.special.erfcx(h), 1)
         buckets = torch.bucketize(values, self.boundaries).to(torch.float32)
         return torch.relu(values + buckets) * 0.5
+
+
+#: What the stand-in registry has no converter for in ``BoolEdges``.
+BOOL_EDGES_UNSUPPORTED = {"aten.isin.Tensor_Tensor", "aten.cummin.default", "aten.mul.Tensor"}
+
+
+class BoolEdges(torch.nn.Module):
+    """Bool tensors at both edges of segments (GroundingDino's text masks): ``isin`` gives a bool that a convertible
+    ``where`` takes, and a convertible ``gt`` gives one that ``mul`` takes before ``cummin``."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("special_tokens", torch.tensor([1, 3, 5]))
+
+    def forward(self, ids, y):
+        special = torch.isin(ids, self.special_tokens)
+        positive = torch.gt(y, 0.0)
+        return torch.where(special, y, -y), torch.cummin(y * positive, 1)[0]
+
+
+def bool_edges_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tensor([[1, 2, 3, 4, 5, 6]]), torch.randn(1, 6, generator=torch.Generator().manual_seed(0))
+
+
+def replaced_bool_edges() -> tuple[torch.fx.GraphModule, dict, tuple[torch.Tensor, torch.Tensor]]:
+    """``BoolEdges``' graph (``isin`` left whole, as Torch-TensorRT sees it) with its segments replaced."""
+    from torchtrt_plugins import inductor_plugins
+
+    inputs = bool_edges_inputs()
+    gm = torch.export.export(BoolEdges().eval(), inputs).run_decompositions({}).module()
+    report = inductor_plugins.replace_segments(gm, lambda n: str(n.target) not in BOOL_EDGES_UNSUPPORTED)
+    return gm, report, inputs

@@ -655,7 +655,7 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     if unknown:
         _say(f"zoo: unknown --models {unknown}; available: {list(zoo.MODELS)}")
         return 2
-    zoo.table(names, full_tensorrt=args.full_tensorrt, log=_say)
+    zoo.table(names, full_tensorrt=args.full_tensorrt, inductor=args.inductor, log=_say)
     return 0
 
 
@@ -707,6 +707,9 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("--models", help="comma-separated zoo model names (default all)")
     zoo.add_argument(
         "--full-tensorrt", action="store_true", help="partition as full TensorRT does (its boolean-index converter)"
+    )
+    zoo.add_argument(
+        "--inductor", action="store_true", help="add the engines with the Inductor plugins' switch on (a column)"
     )
     zoo.set_defaults(func=cmd_zoo)
     return parser

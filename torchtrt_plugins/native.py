@@ -131,17 +131,42 @@ def load_plugins(registry: Any = None, *, libraries: Iterable[Any] | None = None
     return path
 
 
+#: Suffix of the folder beside a saved program that holds plugin libraries it needs and no declaration in a fresh
+#: process knows (``inductor_plugins.save_plugin_libraries``): ``model.ep`` -> ``model.ep.plugins/``.
+SAVED_LIBRARIES_SUFFIX = ".plugins"
+
+
+def saved_libraries(path: str | os.PathLike) -> list[Path]:
+    """The plugin libraries saved beside the program at ``path`` (none when it has no such folder)."""
+    folder = Path(os.fspath(path) + SAVED_LIBRARIES_SUFFIX)
+    return sorted(folder.glob("*.so")) if folder.is_dir() else []
+
+
+def load_saved_libraries(path: str | os.PathLike, registry: Any = None) -> list[Path]:
+    """Load the plugin libraries saved beside the program at ``path`` into ``registry`` (default: TensorRT's);
+    returns them. A library the registry already holds is not an error."""
+    libraries = saved_libraries(path)
+    if libraries and registry is None:
+        registry = _compat.require_tensorrt().get_plugin_registry()
+    with _lock:
+        for library in libraries:
+            registry.load_library(str(library))
+    return libraries
+
+
 def load_program(path: str | os.PathLike, **kwargs: Any) -> Any:
     """Load a program saved with ``torch_tensorrt.save`` whose engines hold our plugins.
 
     Torch-TensorRT serializes the engines but no plugin library: deserializing them needs our creators
-    in TensorRT's plugin registry first. This registers them (``load_plugins()``, idempotent), then returns
+    in TensorRT's plugin registry first. This registers them (``load_plugins()``, idempotent) and those of the
+    libraries saved beside the program (``load_saved_libraries``: generated ops'), then returns
     ``torch_tensorrt.load(path, **kwargs)`` (an ``ExportedProgram``; call ``.module()`` to run it).
     """
     torch_tensorrt = _compat.torch_tensorrt()
     if torch_tensorrt is None:
         raise ImportError("torchtrt_plugins.load_program: Torch-TensorRT is not installed (pip install torch-tensorrt)")
     load_plugins()
+    load_saved_libraries(path)
     return torch_tensorrt.load(os.fspath(path), **kwargs)
 
 

@@ -10,7 +10,9 @@ Torch-TensorRT for :func:`partition`.
 "Without us" runs the same pipeline with every op that has a converter of ours (ours and declared ones, e.g.
 ``torchvision::nms``) in ``torch_executed_ops``, the lowering pass and our ATen converters
 (``converters.aten_fallbacks``) off: what Torch-TensorRT does with the graph
-when ``torchtrt_plugins`` adds nothing. ``full_tensorrt=True`` partitions as full TensorRT would: Torch-TensorRT
+when ``torchtrt_plugins`` adds nothing. ``inductor=True`` runs "with us" with the Inductor plugins' switch on
+(``torchtrt_plugins.inductor_plugins``: each segment left to PyTorch becomes one plugin layer of generated kernels).
+``full_tensorrt=True`` partitions as full TensorRT would: Torch-TensorRT
 registers its boolean ``aten.index.Tensor`` converter for full TensorRT only (``index_nonbool_validator``
 reads ``ENABLED_FEATURES.tensorrt_rtx``), so the partition is run with that feature flag off.
 """
@@ -349,6 +351,21 @@ def _full_tensorrt_partitioning(enabled: bool) -> Iterator[None]:
         aten_ops_converters.ENABLED_FEATURES = features
 
 
+@contextlib.contextmanager
+def _inductor_plugins(on: bool) -> Iterator[None]:
+    from . import inductor_plugins
+
+    before = inductor_plugins.is_enabled()
+    if on:
+        inductor_plugins.enable()
+    else:
+        inductor_plugins.disable()
+    try:
+        yield
+    finally:
+        (inductor_plugins.enable if before else inductor_plugins.disable)()
+
+
 def count(partitioned: torch.fx.GraphModule) -> Partition:
     """Engines and fallback targets of a module Torch-TensorRT partitioned."""
     result = Partition(engines=0, module=partitioned)
@@ -371,29 +388,38 @@ def partition(
     *,
     ours: bool = True,
     full_tensorrt: bool = False,
+    inductor: bool = False,
     **settings,
 ) -> Partition:
-    """Torch-TensorRT's pipeline up to its partition (``dynamo.compile(..., dryrun=True)``), counted."""
+    """Torch-TensorRT's pipeline up to its partition (``dynamo.compile(..., dryrun=True)``), counted; ``inductor``:
+    with the Inductor plugins' switch on (with us only)."""
+    if inductor and not ours:
+        raise ValueError("zoo.partition: inductor=True needs ours=True (the Inductor plugins are ours)")
     import torch_tensorrt
 
     options = {"min_block_size": 1, "offload_module_to_cpu": True, **settings}
     if not ours:
         options["torch_executed_ops"] = _our_targets() | set(options.get("torch_executed_ops", ()))
     ours_off = contextlib.nullcontext() if ours else aten_fallbacks.disabled()
-    with _lowering_off(not ours), ours_off, _full_tensorrt_partitioning(full_tensorrt):
+    with _lowering_off(not ours), ours_off, _full_tensorrt_partitioning(full_tensorrt), _inductor_plugins(inductor):
         partitioned = torch_tensorrt.dynamo.compile(program, arg_inputs=list(inputs), dryrun=True, **options)
     return count(partitioned)
 
 
 def table(
-    names: list[str] | None = None, *, full_tensorrt: bool = False, log: Callable[[str], None] | None = None
+    names: list[str] | None = None,
+    *,
+    full_tensorrt: bool = False,
+    inductor: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> str:
-    """The zoo's table (markdown): engines without and with us, and what stays in PyTorch with us; ``log`` gets each
-    line as soon as it is known (a model takes a minute or more on CPU)."""
-    lines = [
-        "| model | engines without us | with us | still in PyTorch with us |",
-        "|---|---|---|---|",
-    ]
+    """The zoo's table (markdown): engines without and with us, and what stays in PyTorch with us; ``inductor`` adds
+    the engines with us and the Inductor plugins' switch on, and what stays in PyTorch then; ``log`` gets each line as
+    soon as it is known (a model takes a minute or more on CPU)."""
+    header = ["model", "engines without us", "with us", "still in PyTorch with us"]
+    if inductor:
+        header += ["with us and Inductor plugins", "still in PyTorch with Inductor plugins"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for line in lines:
         (log or _ignore)(line)
     for name in names or list(MODELS):
@@ -401,7 +427,11 @@ def table(
         without = partition(program, inputs, ours=False, full_tensorrt=full_tensorrt)
         with_us = partition(program, inputs, ours=True, full_tensorrt=full_tensorrt)
         note = f" ({MODELS[name].note})" if MODELS[name].note else ""
-        lines.append(f"| `{name}`{note} | {without.engines} | {with_us.engines} | {with_us.fallback_text()} |")
+        cells = [f"`{name}`{note}", str(without.engines), str(with_us.engines), with_us.fallback_text()]
+        if inductor:
+            generated = partition(program, inputs, ours=True, full_tensorrt=full_tensorrt, inductor=True)
+            cells += [str(generated.engines), generated.fallback_text()]
+        lines.append("| " + " | ".join(cells) + " |")
         (log or _ignore)(lines[-1])
     return "\n".join(lines)
 

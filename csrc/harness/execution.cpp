@@ -168,6 +168,10 @@ Execution Executor::execute(Handles const& h, std::string const& phase, int32_t 
             });
     };
 
+    if (mRun.request.captureFirstEnqueue && !mRun.request.enqueueSyncsHost)
+    {
+        checkFirstEnqueueCaptures(where, enqueue, status);
+    }
     // Kernels are loaded lazily (CUDA_MODULE_LOADING=LAZY): a kernel's first launch waits for the device to go
     // idle, which it never does while the gate holds a stream. An ungated warm-up enqueue loads them; the checked
     // enqueue then runs on fresh buffers.
@@ -366,6 +370,32 @@ Execution Executor::execute(Handles const& h, std::string const& phase, int32_t 
     report["status"] = "ok";
     result.ran = true;
     return result;
+}
+
+void Executor::checkFirstEnqueueCaptures(
+    std::string const& where, std::function<void()> const& enqueue, int32_t const& status)
+{
+    cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    cudaGraph_t graph = nullptr;
+    cudaError_t err = cudaStreamBeginCapture(mStream, cudaStreamCaptureModeGlobal);
+    if (err == cudaSuccess)
+    {
+        enqueue();
+        err = cudaStreamEndCapture(mStream, &graph);
+    }
+    if (graph != nullptr)
+    {
+        cudaGraphDestroy(graph);
+    }
+    if (err != cudaSuccess || status != 0)
+    {
+        std::string const why = err != cudaSuccess ? std::string("CUDA error ") + cudaGetErrorName(err)
+                                                   : "enqueue returned " + std::to_string(status) + " while capturing";
+        cudaGetLastError(); // a failed capture leaves its error behind
+        mRun.report.violation("first-enqueue-capture", "enqueue",
+            where + ": the first enqueue after onShapeChange could not be captured in a CUDA graph (" + why
+                + "); a deserialized engine captured at once needs its kernels loaded before (onShapeChange)");
+    }
 }
 
 void Executor::checkGraphCapture(std::string const& where, std::function<void()> const& enqueue, int32_t const& status,

@@ -59,6 +59,9 @@ private:
     void prepare();
     nvinfer1::IPluginV3* cloneChecked(char const* what);
     Execution execute(Handles const& h, std::string const& phase, int32_t tactic);
+    // Captures the first `enqueue` after onShapeChange in a CUDA graph (Request::captureFirstEnqueue), not replayed.
+    void checkFirstEnqueueCaptures(
+        std::string const& where, std::function<void()> const& enqueue, int32_t const& status);
     // Captures `enqueue` in a CUDA graph on the run's stream, replays it and compares the outputs with `expected`
     // (the direct enqueue's); checks Request::enqueueSyncsHost against whether the capture worked.
     void checkGraphCapture(std::string const& where, std::function<void()> const& enqueue, int32_t const& status,

@@ -117,6 +117,10 @@ Request Request::fromJson(JsonReader const& r)
     {
         out.enqueueSyncsHost = v->asBool();
     }
+    if (auto const v = r.find("capture_first_enqueue"))
+    {
+        out.captureFirstEnqueue = v->asBool();
+    }
     if (auto const bench = r.find("bench"))
     {
         out.benchTactic = static_cast<int32_t>(bench->at("tactic").asInt());

@@ -60,6 +60,10 @@ struct Request
     // The op's spec declares that enqueue reads back to the host (so it cannot be captured in a CUDA graph and
     // waits for its stream). Undeclared, enqueue must capture in a graph and replay to the same outputs.
     bool enqueueSyncsHost{false};
+    // The first enqueue after onShapeChange, before any other, must capture in a CUDA graph (global capture mode,
+    // as PyTorch captures): what an engine deserialized in a fresh process and captured at once needs (its kernels
+    // loaded by then). Meaningful where the plugin's library has not run in this process yet.
+    bool captureFirstEnqueue{false};
 
     static Request fromJson(JsonReader const& request);
 

@@ -4,9 +4,11 @@
 
 #include <cuda.h>
 
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace ttp::sdk
 {
@@ -200,7 +202,48 @@ cudaError_t functionFor(CubinKernel const& kernel, CUfunction& function)
     return cudaSuccess;
 }
 
+// The library's registered kernels; a function's static so that registrations of other translation units may run
+// before this one's.
+std::vector<CubinKernel const*>& registeredKernels()
+{
+    static std::vector<CubinKernel const*> kernels;
+    return kernels;
+}
+
 } // namespace
+
+CubinKernelRegistration::CubinKernelRegistration(CubinKernel const& kernel) noexcept
+{
+    try
+    {
+        registeredKernels().push_back(&kernel);
+    }
+    catch (...) // std::bad_alloc: the kernel still loads on its first launch
+    {
+    }
+}
+
+cudaError_t loadCubinKernels(char const* op) noexcept
+{
+    try
+    {
+        tLastError.clear();
+        for (CubinKernel const* kernel : registeredKernels())
+        {
+            CUfunction function = nullptr;
+            cudaError_t const status = std::strcmp(kernel->op, op) == 0 ? functionFor(*kernel, function) : cudaSuccess;
+            if (status != cudaSuccess)
+            {
+                return status;
+            }
+        }
+        return cudaSuccess;
+    }
+    catch (...) // std::bad_alloc: nothing may leave the SDK
+    {
+        return cudaErrorMemoryAllocation;
+    }
+}
 
 cudaError_t launchCubin(CubinKernel const& kernel, uint64_t const grid[3], void** params, cudaStream_t stream) noexcept
 {

@@ -39,6 +39,19 @@ struct CubinKernel
 // when no image fits the device (cubinLaunchError says which), a driver failure as cudaErrorLaunchFailure.
 cudaError_t launchCubin(CubinKernel const& kernel, uint64_t const grid[3], void** params, cudaStream_t stream) noexcept;
 
+// Makes `kernel` (a static table of its library) known to loadCubinKernels; the generated launchers define one next
+// to each CubinKernel.
+struct CubinKernelRegistration
+{
+    explicit CubinKernelRegistration(CubinKernel const& kernel) noexcept;
+};
+
+// Loads, in the current context, the image of every registered kernel of `op` (the declared op's "ns::name") as its
+// first launch would (cuModuleLoadData, then cuModuleGetFunction, which loads the function under lazy loading too),
+// so that no launch of them loads a module: the plugin calls it outside any capture (onShapeChange), so that its
+// first enqueue can be captured in a CUDA graph. Returns the first failure (cubinLaunchError says which).
+cudaError_t loadCubinKernels(char const* op) noexcept;
+
 // The last failure of launchCubin or launchFailure on this thread, naming the op, the kernel and why ("" when
 // none).
 char const* cubinLaunchError() noexcept;

@@ -1,5 +1,6 @@
 #include "declared_plugin.h"
 
+#include "cubin_launch.h"
 #include "shared_tables.h"
 
 #include <algorithm>
@@ -693,6 +694,12 @@ public:
                     acquireTables();
                 }
                 catch (PluginError const&)
+                {
+                    cudaGetLastError();
+                }
+                // Kernels compiled to cubin load here, so that the first enqueue launches without loading a module
+                // (a CUDA graph may capture it); where it fails, their first launch loads them and says why.
+                if (loadCubinKernels(mDecl.op) != cudaSuccess)
                 {
                     cudaGetLastError();
                 }

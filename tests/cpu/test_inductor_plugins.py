@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from inductor_cases import UNSUPPORTED, Unsupported, convertible, exported, replaced_unsupported
+from inductor_cases import (
+    BOOL_EDGES_UNSUPPORTED,
+    UNSUPPORTED,
+    BoolEdges,
+    Unsupported,
+    convertible,
+    exported,
+    replaced_bool_edges,
+    replaced_unsupported,
+)
 
 from torchtrt_plugins import inductor_plugins
 from torchtrt_plugins.inductor_plugins import generated_op, inductor_code, segments
@@ -105,6 +114,21 @@ def test_matmul_is_kept_out_because_inductor_calls_aten_for_it():
     assert [[n.name for n in s.nodes] for s in found.segments] == [["special_erfcx", "mul"]]
 
 
+def test_bool_tensors_cross_the_plugin_boundary_as_int8():
+    gm, report, inputs = replaced_bool_edges()
+    assert len(report["replaced"]) == 2 and report["refused"] == [], report
+    targets = _targets(gm)
+    assert not BOOL_EDGES_UNSUPPORTED & set(targets)
+    calls = [n for n in gm.graph.nodes if n.op == "call_function" and str(n.target).startswith("ttp_inductor.")]
+    for call in calls:
+        values = call.meta["val"] if isinstance(call.meta["val"], tuple) else (call.meta["val"],)
+        dtypes = [a.meta["val"].dtype for a in call.all_input_nodes] + [v.dtype for v in values]
+        assert torch.bool not in dtypes and torch.int8 in dtypes, (call.name, dtypes)
+    casts = [n.kwargs["dtype"] for n in gm.graph.nodes if n.target is torch.ops.aten._to_copy.default]
+    assert sorted(map(str, casts)) == ["torch.bool", "torch.int8"]
+    torch.testing.assert_close(gm(*inputs), BoolEdges().eval()(*inputs))
+
+
 def test_symbolic_sizes_are_refused_with_the_reason():
     batch = torch.export.Dim("batch", min=2, max=64)
     gm = exported(Unsupported(), torch.randn(8, 32), torch.randn(32, 8), dynamic_shapes=({0: batch}, None))
@@ -163,6 +187,8 @@ def test_the_generated_launcher_compiles_with_nvcc_for_sm_90(replaced):
     declaration = generated_op._DECLARED[report["replaced"][0]]
     source = declaration.library.sources[0].read_text()
     assert "launchCubin(kKernel0" in source and "other than the ones it was generated for" in source
+    # Registered, so the plugin loads every kernel in onShapeChange, before its first enqueue (graph capture).
+    assert "::ttp::sdk::CubinKernelRegistration const kKernel0_registration{kKernel0};" in source
     try:
         built = declaration.library.build()
     except _build.BuildError as err:

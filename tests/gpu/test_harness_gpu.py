@@ -186,6 +186,12 @@ def test_enqueue_that_waits_for_the_host_cannot_be_captured(build):
     assert "enqueue_syncs_host" in next(v for v in result.violations if v.rule == "graph-capture").detail
 
 
+def test_first_enqueue_that_cannot_be_captured_is_reported_when_asked(build):
+    x = torch.randn(5, 300, device="cuda")
+    result = scale(build, "ScaleSyncsHost", x, tactics=[1], gate_timeout_s=0.3, capture_first_enqueue=True)
+    assert "first-enqueue-capture" in result.rules, result.summary()
+
+
 def test_declared_host_sync_is_accepted_and_checked(build):
     x = torch.randn(5, 300, device="cuda")
     result = scale(build, "ScaleSyncsHost", x, tactics=[1], gate_timeout_s=0.3, enqueue_syncs_host=True)

@@ -1,9 +1,15 @@
 """Generated ops on a GPU (``torchtrt_plugins.inductor_plugins``): each generated plugin's launcher (Inductor's kernels,
 compiled on the fake sm_90 device, launched from C++) against its segment run in PyTorch, eagerly and through the
 conformance harness (``check_op``: every phase of the plugin, enqueue, graph capture and replay); the eager op in a
-CUDA graph; an input of another shape refused with the shapes it was generated for."""
+CUDA graph; in a fresh process, the plugin's first enqueue captured in a CUDA graph (its kernels loaded in
+onShapeChange); an input of another shape refused with the shapes it was generated for."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from torchtrt_plugins.testing import require_sdk_build
 
@@ -11,7 +17,15 @@ require_sdk_build()
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from inductor_cases import UNSUPPORTED, LongTail, Unsupported, exported, replaced_unsupported  # noqa: E402
+from inductor_cases import (  # noqa: E402
+    UNSUPPORTED,
+    BoolEdges,
+    LongTail,
+    Unsupported,
+    exported,
+    replaced_bool_edges,
+    replaced_unsupported,
+)
 
 from torchtrt_plugins import inductor_plugins  # noqa: E402
 from torchtrt_plugins.inductor_plugins import generated_op  # noqa: E402
@@ -34,18 +48,39 @@ def test_generated_plugin_equals_the_segment_in_pytorch(unsupported):
     check_op(declaration.overload, [sample], reference=declaration.reference, checks=("eager", "plan", "harness"))
 
 
+def _random_like(value: torch.Tensor) -> torch.Tensor:
+    if value.dtype == torch.int8:  # a bool carried as int8: 0 or 1
+        return torch.randint(0, 2, value.shape, dtype=value.dtype)
+    if not value.dtype.is_floating_point:
+        return torch.randint(0, 7, value.shape, dtype=value.dtype)
+    return torch.randn(value.shape, dtype=value.dtype)
+
+
+def _check_generated_calls(gm: torch.fx.GraphModule) -> None:
+    """Each generated op called in ``gm``, through ``check_op`` against its segment in PyTorch."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and str(node.target).startswith("ttp_inductor."):
+            declaration = generated_op._DECLARED[str(node.target).rsplit(".", 1)[0].replace(".", "::")]
+            sample = tuple(_random_like(a.meta["val"]) for a in node.all_input_nodes)
+            check_op(declaration.overload, [sample], reference=declaration.reference, checks=("eager", "harness"))
+
+
 def test_every_segment_of_the_long_tail_model_equals_pytorch():
     x = torch.randn(4, 16)
     gm = exported(LongTail().eval(), x)
     report = inductor_plugins.replace_segments(gm, lambda n: str(n.target) not in UNSUPPORTED)
     assert report["replaced"], report["refused"]
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and str(node.target).startswith("ttp_inductor."):
-            declaration = generated_op._DECLARED[str(node.target).rsplit(".", 1)[0].replace(".", "::")]
-            sample = tuple(torch.randn(a.meta["val"].shape, dtype=a.meta["val"].dtype) for a in node.all_input_nodes)
-            check_op(declaration.overload, [sample], reference=declaration.reference, checks=("eager", "harness"))
+    _check_generated_calls(gm)
     cuda = gm.to("cuda")
     torch.testing.assert_close(cuda(x.cuda()), LongTail().cuda().eval()(x.cuda()))
+
+
+def test_segments_with_bool_edges_equal_pytorch():
+    gm, report, inputs = replaced_bool_edges()
+    assert len(report["replaced"]) == 2, report["refused"]
+    _check_generated_calls(gm)
+    cuda_inputs = [t.cuda() for t in inputs]
+    torch.testing.assert_close(gm.to("cuda")(*cuda_inputs), BoolEdges().cuda().eval()(*cuda_inputs))
 
 
 def test_the_eager_op_replays_in_a_cuda_graph(unsupported):
@@ -69,3 +104,28 @@ def test_inputs_of_other_shapes_are_refused_naming_the_generated_ones(unsupporte
     x, weight = (t.cuda() for t in sample)
     with pytest.raises(Exception, match=r"segment.*generated for"):
         declaration.overload(torch.cat([x, x]), weight)
+
+
+#: A fresh process (the generated library's kernels never loaded): the harness captures the plugin's first enqueue
+#: after onShapeChange in a CUDA graph, global capture mode.
+_FIRST_ENQUEUE = """
+from inductor_cases import Unsupported, replaced_unsupported
+from torchtrt_plugins.inductor_plugins import generated_op
+from torchtrt_plugins.testing.harness import run_plugin
+_, report, (x, _) = replaced_unsupported()
+declaration = generated_op._DECLARED[report["replaced"][0]]
+inputs = [x.cuda(), Unsupported().weight.detach().cuda()]
+result = run_plugin(declaration.library.plugin_path(), *declaration.spec.creator_key, inputs=inputs,
+                    capture_first_enqueue=True)
+result.assert_conformant()
+print("captured")
+"""
+
+
+def test_the_first_enqueue_in_a_fresh_process_captures_in_a_cuda_graph(unsupported):
+    tests = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-c", _FIRST_ENQUEUE], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0 and "captured" in result.stdout, result.stderr[-4000:]

@@ -1,7 +1,13 @@
 """NVIDIA's builder (TensorRT-RTX, on CPU) builds a plan holding a generated op's plugin: Inductor's kernels for a
-segment (``tests/inductor_cases.py``), embedded as cubins in a plugin library of its own, static shapes."""
+segment (``tests/inductor_cases.py``), embedded as cubins in a plugin library of its own, static shapes; saved
+beside a program, that library registers its creator in a fresh process that never generated the op."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
 
 from torchtrt_plugins.testing import require_sdk_build
 
@@ -39,3 +45,34 @@ def test_nvidia_builder_builds_a_plan_with_a_generated_plugin(trt, trt_log, regi
     assert [o.dtype for o in outputs] == [trt.float32, trt.int64]
     assert [tuple(o.shape) for o in outputs] == [(8, 32), (8, 32)]
     assert declaration.spec.plugin_name.encode() in bytes(plan)
+
+
+#: A fresh process (no op generated): the libraries saved beside the program into NVIDIA's registry; prints the
+#: creators registered then.
+_LOAD_SAVED = """
+import json, sys
+import tensorrt_rtx as trt
+from torchtrt_plugins import native
+logger = trt.Logger(trt.Logger.WARNING)
+runtime = trt.Runtime(logger)
+registry = trt.get_plugin_registry()
+loaded = native.load_saved_libraries(sys.argv[1], registry)
+creators = [[c.name, c.plugin_version, c.plugin_namespace] for c in registry.all_creators]
+print(json.dumps({"loaded": [p.name for p in loaded], "creators": creators}))
+"""
+
+
+def test_saved_plugin_libraries_load_in_a_fresh_process(tmp_path, declaration):
+    from torchtrt_plugins import inductor_plugins
+
+    program = tmp_path / "model.ep"  # where torch_tensorrt.save wrote the program
+    saved = inductor_plugins.save_plugin_libraries(program)
+    assert declaration.library.plugin_path().name in [p.name for p in saved]
+    env = {**os.environ, "TORCHTRT_PLUGINS_TENSORRT": "tensorrt_rtx"}
+    result = subprocess.run(
+        [sys.executable, "-c", _LOAD_SAVED, str(program)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["loaded"] == sorted(p.name for p in saved)
+    assert list(declaration.spec.creator_key) in report["creators"], report["creators"]

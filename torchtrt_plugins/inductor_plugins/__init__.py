@@ -29,6 +29,7 @@ __all__ = [
     "plugin_libraries",
     "register_with_torch_tensorrt",
     "replace_segments",
+    "save_plugin_libraries",
 ]
 
 _LOGGER = logging.getLogger(__name__)
@@ -110,6 +111,18 @@ def plugin_libraries() -> list[Path]:
     from . import generated_op
 
     return [declaration.library.plugin_path() for declaration in generated_op._DECLARED.values()]
+
+
+def save_plugin_libraries(path: str | os.PathLike) -> list[Path]:
+    """Copy :func:`plugin_libraries` into the folder beside the program saved at ``path`` (``<path>.plugins/``),
+    where ``torchtrt_plugins.load_program(path)`` loads them in a fresh process; returns the copies."""
+    import shutil
+
+    from ..native import SAVED_LIBRARIES_SUFFIX
+
+    folder = Path(os.fspath(path) + SAVED_LIBRARIES_SUFFIX)
+    folder.mkdir(parents=True, exist_ok=True)
+    return [Path(shutil.copy2(library, folder / library.name)) for library in plugin_libraries()]
 
 
 def _torch_tensorrt_convertible(settings: Any) -> Any:

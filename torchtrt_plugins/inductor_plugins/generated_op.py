@@ -22,7 +22,7 @@ from ..declare import declare
 from ..kernels.compile import parse_archs
 from ..sdk.library import PluginLibrary
 from . import inductor_code, launcher
-from .segments import Segment, on_device, segment_module
+from .segments import Segment, carried, on_device, segment_module
 
 NAMESPACE = "ttp_inductor"
 
@@ -31,7 +31,7 @@ _DECLARED: dict[str, Declaration] = {}
 
 
 def _metas(nodes: Sequence[torch.fx.Node]) -> list[torch.Tensor]:
-    return [n.meta["val"] for n in nodes]
+    return [carried(n.meta["val"]) for n in nodes]
 
 
 def digest(module: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> str:

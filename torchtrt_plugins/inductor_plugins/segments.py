@@ -6,6 +6,9 @@ validators included); which nodes Inductor would hand to ATen (matmuls, convolut
 Inductor's (``calls_aten``): those stay out. A group is refused, with its reason logged and kept in
 :attr:`Found.refused`, where this stage cannot make it a plugin: symbolic or data-dependent sizes, mutation, outputs
 that are not tensors, dtypes a plugin cannot take, or a group that depends on itself through the rest of the graph.
+
+Bool tensors cross the plugin's boundary as int8 (TensorRT passes plugins no BOOL tensors; both are one byte of 0 or
+1): the segment's module casts them back on entry and to int8 on exit, and the graph casts around the call.
 """
 
 from __future__ import annotations
@@ -49,8 +52,24 @@ class Found:
         self.refused.append(Refusal(names, reason))
 
 
+#: dtype a segment's input or output of the key's dtype has at the plugin's boundary.
+CARRIED_AS = {torch.bool: torch.int8}
+_DTYPES = (*DEFAULT_DTYPES, *CARRIED_AS)
+
+
 def _value(node: Node) -> object:
     return node.meta.get("val")
+
+
+def carried(value: torch.Tensor) -> torch.Tensor:
+    """``value`` as it is at the plugin's boundary (its shape, in int8 if it is bool)."""
+    return value.new_empty(value.shape, dtype=CARRIED_AS[value.dtype]) if value.dtype in CARRIED_AS else value
+
+
+def _cast(graph: torch.fx.Graph, node: Node, value: torch.Tensor, dtype: torch.dtype) -> Node:
+    cast = graph.call_function(torch.ops.aten._to_copy.default, (node,), {"dtype": dtype})
+    cast.meta["val"] = value.new_empty(value.shape, dtype=dtype)
+    return cast
 
 
 def _static_tensor(value: object) -> bool:
@@ -70,8 +89,8 @@ def _node_refusal(node: Node) -> str | None:
     for v in values:
         if not _static_tensor(v):
             return f"{node.target} has symbolic or data-dependent sizes {tuple(v.shape)}"
-        if v.dtype not in DEFAULT_DTYPES:
-            return f"{node.target} gives {v.dtype}, which a plugin's tensors cannot be (it takes {DEFAULT_DTYPES})"
+        if v.dtype not in _DTYPES:
+            return f"{node.target} gives {v.dtype}, which a plugin's tensors cannot be (it takes {_DTYPES})"
     return None
 
 
@@ -81,8 +100,8 @@ def _external_input_refusal(node: Node) -> str | None:
         return f"it takes {node.name}, a {type(value).__name__}, not a tensor"
     if not _static_tensor(value):
         return f"its input {node.name} has symbolic sizes {tuple(value.shape)}"
-    if value.dtype not in DEFAULT_DTYPES:
-        return f"its input {node.name} is {value.dtype}, which a plugin's inputs cannot be"
+    if value.dtype not in _DTYPES:
+        return f"its input {node.name} is {value.dtype}, which a plugin's inputs cannot be (it takes {_DTYPES})"
     return None
 
 
@@ -183,17 +202,22 @@ def segment_module(segment: Segment) -> GraphModule:
     graph = torch.fx.Graph()
     env: dict[Node, Node] = {}
     for i, node in enumerate(segment.inputs):
+        value = _value(node)
         env[node] = graph.placeholder(f"input{i}")
-        env[node].meta["val"] = _value(node)
+        env[node].meta["val"] = carried(value)
+        if value.dtype in CARRIED_AS:
+            env[node] = _cast(graph, env[node], value, value.dtype)
     for node in segment.nodes:
         env[node] = graph.node_copy(node, env.__getitem__)
     results = []
     for node in segment.outputs:
         value = _value(node)
         if isinstance(value, (tuple, list)):  # a node on its own (Inductor's verdict on it): its tensors
-            results += [graph.call_function(operator.getitem, (env[node], i)) for i in range(len(value))]
+            tensors = [(graph.call_function(operator.getitem, (env[node], i)), v) for i, v in enumerate(value)]
         else:
-            results.append(env[node])
+            tensors = [(env[node], value)]
+        for result, v in tensors:
+            results.append(_cast(graph, result, v, CARRIED_AS[v.dtype]) if v.dtype in CARRIED_AS else result)
     graph.output(tuple(results))
     return GraphModule(owner if owner is not None else torch.nn.Module(), graph)
 
@@ -213,17 +237,26 @@ def replace(gm: GraphModule, segment: Segment, op: torch._ops.OpOverload) -> Nod
     """Replace ``segment`` in ``gm`` by one call of ``op`` (its inputs in ``segment.inputs`` order, its outputs in
     ``segment.outputs`` order, a tuple where there are several); returns the call."""
     graph = gm.graph
+    arguments = []
     with graph.inserting_before(segment.nodes[0]):
-        call = graph.call_function(op, tuple(segment.inputs))
+        for node in segment.inputs:
+            value = _value(node)
+            carried_as = CARRIED_AS.get(value.dtype)
+            arguments.append(node if carried_as is None else _cast(graph, node, value, carried_as))
+        call = graph.call_function(op, tuple(arguments))
     values = [_value(n) for n in segment.outputs]
-    call.meta["val"] = values[0] if len(values) == 1 else tuple(values)
+    results = [carried(v) for v in values]
+    call.meta["val"] = results[0] if len(values) == 1 else tuple(results)
     for index, node in enumerate(segment.outputs):
         if len(values) == 1:
             result = call
         else:
             with graph.inserting_after(call):
                 result = graph.call_function(operator.getitem, (call, index))
-            result.meta["val"] = values[index]
+            result.meta["val"] = results[index]
+        if values[index].dtype in CARRIED_AS:
+            with graph.inserting_after(result):
+                result = _cast(graph, result, values[index], values[index].dtype)
         members = set(segment.nodes)
         for user in [u for u in node.users if u not in members]:
             user.replace_input_with(node, result)

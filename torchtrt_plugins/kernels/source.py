@@ -200,7 +200,8 @@ def _bytes(data: bytes) -> str:
 
 
 def cubin_kernel_cxx(variable: str, op: str, kernel_name: str, compiled: _Compiled) -> list[str]:
-    """C++ defining ``::ttp::sdk::CubinKernel const <variable>`` (``sdk/cubin_launch.h``) with its embedded images."""
+    """C++ defining ``::ttp::sdk::CubinKernel const <variable>`` (``sdk/cubin_launch.h``) with its embedded images,
+    registered for ``loadCubinKernels`` (the plugin loads them before its first enqueue)."""
     out, images = [], []
     for arch, exact, data in compiled.images:
         out.append(f"alignas(8) unsigned char const {variable}_sm{arch}[] = {{\n{_bytes(data)}}};")
@@ -211,6 +212,7 @@ def cubin_kernel_cxx(variable: str, op: str, kernel_name: str, compiled: _Compil
         f'::ttp::sdk::CubinKernel const {variable}{{"{op}", "{kernel_name}", "{compiled.function}", '
         f"{variable}_images, {len(images)}, {{{block}}}, {compiled.shared}u, {compiled.num_ctas}u}};"
     )
+    out.append(f"::ttp::sdk::CubinKernelRegistration const {variable}_registration{{{variable}}};")
     return out
 
 

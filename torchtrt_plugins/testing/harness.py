@@ -495,6 +495,7 @@ def run_plugin(
     harness: str | Path | None = None,
     enqueue_syncs_host: bool = False,
     instances: int = 1,
+    capture_first_enqueue: bool = False,
 ) -> HarnessResult:
     """Run one plugin through the harness.
 
@@ -518,6 +519,9 @@ def run_plugin(
             enqueued and compared with the first ("instances"); ``result.resources`` reports, per shared resource key
             the run acquired, its acquires, builds (registry clones), releases, peak references and references held
             at the end (0: released).
+        capture_first_enqueue: the first enqueue after each ``onShapeChange`` must capture in a CUDA graph (global
+            mode, as PyTorch captures; "first-enqueue-capture"), as a deserialized engine captured at once needs:
+            meaningful in a process where the library has not run yet.
     """
     prepared, device_data, device = _prepare_inputs(inputs, enqueue)
     request = _request(library, name, version, namespace, fields, prepared, shape_inputs, profile, device_data)
@@ -529,6 +533,7 @@ def run_plugin(
         gate_timeout_s=gate_timeout_s,
         enqueue_syncs_host=bool(enqueue_syncs_host),
         instances=int(instances),
+        capture_first_enqueue=bool(capture_first_enqueue),
     )
     buffers: list[torch.Tensor] = []
 
