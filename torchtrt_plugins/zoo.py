@@ -351,21 +351,6 @@ def _full_tensorrt_partitioning(enabled: bool) -> Iterator[None]:
         aten_ops_converters.ENABLED_FEATURES = features
 
 
-@contextlib.contextmanager
-def _inductor_plugins(on: bool) -> Iterator[None]:
-    from . import inductor_plugins
-
-    before = inductor_plugins.is_enabled()
-    if on:
-        inductor_plugins.enable()
-    else:
-        inductor_plugins.disable()
-    try:
-        yield
-    finally:
-        (inductor_plugins.enable if before else inductor_plugins.disable)()
-
-
 def count(partitioned: torch.fx.GraphModule) -> Partition:
     """Engines and fallback targets of a module Torch-TensorRT partitioned."""
     result = Partition(engines=0, module=partitioned)
@@ -397,11 +382,18 @@ def partition(
         raise ValueError("zoo.partition: inductor=True needs ours=True (the Inductor plugins are ours)")
     import torch_tensorrt
 
+    from . import inductor_plugins
+
     options = {"min_block_size": 1, "offload_module_to_cpu": True, **settings}
     if not ours:
         options["torch_executed_ops"] = _our_targets() | set(options.get("torch_executed_ops", ()))
     ours_off = contextlib.nullcontext() if ours else aten_fallbacks.disabled()
-    with _lowering_off(not ours), ours_off, _full_tensorrt_partitioning(full_tensorrt), _inductor_plugins(inductor):
+    with (
+        _lowering_off(not ours),
+        ours_off,
+        _full_tensorrt_partitioning(full_tensorrt),
+        inductor_plugins.switched(inductor),
+    ):
         partitioned = torch_tensorrt.dynamo.compile(program, arg_inputs=list(inputs), dryrun=True, **options)
     return count(partitioned)
 

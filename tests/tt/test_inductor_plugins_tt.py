@@ -4,33 +4,16 @@ into one with it (the segment becomes one generated op, converted to a plugin la
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 from inductor_cases import LongTail
 from tt_helpers import dryrun, require_plugin_library, serialized_engine
 
-from torchtrt_plugins import zoo
-
-
-@contextlib.contextmanager
-def _switch(on: bool):
-    from torchtrt_plugins import inductor_plugins
-
-    before = inductor_plugins._enabled
-    if on:
-        inductor_plugins.enable()
-    else:
-        inductor_plugins.disable()
-    try:
-        yield
-    finally:
-        inductor_plugins._enabled = before
+from torchtrt_plugins import inductor_plugins, zoo
 
 
 def _partition(on: bool) -> tuple[zoo.Partition, torch.Tensor, torch.Tensor]:
     model, x = LongTail().eval(), torch.randn(4, 16)
-    with _switch(on):
+    with inductor_plugins.switched(on):
         partitioned = dryrun(torch.export.export(model, (x,)), [x])
     return zoo.count(partitioned), partitioned(x), model(x)
 
@@ -51,6 +34,6 @@ def test_with_the_switch_the_model_is_one_engine():
 def test_with_the_switch_the_plan_builds():
     require_plugin_library()
     model, x = LongTail().eval(), torch.randn(4, 16)
-    with _switch(True):
+    with inductor_plugins.switched(True):
         plan = serialized_engine(torch.export.export(model, (x,)), [x])
     assert len(plan) > 0 and b"ttp_inductor" in bytes(plan)

@@ -12,8 +12,10 @@ what is refused stays in PyTorch, with the reason logged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ __all__ = [
     "plugin_libraries",
     "register_with_torch_tensorrt",
     "replace_segments",
+    "switched",
     "save_plugin_libraries",
 ]
 
@@ -56,6 +59,21 @@ def enable() -> bool:
 def disable() -> None:
     global _enabled
     _enabled = False
+
+
+@contextlib.contextmanager
+def switched(on: bool) -> Iterator[None]:
+    """The switch on (registering the pass) or off while this is entered; then as it was, environment included."""
+    global _enabled
+    before = _enabled
+    if on:
+        enable()
+    else:
+        disable()
+    try:
+        yield
+    finally:
+        _enabled = before
 
 
 _ATEN_CALLS: dict[tuple[Any, str], str | None] = {}
