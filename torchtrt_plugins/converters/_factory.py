@@ -103,14 +103,17 @@ def field_collection(call: PluginCall, trt: Any = None):
 
 
 def create_plugin(call: PluginCall, phase: Any = None, trt: Any = None, registry: Any = None):
-    """Create the plugin through the registry (loading our library if needed). Returns None on failure."""
+    """Create the plugin through the registry (loading our library, and the call's op's own where it has one, if
+    needed: no other library is built for it). Returns None on failure."""
     from ..native import PluginLoadError, load_plugins
 
     trt = trt or require_tensorrt()
     registry = registry or trt.get_plugin_registry()
+    own = [entry.library for entry in op_registry.registered_ops() if entry.spec.creator_key == call.creator_key]
+    libraries = [getattr(library, "__self__", library) for library in own if library is not None] if own else None
     failure = None
     try:
-        load_plugins(registry)
+        load_plugins(registry, libraries=libraries)
     except PluginLoadError as err:  # another op's library failed to load: this call needs its own creator only
         failure = err
     creator = registry.get_creator(*call.creator_key)
