@@ -147,6 +147,18 @@ def pytest_report_header(config) -> list[str]:
     ]
 
 
+@pytest.fixture
+def lowering_as_configured(monkeypatch):
+    """The lowering as a user's process has it: no TORCHTRT_PLUGINS_LOWERING and no set_enabled() override, during
+    the test and after it (a test that switches it off is undone)."""
+    from torchtrt_plugins import lowering
+
+    monkeypatch.delenv(lowering.ENV_VAR, raising=False)
+    lowering.set_enabled(None)
+    yield
+    lowering.set_enabled(None)
+
+
 @pytest.fixture(scope="session")
 def build():
     """The plugin library, the harness and the broken test plugins (``_build.PluginBuild``): prebuilt (a wheel),

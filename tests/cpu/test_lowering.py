@@ -33,12 +33,7 @@ NORM_LEFTOVERS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _lowering_on(monkeypatch):
-    monkeypatch.delenv(lowering.ENV_VAR, raising=False)
-    lowering.set_enabled(None)
-    yield
-    lowering.set_enabled(None)
+pytestmark = pytest.mark.usefixtures("lowering_as_configured")
 
 
 def export(module: nn.Module, *inputs: torch.Tensor, decompose: bool = True, dynamic_shapes=None):

@@ -27,12 +27,7 @@ PASS = "multi_scale_deformable_attention"
 GRID_SAMPLERS = (torch.ops.aten.grid_sampler.default, torch.ops.aten.grid_sampler_2d.default)
 
 
-@pytest.fixture(autouse=True)
-def _lowering_on(monkeypatch):
-    monkeypatch.delenv(lowering.ENV_VAR, raising=False)
-    lowering.set_enabled(None)
-    yield
-    lowering.set_enabled(None)
+pytestmark = pytest.mark.usefixtures("lowering_as_configured")
 
 
 def _exported(module, args, decompose: bool, dynamic_shapes=None) -> torch.fx.GraphModule:
