@@ -201,6 +201,10 @@ def _logger_state(logger: logging.Logger) -> tuple:
 #: C++ (CPU) compile, the address of a Python object its generated code reads.
 _SET_ONCE_BY_TORCH = frozenset({"TRITON_PTXAS_PATH", "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"})
 
+#: Set once per process by a third-party import on the GPU machine's image (Intel OpenMP settings, seen when the MSDA
+#: tests first import transformers' Deformable DETR there): the same values whichever test imports it first.
+_SET_ONCE_BY_IMPORTS = frozenset({"KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK"})
+
 #: Appended to sys.path once per process when inductor's C++ build first imports setuptools.
 _PATHS_ADDED_ONCE = ("setuptools/_vendor",)
 
@@ -209,7 +213,7 @@ def global_state() -> dict[str, Any]:
     """What a test may change only for its own duration."""
     import torch
 
-    environ = {k: v for k, v in os.environ.items() if k not in _SET_ONCE_BY_TORCH}
+    environ = {k: v for k, v in os.environ.items() if k not in _SET_ONCE_BY_TORCH | _SET_ONCE_BY_IMPORTS}
     state: dict[str, Any] = {
         "os.environ": environ,
         "cwd": os.getcwd(),
