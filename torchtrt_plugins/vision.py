@@ -504,7 +504,11 @@ else:
     LIBRARY = sdk.PluginLibrary("torchtrt_vision", sources=[_KERNELS / name for name in _SOURCES])
 
 FLOATS = (torch.float32, torch.float16)
-ROI_ALIGN_TOLERANCES = {torch.float32: Tolerance(1e-5, 1e-5), torch.float16: Tolerance(1e-2, 1e-2)}
+#: fp32: sample coordinates of a few hundred pixels carry fp32 rounding of ~3e-5 pixels, and GPU and CPU round them
+#: differently (the GPU contracts multiply-adds): on the H200, torchvision's own CUDA RoIAlign differs from its CPU one
+#: by up to 1.1e-4 over an 800 x 1216 image's FPN levels (ours equals its CUDA op bit for bit there). Hence an fp32
+#: atol of 2e-4 against the CPU reference, while the GPU tests hold ours to torchvision's CUDA op at 1e-5.
+ROI_ALIGN_TOLERANCES = {torch.float32: Tolerance(2e-4, 1e-5), torch.float16: Tolerance(1e-2, 1e-2)}
 DEFORM_CONV2D_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 ROI_ALIGN = declare(

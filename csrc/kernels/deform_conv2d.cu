@@ -58,18 +58,27 @@ struct MmaTraits<__nv_bfloat16>
     static constexpr bool kSplit = false;
 };
 
-constexpr int kThreads = 128; // four warps
 constexpr int kChunk = 32;    // K per shared-memory tile
 constexpr int kPad = 8;       // keeps the column-major tiles' columns off one bank, and wmma's 32-byte alignment
 
-// torchvision's bilinear interpolation for deformable convolution: a corner outside the image counts as zero (unlike
-// RoIAlign's, which clamps to the border).
-template <typename T>
-__device__ __forceinline__ float sampleZeroPadded(T const* plane, int height, int width, float y, float x)
+// One sampling point of torchvision's bilinear interpolation for deformable convolution: the four corners' indices
+// into a channel plane (-1 for a corner outside the image, which counts as zero, unlike RoIAlign's border clamp), their
+// weights, and the modulation mask. It depends on the output pixel, the kernel tap and the offset group, not on the
+// channel: computed once, it serves every channel of the K-chunks that share the tap.
+struct SamplePoint
 {
+    int corner[4];
+    float weight[4];
+    float mask;
+};
+
+template <typename T>
+__device__ __forceinline__ SamplePoint samplePoint(float y, float x, int height, int width, float mask)
+{
+    SamplePoint s{{-1, -1, -1, -1}, {0.0F, 0.0F, 0.0F, 0.0F}, mask};
     if (!(y > -1.0F && y < static_cast<float>(height) && x > -1.0F && x < static_cast<float>(width)))
     {
-        return 0.0F;
+        return s;
     }
     float const yFloor = floorf(y);
     float const xFloor = floorf(x);
@@ -83,43 +92,56 @@ __device__ __forceinline__ float sampleZeroPadded(T const* plane, int height, in
     bool const bottom = y0 + 1 < height;
     bool const left = x0 >= 0;
     bool const right = x0 + 1 < width;
-    T const* corner = plane + static_cast<int64_t>(y0) * width + x0;
-    float value = 0.0F;
-    if (top && left)
-    {
-        value += hy * hx * toFloat(corner[0]);
-    }
-    if (top && right)
-    {
-        value += hy * lx * toFloat(corner[1]);
-    }
-    if (bottom && left)
-    {
-        value += ly * hx * toFloat(corner[width]);
-    }
-    if (bottom && right)
-    {
-        value += ly * lx * toFloat(corner[width + 1]);
-    }
-    return value;
+    int const base = y0 * width + x0;
+    s.corner[0] = top && left ? base : -1;
+    s.corner[1] = top && right ? base + 1 : -1;
+    s.corner[2] = bottom && left ? base + width : -1;
+    s.corner[3] = bottom && right ? base + width + 1 : -1;
+    s.weight[0] = hy * hx;
+    s.weight[1] = hy * lx;
+    s.weight[2] = ly * hx;
+    s.weight[3] = ly * lx;
+    return s;
 }
 
-// One block: BM output pixels (GEMM rows, across images) x BN output channels of weight group blockIdx.z. Warps tile
-// the block as (BM / 32) x (4 * 32 / BM), each warp 32 rows x BN / (4 * 32 / BM) columns of 16 x 16 fragments.
-template <typename T, int BM, int BN>
-__global__ void __launch_bounds__(kThreads) deformConv2dKernel(
+// The sample of one channel plane at `s`, in torchvision's order: the corners' weighted sum, then the mask.
+template <typename T>
+__device__ __forceinline__ float sampleAt(T const* plane, SamplePoint const& s)
+{
+    float value = 0.0F;
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+    {
+        if (s.corner[q] >= 0)
+        {
+            value += s.weight[q] * toFloat(plane[s.corner[q]]);
+        }
+    }
+    return s.mask * value;
+}
+
+// One block of NT threads: BM output pixels (GEMM rows, across images) x BN output channels of weight group
+// blockIdx.z. Warps tile the block as (BM / 32) x (NT / 32 / (BM / 32)), each warp 32 rows and an equal share of the
+// columns, in 16 x 16 fragments.
+// K runs tap-major (k = tap * C / groups + channel), so the kChunk k's of a chunk mostly share one tap: each thread
+// computes its pixel's sampling point once per tap (and offset group) and samples every channel with it. The next
+// chunk's samples and weights are read into registers before the current chunk's products, so their loads overlap
+// the tensor-core work.
+template <typename T, int BM, int BN, int NT>
+__global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
     T const* input, T const* weight, T const* offset, T const* mask, T const* bias, T* output, Problem p)
 {
     using Traits = MmaTraits<T>;
     constexpr int kWarpsM = BM / 32;
-    constexpr int kWarpsN = kThreads / kWarpSize / kWarpsM;
+    constexpr int kWarpsN = NT / kWarpSize / kWarpsM;
     constexpr int kFragsN = BN / kWarpsN / 16;
     constexpr int kLdA = BM + kPad;     // samples, column-major: [k][row]
-    constexpr int kLdB = kChunk + kPad; // weights, column-major: [column][k], as the weight is laid out
+    constexpr int kLdB = kChunk + kPad; // weights, column-major: [column][k]
     constexpr int kLdC = BM + 4;        // results, column-major: [column][row], rows contiguous as in the output
     constexpr int kTileBytes = (kChunk * kLdA + BN * kLdB) * static_cast<int>(sizeof(T));
     constexpr int kResultBytes = BN * kLdC * static_cast<int>(sizeof(float));
-    static_assert(kFragsN >= 1 && kWarpsM * kWarpsN * kWarpSize == kThreads, "unsupported tile");
+    static_assert(kFragsN >= 1 && kWarpsM * kWarpsN * kWarpSize == NT, "unsupported tile");
+    static_assert(NT % kChunk == 0 && (BN * kChunk) % NT == 0 && (BM * kChunk) % NT == 0, "tile");
     __shared__ __align__(128) unsigned char shared[kTileBytes > kResultBytes ? kTileBytes : kResultBytes];
     T* tileA = reinterpret_cast<T*>(shared);
     T* tileB = tileA + kChunk * kLdA;
@@ -132,10 +154,17 @@ __global__ void __launch_bounds__(kThreads) deformConv2dKernel(
     int const warpRow = (warp % kWarpsM) * 32;
     int const warpColumn = (warp / kWarpsM) * (BN / kWarpsN);
 
-    // Each thread samples one pixel (tile row) for every kStep-th k of a chunk.
-    constexpr int kStep = kThreads / BM;
+    // Each thread samples one pixel (tile row) for every kStep-th k of a chunk ...
+    constexpr int kStep = NT / BM;
+    constexpr int kSamples = kChunk / kStep;
     int const sampleRow = static_cast<int>(threadIdx.x) % BM;
     int const sampleFirst = static_cast<int>(threadIdx.x) / BM;
+    // ... and reads one k of the weight tile (the same kk for every column it reads, as NT % kChunk == 0).
+    constexpr int kWeights = BN * kChunk / NT;
+    int const weightK = static_cast<int>(threadIdx.x) % kChunk;
+    int const weightColumn = static_cast<int>(threadIdx.x) / kChunk;
+    constexpr int kWeightColumnStep = NT / kChunk;
+
     int64_t const row = rowBase + sampleRow;
     bool const rowValid = row < p.rows;
     int image = 0;
@@ -152,6 +181,65 @@ __global__ void __launch_bounds__(kThreads) deformConv2dKernel(
     T const* imagePlanes = input + (static_cast<int64_t>(image) * p.channels + group * p.groupChannels) * planeSize;
     T const* groupWeight = weight + static_cast<int64_t>(group) * p.groupOutChannels * p.depth;
 
+    SamplePoint point{};
+    int pointKey = -1; // tap * offset_groups + offset group of `point`
+    float samples[kSamples];
+    T weights[kWeights];
+    auto readChunk = [&](int k0) {
+#pragma unroll
+        for (int j = 0; j < kSamples; ++j)
+        {
+            int const k = k0 + sampleFirst + j * kStep;
+            float value = 0.0F;
+            if (rowValid && k < p.depth)
+            {
+                int const tap = k / p.groupChannels;
+                int const channel = k - tap * p.groupChannels;
+                int const offsetGroup
+                    = p.offsetGroups == 1 ? 0 : (group * p.groupChannels + channel) / p.offsetGroupChannels;
+                int const key = tap * p.offsetGroups + offsetGroup;
+                if (key != pointKey)
+                {
+                    int64_t const site = (static_cast<int64_t>(image) * p.offsetGroups + offsetGroup) * p.taps + tap;
+                    T const* displacement = offset + site * 2 * p.pixels + pixel;
+                    int const tapY = tap / p.kernelW;
+                    float const y = baseY + static_cast<float>(tapY * p.dilationH) + toFloat(displacement[0]);
+                    float const x = baseX + static_cast<float>((tap - tapY * p.kernelW) * p.dilationW)
+                                    + toFloat(displacement[p.pixels]);
+                    point = samplePoint<T>(
+                        y, x, p.height, p.width, p.useMask ? toFloat(mask[site * p.pixels + pixel]) : 1.0F);
+                    pointKey = key;
+                }
+                value = sampleAt(imagePlanes + channel * planeSize, point);
+            }
+            samples[j] = value;
+        }
+        int const k = k0 + weightK;
+        bool const kInside = k < p.depth;
+        int const tap = kInside ? k / p.groupChannels : 0;
+        int64_t const weightIndex = static_cast<int64_t>(k - tap * p.groupChannels) * p.taps + tap;
+#pragma unroll
+        for (int j = 0; j < kWeights; ++j)
+        {
+            int const column = columnBase + weightColumn + j * kWeightColumnStep;
+            weights[j] = kInside && column < p.groupOutChannels
+                             ? groupWeight[static_cast<int64_t>(column) * p.depth + weightIndex]
+                             : fromFloat<T>(0.0F);
+        }
+    };
+    auto storeChunk = [&]() {
+#pragma unroll
+        for (int j = 0; j < kSamples; ++j)
+        {
+            tileA[(sampleFirst + j * kStep) * kLdA + sampleRow] = fromFloat<T>(samples[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kWeights; ++j)
+        {
+            tileB[(weightColumn + j * kWeightColumnStep) * kLdB + weightK] = weights[j];
+        }
+    };
+
     wmma::fragment<wmma::accumulator, 16, 16, Traits::kK, float> acc[2][kFragsN];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -163,47 +251,15 @@ __global__ void __launch_bounds__(kThreads) deformConv2dKernel(
         }
     }
 
+    readChunk(0);
     for (int k0 = 0; k0 < p.depth; k0 += kChunk)
     {
-        int channel = (k0 + sampleFirst) / p.taps;
-        int tap = k0 + sampleFirst - channel * p.taps;
-        for (int kk = sampleFirst; kk < kChunk; kk += kStep)
-        {
-            float value = 0.0F;
-            if (rowValid && k0 + kk < p.depth)
-            {
-                int const offsetGroup
-                    = p.offsetGroups == 1 ? 0 : (group * p.groupChannels + channel) / p.offsetGroupChannels;
-                int64_t const site = (static_cast<int64_t>(image) * p.offsetGroups + offsetGroup) * p.taps + tap;
-                T const* displacement = offset + site * 2 * p.pixels + pixel;
-                int const tapY = tap / p.kernelW;
-                float const y = baseY + static_cast<float>(tapY * p.dilationH) + toFloat(displacement[0]);
-                float const x = baseX + static_cast<float>((tap - tapY * p.kernelW) * p.dilationW)
-                                + toFloat(displacement[p.pixels]);
-                value = sampleZeroPadded(imagePlanes + channel * planeSize, p.height, p.width, y, x);
-                if (p.useMask)
-                {
-                    value *= toFloat(mask[site * p.pixels + pixel]);
-                }
-            }
-            tileA[kk * kLdA + sampleRow] = fromFloat<T>(value);
-            tap += kStep;
-            while (tap >= p.taps)
-            {
-                tap -= p.taps;
-                ++channel;
-            }
-        }
-        for (int i = static_cast<int>(threadIdx.x); i < BN * kChunk; i += kThreads)
-        {
-            int const column = i / kChunk;
-            int const kk = i - column * kChunk;
-            bool const inside = columnBase + column < p.groupOutChannels && k0 + kk < p.depth;
-            tileB[column * kLdB + kk] = inside
-                                            ? groupWeight[static_cast<int64_t>(columnBase + column) * p.depth + k0 + kk]
-                                            : fromFloat<T>(0.0F);
-        }
+        storeChunk();
         __syncthreads();
+        if (k0 + kChunk < p.depth)
+        {
+            readChunk(k0 + kChunk);
+        }
 #pragma unroll
         for (int ks = 0; ks < kChunk; ks += Traits::kK)
         {
@@ -286,7 +342,7 @@ __global__ void __launch_bounds__(kThreads) deformConv2dKernel(
         }
     }
     __syncthreads();
-    for (int i = static_cast<int>(threadIdx.x); i < BN * BM; i += kThreads)
+    for (int i = static_cast<int>(threadIdx.x); i < BN * BM; i += NT)
     {
         int const column = i / BM;
         int const r = i - column * BM;
@@ -302,7 +358,7 @@ __global__ void __launch_bounds__(kThreads) deformConv2dKernel(
     }
 }
 
-template <typename T, int BM, int BN>
+template <typename T, int BM, int BN, int NT>
 cudaError_t launchTile(sdk::LaunchArgs const& a, Problem const& p)
 {
     int64_t const rowBlocks = (p.rows + BM - 1) / BM;
@@ -313,7 +369,7 @@ cudaError_t launchTile(sdk::LaunchArgs const& a, Problem const& p)
     }
     dim3 const grid(
         static_cast<unsigned>(rowBlocks), static_cast<unsigned>(columnBlocks), static_cast<unsigned>(p.groups));
-    deformConv2dKernel<T, BM, BN><<<grid, kThreads, 0, a.stream>>>(static_cast<T const*>(a.inputs[0].data),
+    deformConv2dKernel<T, BM, BN, NT><<<grid, NT, 0, a.stream>>>(static_cast<T const*>(a.inputs[0].data),
         static_cast<T const*>(a.inputs[1].data), static_cast<T const*>(a.inputs[2].data),
         static_cast<T const*>(a.inputs[3].data), static_cast<T const*>(a.inputs[4].data),
         static_cast<T*>(a.outputs[0].data), p);
@@ -325,7 +381,7 @@ cudaError_t launch(sdk::LaunchArgs const& a, Problem const& p)
 {
     if (p.groupOutChannels >= 128)
     {
-        return launchTile<T, 64, 128>(a, p);
+        return launchTile<T, 64, 128, 256>(a, p);
     }
     // Small problems (e.g. one image of 64 x 64): 32-row tiles, so that the grid still covers every SM twice.
     int sms = 0;
@@ -334,7 +390,7 @@ cudaError_t launch(sdk::LaunchArgs const& a, Problem const& p)
         return err;
     }
     int64_t const blocks = (p.rows + 63) / 64 * ((p.groupOutChannels + 63) / 64) * p.groups;
-    return blocks < 2 * static_cast<int64_t>(sms) ? launchTile<T, 32, 64>(a, p) : launchTile<T, 64, 64>(a, p);
+    return blocks < 2 * static_cast<int64_t>(sms) ? launchTile<T, 32, 64, 128>(a, p) : launchTile<T, 64, 64, 256>(a, p);
 }
 
 bool fitsInt(int64_t v)
