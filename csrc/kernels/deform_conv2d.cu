@@ -104,17 +104,25 @@ __device__ __forceinline__ SamplePoint samplePoint(float y, float x, int height,
     return s;
 }
 
-// The sample of one channel plane at `s`, in torchvision's order: the corners' weighted sum, then the mask.
+// The sample of one channel plane at `s`, in torchvision's order: the corners' weighted sum, then the mask. The four
+// loads are issued unconditionally (an outside corner reads the plane's first element, then counts as zero), so that
+// the loads of many samples are in flight at once.
 template <typename T>
 __device__ __forceinline__ float sampleAt(T const* plane, SamplePoint const& s)
 {
+    float corner[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+    {
+        corner[q] = toFloat(plane[s.corner[q] > 0 ? s.corner[q] : 0]);
+    }
     float value = 0.0F;
 #pragma unroll
     for (int q = 0; q < 4; ++q)
     {
         if (s.corner[q] >= 0)
         {
-            value += s.weight[q] * toFloat(plane[s.corner[q]]);
+            value += s.weight[q] * corner[q];
         }
     }
     return s.mask * value;
@@ -185,34 +193,53 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
     int pointKey = -1; // tap * offset_groups + offset group of `point`
     float samples[kSamples];
     T weights[kWeights];
-    auto readChunk = [&](int k0) {
-#pragma unroll
-        for (int j = 0; j < kSamples; ++j)
+    auto updatePoint = [&](int tap, int offsetGroup) {
+        int const key = tap * p.offsetGroups + offsetGroup;
+        if (key == pointKey)
         {
-            int const k = k0 + sampleFirst + j * kStep;
-            float value = 0.0F;
-            if (rowValid && k < p.depth)
+            return;
+        }
+        int64_t const site = (static_cast<int64_t>(image) * p.offsetGroups + offsetGroup) * p.taps + tap;
+        T const* displacement = offset + site * 2 * p.pixels + pixel;
+        int const tapY = tap / p.kernelW;
+        float const y = baseY + static_cast<float>(tapY * p.dilationH) + toFloat(displacement[0]);
+        float const x
+            = baseX + static_cast<float>((tap - tapY * p.kernelW) * p.dilationW) + toFloat(displacement[p.pixels]);
+        point = samplePoint<T>(y, x, p.height, p.width, p.useMask ? toFloat(mask[site * p.pixels + pixel]) : 1.0F);
+        pointKey = key;
+    };
+    // Whole taps per chunk (C / groups a multiple of kChunk, one offset group): every k of a chunk has the same tap,
+    // so the point is settled before the samples, whose loads then go out together.
+    bool const wholeTaps = p.groupChannels % kChunk == 0 && p.offsetGroups == 1;
+    auto readChunk = [&](int k0) {
+        if (wholeTaps)
+        {
+            int const tap = k0 / p.groupChannels;
+            updatePoint(tap, 0);
+            T const* planes = imagePlanes + static_cast<int64_t>(k0 - tap * p.groupChannels + sampleFirst) * planeSize;
+#pragma unroll
+            for (int j = 0; j < kSamples; ++j)
             {
-                int const tap = k / p.groupChannels;
-                int const channel = k - tap * p.groupChannels;
-                int const offsetGroup
-                    = p.offsetGroups == 1 ? 0 : (group * p.groupChannels + channel) / p.offsetGroupChannels;
-                int const key = tap * p.offsetGroups + offsetGroup;
-                if (key != pointKey)
-                {
-                    int64_t const site = (static_cast<int64_t>(image) * p.offsetGroups + offsetGroup) * p.taps + tap;
-                    T const* displacement = offset + site * 2 * p.pixels + pixel;
-                    int const tapY = tap / p.kernelW;
-                    float const y = baseY + static_cast<float>(tapY * p.dilationH) + toFloat(displacement[0]);
-                    float const x = baseX + static_cast<float>((tap - tapY * p.kernelW) * p.dilationW)
-                                    + toFloat(displacement[p.pixels]);
-                    point = samplePoint<T>(
-                        y, x, p.height, p.width, p.useMask ? toFloat(mask[site * p.pixels + pixel]) : 1.0F);
-                    pointKey = key;
-                }
-                value = sampleAt(imagePlanes + channel * planeSize, point);
+                samples[j] = rowValid ? sampleAt(planes + static_cast<int64_t>(j * kStep) * planeSize, point) : 0.0F;
             }
-            samples[j] = value;
+        }
+        else
+        {
+#pragma unroll
+            for (int j = 0; j < kSamples; ++j)
+            {
+                int const k = k0 + sampleFirst + j * kStep;
+                float value = 0.0F;
+                if (rowValid && k < p.depth)
+                {
+                    int const tap = k / p.groupChannels;
+                    int const channel = k - tap * p.groupChannels;
+                    updatePoint(tap,
+                        p.offsetGroups == 1 ? 0 : (group * p.groupChannels + channel) / p.offsetGroupChannels);
+                    value = sampleAt(imagePlanes + channel * planeSize, point);
+                }
+                samples[j] = value;
+            }
         }
         int const k = k0 + weightK;
         bool const kInside = k < p.depth;

@@ -7,8 +7,10 @@
 // Output:  (N, O, out_h, out_w)
 //
 // One fused implicit GEMM per weight group: a block computes a tile of output pixels x output channels; for each
-// K-chunk (input channel x kernel tap) it samples the input bilinearly into shared memory and multiplies it with the
-// weight tile on tensor cores (wmma), fp32 accumulation. fp16 and bf16 multiply in their own type; fp32 as three TF32
+// K-chunk (K runs tap-major: kernel tap, then input channel) it samples the input bilinearly into shared memory and
+// multiplies it with the weight tile on tensor cores (wmma), fp32 accumulation. A pixel's sampling point (corners,
+// weights, mask) is computed once per tap and serves every channel; the next chunk is read into registers while the
+// current one is multiplied. fp16 and bf16 multiply in their own type; fp32 as three TF32
 // products (the operands split into a TF32 part and a TF32 remainder), which keeps about fp32's accuracy.
 #pragma once
 
