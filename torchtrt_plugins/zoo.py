@@ -2,7 +2,7 @@
 downloaded), exported with ``torch.export`` and partitioned by Torch-TensorRT, with and without us.
 
 ``MODELS`` names each model's builder; :func:`export` exports one (torchvision's within
-:func:`torchtrt_plugins.vision.exportable`, postprocessing included except Mask R-CNN's mask pasting);
+:func:`torchtrt_plugins.vision.exportable`, postprocessing included, Mask R-CNN's mask pasting too);
 :func:`partition` runs Torch-TensorRT's own pipeline up to the partition (``dryrun``) and counts engines and what
 falls back; :func:`table` is what ``torchtrt-plugins zoo`` prints. Needs torchvision and transformers, and
 Torch-TensorRT for :func:`partition`.
@@ -56,24 +56,8 @@ class _FirstImage(torch.nn.Module):
         return tuple(detections[key] for key in self.keys)
 
 
-class _RCNNWithoutPaste(torch.nn.Module):
-    """Mask R-CNN up to its masks per detection (28x28, box-relative): its transform's postprocess, which pastes
-    them into the image with a Python loop over detections, is left out (it does not export)."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        batch, _ = self.model.transform(list(images))
-        features = self.model.backbone(batch.tensors)
-        proposals, _ = self.model.rpn(batch, features)
-        detections, _ = self.model.roi_heads(features, proposals, batch.image_sizes)
-        first = detections[0]
-        return first["boxes"], first["scores"], first["labels"], first["masks"]
-
-
 _BOXES = ("boxes", "scores", "labels")
+_MASKS = (*_BOXES, "masks")
 _SIZE = 64
 _DETECTOR = {"weights": None, "weights_backbone": None, "num_classes": 3}
 
@@ -82,13 +66,13 @@ def _image(size: int = _SIZE, seed: int = 0) -> torch.Tensor:
     return torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(seed))
 
 
-def _torchvision(constructor: str, wrapper: Callable = _FirstImage, **kwargs) -> Callable:
+def _torchvision(constructor: str, keys: tuple[str, ...] = _BOXES, **kwargs) -> Callable:
     def build():
         from torchvision.models import detection
 
         torch.manual_seed(0)
         model = getattr(detection, constructor)(**_DETECTOR, **kwargs).eval()
-        return (wrapper(model) if wrapper is _RCNNWithoutPaste else wrapper(model, _BOXES)).eval(), (_image(),)
+        return _FirstImage(model, keys).eval(), (_image(),)
 
     return build
 
@@ -221,11 +205,7 @@ MODELS: dict[str, ZooModel] = {
         ZooModel(
             "fasterrcnn_mobilenet_v3_large_320_fpn", _torchvision("fasterrcnn_mobilenet_v3_large_320_fpn", **_RCNN)
         ),
-        ZooModel(
-            "maskrcnn_resnet50_fpn",
-            _torchvision("maskrcnn_resnet50_fpn", _RCNNWithoutPaste, **_RCNN),
-            note="mask pasting left out (a Python loop over detections: it does not export)",
-        ),
+        ZooModel("maskrcnn_resnet50_fpn", _torchvision("maskrcnn_resnet50_fpn", _MASKS, **_RCNN)),
         ZooModel("retinanet_resnet50_fpn", _torchvision("retinanet_resnet50_fpn", **_ONE_STAGE)),
         ZooModel("fcos_resnet50_fpn", _torchvision("fcos_resnet50_fpn", **_ONE_STAGE)),
         ZooModel(
