@@ -98,7 +98,9 @@ def paste_masks(masks: torch.Tensor, boxes: torch.Tensor, height: int, width: in
             f"got {tuple(masks.shape)} and {tuple(boxes.shape)}"
         )
     if boxes.is_floating_point():
-        raise ValueError(f"paste_masks: argument 'boxes' must be integer pixels (torchvision's int64), got {boxes.dtype}")
+        raise ValueError(
+            f"paste_masks: argument 'boxes' must be integer pixels (torchvision's int64), got {boxes.dtype}"
+        )
     rows = _interpolation_weights(boxes[:, 1], boxes[:, 3], height, masks.shape[1])
     columns = _interpolation_weights(boxes[:, 0], boxes[:, 2], width, masks.shape[2])
     resized_rows = torch.bmm(masks.to(torch.float32), columns.transpose(1, 2))  # (D, S, width)
@@ -121,8 +123,8 @@ def exportable() -> Iterator[None]:
     """Within the block, torchvision's detectors export (``torch.export``) with their postprocessing: see the
     module docstring for what changes. Eager calls in the block take the same forms (same results)."""
     import torchvision.ops
-    from torchvision.ops import boxes as boxes_module
     from torchvision.models.detection import roi_heads, transform
+    from torchvision.ops import boxes as boxes_module
     from torchvision.ops import poolers
 
     swaps = (

@@ -29,7 +29,7 @@ import torch
 from . import lowering, registry, vision
 from .converters import aten_fallbacks
 
-__all__ = ["MODELS", "Partition", "ZooModel", "export", "partition", "table"]
+__all__ = ["MODELS", "Partition", "ZooModel", "converted", "export", "partition", "table"]
 
 #: Targets that are no computation (their fallback is not an op that fell back).
 _PLUMBING = ("<built-in function getitem>", "_operator.getitem")
@@ -278,11 +278,22 @@ MODELS: dict[str, ZooModel] = {
 }
 
 
-def export(name: str) -> tuple[torch.export.ExportedProgram, torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """``(exported program, eager module, example inputs)`` of zoo model ``name``."""
+def export(
+    name: str, device: str | torch.device = "cpu"
+) -> tuple[torch.export.ExportedProgram, torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """``(exported program, eager module, example inputs)`` of zoo model ``name``, module and inputs on ``device``."""
     model, inputs = MODELS[name].build()
+    model, inputs = model.to(device), tuple(t.to(device) for t in inputs)
     with vision.exportable(), torch.no_grad():
         return torch.export.export(model, inputs), model, inputs
+
+
+def converted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """The exported program with our lowering applied (what Torch-TensorRT's pipeline hands our converters, before
+    it partitions): a module whose declared ops (ours and torchvision's) run their eager kernels when called, and
+    their plugins under :func:`torchtrt_plugins.testing.run_graph`. The lowering's switch is respected
+    (``lowering.set_enabled``), as Torch-TensorRT's pass respects it."""
+    return lowering.lower(program.module())
 
 
 @dataclass

@@ -71,16 +71,9 @@ class _ThroughRunner(torch.nn.Module):
         self.segment, self.results = segment, []
 
     def forward(self, *args):
-        from torchtrt_plugins.converters import entry_for_target
-        from torchtrt_plugins.testing import run_graph
+        from zoo_runner import run_through_plugins
 
-        # Declared ops (torchvision's) have their creators in their own library; a segment holds one library's.
-        nodes = [node for node in self.segment.graph.nodes if node.op == "call_function"]
-        libraries = {entry.library for node in nodes if (entry := entry_for_target(node.target)) is not None}
-        assert len(libraries) <= 1, f"plugins of several libraries in one segment: {libraries}"
-        library = next(iter(libraries), None)
-        result = run_graph(self.segment, *args, library=library() if library is not None else None)
-        result.assert_conformant()
+        result = run_through_plugins(self.segment, *args)
         self.results.append(result)
         return result.outputs
 
@@ -101,15 +94,9 @@ def _run_segments_through_runner(partitioned: torch.fx.GraphModule, inputs) -> t
 
 
 def _ours_in_engines(partitioned: torch.fx.GraphModule) -> int:
-    from torchtrt_plugins.converters import entry_for_target
+    from zoo_runner import plugin_nodes
 
-    return sum(
-        entry_for_target(node.target) is not None
-        for name, sub in partitioned.named_children()
-        if "_run_on_acc" in name
-        for node in sub.graph.nodes
-        if node.op == "call_function"
-    )
+    return sum(plugin_nodes(sub) for name, sub in partitioned.named_children() if "_run_on_acc" in name)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
