@@ -115,7 +115,7 @@ def paste_masks_in_image(masks: torch.Tensor, boxes: torch.Tensor, img_shape, pa
     masks, scale = roi_heads.expand_masks(masks, padding=padding)
     boxes = roi_heads.expand_boxes(boxes, scale).to(dtype=torch.int64)
     height, width = img_shape
-    return paste_masks(masks[:, 0], boxes, int(height), int(width))[:, None]
+    return paste_masks(masks[:, 0], boxes, height, width)[:, None]
 
 
 @contextlib.contextmanager
