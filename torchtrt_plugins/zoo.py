@@ -4,8 +4,9 @@ downloaded), exported with ``torch.export`` and partitioned by Torch-TensorRT, w
 ``MODELS`` names each model's builder; :func:`export` exports one (torchvision's within
 :func:`torchtrt_plugins.vision.exportable`, postprocessing included, Mask R-CNN's mask pasting too);
 :func:`partition` runs Torch-TensorRT's own pipeline up to the partition (``dryrun``) and counts engines and what
-falls back; :func:`table` is what ``torchtrt-plugins zoo`` prints. Needs torchvision and transformers, and
-Torch-TensorRT for :func:`partition`.
+falls back; :func:`table` is what ``torchtrt-plugins zoo`` prints; :func:`converted` is the exported graph with our
+lowering applied, as a module (what ``torchtrt-plugins zoo --time`` times against eager, and the gpu tier runs through
+the harness). Needs torchvision and transformers, and Torch-TensorRT for :func:`partition`.
 
 "Without us" runs the same pipeline with every op that has a converter of ours (ours and declared ones, e.g.
 ``torchvision::nms``) in ``torch_executed_ops``, the lowering pass and our ATen converters
