@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check (docs/tiers.md), in steps so each device call stays under its time limit:
 #   bash scripts/gpu_check.sh [tests] [sanitizer] [fuzz] [bench] [bench-quick] [bench-graph] [multi-gpu] [pyops]
-#                             [results] [eager-host] [decoder-ab]
+#                             [results] [eager-host] [decoder-ab] [zoo]
 #                                                                          (default: tests sanitizer bench)
 # Installs the checkout, builds the native pieces, runs the cpu+gpu(+trt when present) tiers,
 # compute-sanitizer memcheck over the harness gpu tests, and the benchmarks. Logs and results go to
@@ -24,6 +24,9 @@
 #   decoder-ab  scripts/decoder_ab.py at 1x128 and 8x512 (hidden 2048): the block under inductor (twice: the placement
 #               control) against inductor with our lowering pass, interleaved in one process; $AB_PROCESSES processes a
 #               shape (default 3), $AB_ROUNDS rounds each (default 80)
+#   zoo         the detector zoo on the GPU: tests/gpu/test_zoo_gpu.py (each model's converted graph, declared ops
+#               through the harness, against eager CUDA), then `zoo --time` (eager vs converted, GPU and host time)
+#               into $OUT/zoo.csv
 set -uo pipefail
 STEPS=${*:-tests sanitizer bench}
 OUT=${OUT:-/tmp/gpu_check}
@@ -63,6 +66,11 @@ if has tests; then
   step "pytest: the eager kernel's gpu tests again in its stable flavour"
   TORCHTRT_PLUGINS_EAGER=stable $PY -m pytest tests/gpu/test_eager_kernel_gpu.py -q -rs -p no:cacheprovider 2>&1 |
     tee "$OUT/pytest_eager_stable.log" | tail -5
+fi
+if has zoo; then
+  step "the detector zoo on the GPU"
+  $PY -m pytest tests/gpu/test_zoo_gpu.py -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/zoo_tests.log" | tail -25
+  $PY -m torchtrt_plugins zoo --time --csv "$OUT/zoo.csv" 2>&1 | tee "$OUT/zoo_time.log" | tail -90
 fi
 if has multi-gpu; then
   step "pytest multi-gpu"

@@ -1,4 +1,4 @@
-"""``torchtrt-plugins`` (also ``python -m torchtrt_plugins``): doctor, build, bench, sdk.
+"""``torchtrt-plugins`` (also ``python -m torchtrt_plugins``): doctor, build, bench, sdk, zoo.
 
 - ``doctor``: what is present (GPU, CUDA, toolchain, TensorRT flavours, native pieces, ops and
   plugins) and, for each missing piece, what to do. Always exits 0.
@@ -11,6 +11,8 @@
 - ``sdk``: where the C++ SDK is (``--cmake-dir``: the CMake package, ``--include-dir``, ``--tensorrt-include-dir``), and
   ``sdk generate``: a user library's generated C++ tables from its op declarations (what the CMake package's
   ``torchtrt_plugins_add_library`` runs at build time).
+- ``zoo``: engines per model of the detector zoo under Torch-TensorRT, with and without us (``torchtrt_plugins.zoo``);
+  ``zoo --time``: each model timed eagerly and as its converted graph (``benchmarks.zoo_timing``).
 """
 
 from __future__ import annotations
@@ -644,17 +646,25 @@ def cmd_sdk(args: argparse.Namespace) -> int:
 
 def cmd_zoo(args: argparse.Namespace) -> int:
     try:
-        import torch_tensorrt  # noqa: F401
+        if not args.time:
+            import torch_tensorrt  # noqa: F401
 
         from . import zoo
     except ImportError as err:
-        _say(f"zoo: needs torchvision, transformers and Torch-TensorRT ({err})")
+        _say(f"zoo: needs torchvision, transformers{'' if args.time else ' and Torch-TensorRT'} ({err})")
         return 2
     names = _split(args.models) or list(zoo.MODELS)
     unknown = [name for name in names if name not in zoo.MODELS]
     if unknown:
         _say(f"zoo: unknown --models {unknown}; available: {list(zoo.MODELS)}")
         return 2
+    if args.time:
+        import torch
+
+        timing = importlib.import_module(f"{BENCHMARKS_PACKAGE}.zoo_timing")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        results = timing.run(names, device=device, csv_path=args.csv, record=args.record, quick=args.quick, log=_say)
+        return 1 if any(r.status != "ok" for r in results) else 0
     zoo.table(names, full_tensorrt=args.full_tensorrt, inductor=args.inductor, log=_say)
     return 0
 
@@ -711,6 +721,14 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument(
         "--inductor", action="store_true", help="add the engines with the Inductor plugins' switch on (a column)"
     )
+    zoo.add_argument(
+        "--time",
+        action="store_true",
+        help="instead: time each model eagerly and as its converted graph (GPU and host time; needs no Torch-TensorRT)",
+    )
+    zoo.add_argument("--csv", default="bench_results/zoo.csv", help="with --time: the results CSV to append to")
+    zoo.add_argument("--record", metavar="PATH", help="with --time: also append the rows to this CSV")
+    zoo.add_argument("--quick", action="store_true", help="with --time: GPU time only, shorter timing")
     zoo.set_defaults(func=cmd_zoo)
     return parser
 

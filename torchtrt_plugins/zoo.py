@@ -2,10 +2,11 @@
 downloaded), exported with ``torch.export`` and partitioned by Torch-TensorRT, with and without us.
 
 ``MODELS`` names each model's builder; :func:`export` exports one (torchvision's within
-:func:`torchtrt_plugins.vision.exportable`, postprocessing included except Mask R-CNN's mask pasting);
+:func:`torchtrt_plugins.vision.exportable`, postprocessing included, Mask R-CNN's mask pasting too);
 :func:`partition` runs Torch-TensorRT's own pipeline up to the partition (``dryrun``) and counts engines and what
-falls back; :func:`table` is what ``torchtrt-plugins zoo`` prints. Needs torchvision and transformers, and
-Torch-TensorRT for :func:`partition`.
+falls back; :func:`table` is what ``torchtrt-plugins zoo`` prints; :func:`converted` is the exported graph with our
+lowering applied, as a module (what ``torchtrt-plugins zoo --time`` times against eager, and the gpu tier runs through
+the harness). Needs torchvision and transformers, and Torch-TensorRT for :func:`partition`.
 
 "Without us" runs the same pipeline with every op that has a converter of ours (ours and declared ones, e.g.
 ``torchvision::nms``) in ``torch_executed_ops``, the lowering pass and our ATen converters
@@ -29,7 +30,7 @@ import torch
 from . import lowering, registry, vision
 from .converters import aten_fallbacks
 
-__all__ = ["MODELS", "Partition", "ZooModel", "export", "partition", "table"]
+__all__ = ["MODELS", "Partition", "ZooModel", "converted", "export", "partition", "table"]
 
 #: Targets that are no computation (their fallback is not an op that fell back).
 _PLUMBING = ("<built-in function getitem>", "_operator.getitem")
@@ -56,24 +57,8 @@ class _FirstImage(torch.nn.Module):
         return tuple(detections[key] for key in self.keys)
 
 
-class _RCNNWithoutPaste(torch.nn.Module):
-    """Mask R-CNN up to its masks per detection (28x28, box-relative): its transform's postprocess, which pastes
-    them into the image with a Python loop over detections, is left out (it does not export)."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        batch, _ = self.model.transform(list(images))
-        features = self.model.backbone(batch.tensors)
-        proposals, _ = self.model.rpn(batch, features)
-        detections, _ = self.model.roi_heads(features, proposals, batch.image_sizes)
-        first = detections[0]
-        return first["boxes"], first["scores"], first["labels"], first["masks"]
-
-
 _BOXES = ("boxes", "scores", "labels")
+_MASKS = (*_BOXES, "masks")
 _SIZE = 64
 _DETECTOR = {"weights": None, "weights_backbone": None, "num_classes": 3}
 
@@ -82,13 +67,13 @@ def _image(size: int = _SIZE, seed: int = 0) -> torch.Tensor:
     return torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(seed))
 
 
-def _torchvision(constructor: str, wrapper: Callable = _FirstImage, **kwargs) -> Callable:
+def _torchvision(constructor: str, keys: tuple[str, ...] = _BOXES, **kwargs) -> Callable:
     def build():
         from torchvision.models import detection
 
         torch.manual_seed(0)
         model = getattr(detection, constructor)(**_DETECTOR, **kwargs).eval()
-        return (wrapper(model) if wrapper is _RCNNWithoutPaste else wrapper(model, _BOXES)).eval(), (_image(),)
+        return _FirstImage(model, keys).eval(), (_image(),)
 
     return build
 
@@ -221,11 +206,7 @@ MODELS: dict[str, ZooModel] = {
         ZooModel(
             "fasterrcnn_mobilenet_v3_large_320_fpn", _torchvision("fasterrcnn_mobilenet_v3_large_320_fpn", **_RCNN)
         ),
-        ZooModel(
-            "maskrcnn_resnet50_fpn",
-            _torchvision("maskrcnn_resnet50_fpn", _RCNNWithoutPaste, **_RCNN),
-            note="mask pasting left out (a Python loop over detections: it does not export)",
-        ),
+        ZooModel("maskrcnn_resnet50_fpn", _torchvision("maskrcnn_resnet50_fpn", _MASKS, **_RCNN)),
         ZooModel("retinanet_resnet50_fpn", _torchvision("retinanet_resnet50_fpn", **_ONE_STAGE)),
         ZooModel("fcos_resnet50_fpn", _torchvision("fcos_resnet50_fpn", **_ONE_STAGE)),
         ZooModel(
@@ -298,11 +279,22 @@ MODELS: dict[str, ZooModel] = {
 }
 
 
-def export(name: str) -> tuple[torch.export.ExportedProgram, torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """``(exported program, eager module, example inputs)`` of zoo model ``name``."""
+def export(
+    name: str, device: str | torch.device = "cpu"
+) -> tuple[torch.export.ExportedProgram, torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """``(exported program, eager module, example inputs)`` of zoo model ``name``, module and inputs on ``device``."""
     model, inputs = MODELS[name].build()
+    model, inputs = model.to(device), tuple(t.to(device) for t in inputs)
     with vision.exportable(), torch.no_grad():
         return torch.export.export(model, inputs), model, inputs
+
+
+def converted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """The exported program with our lowering applied (what Torch-TensorRT's pipeline hands our converters, before
+    it partitions): a module whose declared ops (ours and torchvision's) run their eager kernels when called, and
+    their plugins under :func:`torchtrt_plugins.testing.run_graph`. The lowering's switch is respected
+    (``lowering.set_enabled``), as Torch-TensorRT's pass respects it."""
+    return lowering.lower(program.module())
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""``torchtrt_plugins.vision.exportable()``: torchvision's batched_nms and MultiScaleRoIAlign on boxes of a
-data-dependent count export within it (not without), give torchvision's own results, and are put back after."""
+"""``torchtrt_plugins.vision.exportable()``: torchvision's batched_nms, MultiScaleRoIAlign and Mask R-CNN's mask
+pasting on boxes of a data-dependent count export within it (not without), give torchvision's own results, and are put
+back after."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from torchtrt_plugins import vision, vision_export  # noqa: E402
 assert vision.TORCHVISION_IMPORTABLE
 
 import torchvision  # noqa: E402
+from torchvision.models.detection import roi_heads, transform  # noqa: E402
 from torchvision.ops import boxes as box_ops  # noqa: E402
 from torchvision.ops import poolers  # noqa: E402
 
@@ -42,6 +44,26 @@ class FilteredPooling(torch.nn.Module):
         return self.pool({"0": f0, "1": f1}, [boxes[scores > 0.3]], [(64, 64)])
 
 
+class FilteredPaste(torch.nn.Module):
+    """Masks of the boxes above a score pasted into a 48 x 40 image, as Mask R-CNN's postprocessing does."""
+
+    def forward(self, masks, boxes, scores):
+        keep = scores > 0.3
+        return transform.paste_masks_in_image(masks[keep], boxes[keep], (48, 40))
+
+
+def _paste_inputs(n: int = 40, seed: int = 2):
+    """Masks (n, 1, 28, 28) and boxes clipped to the image as torchvision's postprocessing leaves them: some past an
+    edge before clipping, some thinner than a pixel, some larger than the mask (upsampled), some smaller."""
+    generator = torch.Generator().manual_seed(seed)
+    corner = torch.rand(n, 2, generator=generator) * 56 - 8
+    size = torch.rand(n, 2, generator=generator) ** 3 * 44 + 0.2
+    boxes = torch.cat([corner, corner + size], 1)
+    boxes[:, 0::2] = boxes[:, 0::2].clamp(0, 40)
+    boxes[:, 1::2] = boxes[:, 1::2].clamp(0, 48)
+    return torch.rand(n, 1, 28, 28, generator=generator), boxes, torch.rand(n, generator=generator)
+
+
 def _boxes(n: int = 30, seed: int = 0):
     generator = torch.Generator().manual_seed(seed)
     corner = torch.rand(n, 2, generator=generator) * 40
@@ -57,14 +79,22 @@ def _pooling_inputs():
     return torch.randn(1, 4, 16, 16, generator=generator), torch.randn(1, 4, 8, 8, generator=generator), boxes, scores
 
 
-@pytest.mark.parametrize("module, inputs", [(FilteredNms(), _boxes()), (FilteredPooling(), _pooling_inputs())])
-def test_exports_only_within_and_matches_torchvision(module, inputs):
+@pytest.mark.parametrize(
+    "module, inputs, exported_op",
+    [
+        (FilteredNms(), _boxes(), "torchvision.nms"),
+        (FilteredPooling(), _pooling_inputs(), "torchvision.roi_align"),
+        (FilteredPaste(), _paste_inputs(), "aten.bmm"),
+    ],
+    ids=["batched_nms", "multiscale_roi_align", "paste_masks_in_image"],
+)
+def test_exports_only_within_and_matches_torchvision(module, inputs, exported_op):
     with pytest.raises(Exception, match="data-dependent|GuardOnDataDependentSymNode|Could not guard"):
         torch.export.export(module, inputs)
     expected = module(*inputs)
     with vision.exportable():
         program = torch.export.export(module, inputs)
-        assert "torchvision." in str(program.graph)
+        assert exported_op in str(program.graph)
         got = program.module()(*inputs)
     for g, e in zip(
         got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)
@@ -72,13 +102,43 @@ def test_exports_only_within_and_matches_torchvision(module, inputs):
         torch.testing.assert_close(g, e)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_paste_masks_in_image_equals_torchvision(dtype):
+    masks, boxes, _ = _paste_inputs(seed=3)
+    masks, boxes = masks.to(dtype), boxes.to(dtype)
+    expected = roi_heads.paste_masks_in_image(masks, boxes, (48, 40))
+    got = vision_export.paste_masks_in_image(masks, boxes, (48, 40))
+    assert got.dtype == dtype and got.shape == expected.shape == (40, 1, 48, 40)
+    assert (expected > 0).flatten(1).any(1).sum() >= 30  # most boxes are inside the image
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    empty = vision_export.paste_masks_in_image(masks[:0], boxes[:0], (48, 40))
+    assert empty.shape == (0, 1, 48, 40) and empty.dtype == dtype
+
+
+def test_paste_masks_names_bad_arguments():
+    with pytest.raises(ValueError, match="paste_masks: arguments 'masks' and 'boxes' must have shapes"):
+        vision_export.paste_masks(torch.zeros(2, 1, 4, 4), torch.zeros(2, 4, dtype=torch.int64), 8, 8)
+    with pytest.raises(ValueError, match="paste_masks: argument 'boxes' must be integer pixels"):
+        vision_export.paste_masks(torch.zeros(2, 4, 4), torch.zeros(2, 4), 8, 8)
+
+
 def test_originals_are_put_back():
-    before = (box_ops.batched_nms, torchvision.ops.batched_nms, poolers._multiscale_roi_align)
+    def current():
+        return (
+            box_ops.batched_nms,
+            torchvision.ops.batched_nms,
+            poolers._multiscale_roi_align,
+            roi_heads.paste_masks_in_image,
+            transform.paste_masks_in_image,
+        )
+
+    before = current()
     with pytest.raises(RuntimeError, match="inside"):
         with vision.exportable():
             assert box_ops.batched_nms is vision_export.batched_nms
+            assert transform.paste_masks_in_image is vision_export.paste_masks_in_image
             raise RuntimeError("inside")
-    assert (box_ops.batched_nms, torchvision.ops.batched_nms, poolers._multiscale_roi_align) == before
+    assert current() == before
 
 
 def test_multiscale_roi_align_names_missing_scales():

@@ -181,11 +181,17 @@ def test_topk_of_a_symbolic_k_plan_builds():
     assert len(tt.serialized_engine(program, inputs)) > 0
 
 
-def _keep_case(mask_dims: int = 1):
-    model, inputs = Keep().eval(), keep_inputs()
-    if mask_dims == 2:
-        inputs = [inputs[0].reshape(8, 5), inputs[1].reshape(8, 5, 4)]
-    return model, torch.export.export(model, tuple(inputs)), inputs
+#: Shapes (scores, boxes) of the Keep cases by mask rank: the mask is ``scores > 0.5``, over all of the scores
+#: (their output is 1-D) and over the boxes' leading dims.
+KEEP_SHAPES = {1: ((40,), (40, 4)), 2: ((8, 5), (8, 5, 4)), 3: ((2, 4, 5), (2, 4, 5, 4))}
+
+
+def _keep_case(mask_dims: int = 1, dynamic: bool = False):
+    model, (scores, boxes) = Keep().eval(), keep_inputs()
+    scores_shape, boxes_shape = KEEP_SHAPES[mask_dims]
+    inputs = [scores.reshape(scores_shape), boxes.reshape(boxes_shape)]
+    shapes = ({0: torch.export.Dim("batch", min=1, max=16)},) * 2 if dynamic else None
+    return model, torch.export.export(model, tuple(inputs), dynamic_shapes=shapes), inputs
 
 
 def test_index_by_a_boolean_mask_is_masked_rows_on_tensorrt_rtx():
@@ -210,14 +216,42 @@ def test_index_by_a_boolean_mask_is_torch_tensorrts_on_full_tensorrt():
     )
 
 
-def test_index_by_a_2d_boolean_mask_stays_in_pytorch():
-    _, program, inputs = _keep_case(mask_dims=2)
-    assert _by_place(tt.dryrun(program, inputs), INDEX) == {"trt": 0, "torch": 2}
+@pytest.mark.parametrize("mask_dims, dynamic", [(2, False), (3, False), (2, True)], ids=["2d", "3d", "2d-dynamic"])
+def test_index_by_an_nd_boolean_mask_is_masked_rows_on_tensorrt_rtx(mask_dims, dynamic):
+    from torchtrt_plugins.converters import aten_fallbacks
+
+    model, program, inputs = _keep_case(mask_dims, dynamic)
+    nodes = _nodes(program, INDEX)
+    assert [n.args[1][0].meta["val"].dim() for n in nodes] == [mask_dims] * 2
+    assert all(aten_fallbacks.index_by_mask_is_masked_rows(node) for node in nodes)
+    partitioned = tt.dryrun(program, inputs)
+    assert _by_place(partitioned, INDEX) == {"trt": 2, "torch": 0}
+    for got, expected in zip(partitioned(*inputs), model(*inputs)):
+        torch.testing.assert_close(got, expected)
+    assert _by_place(_without_us(program, inputs), INDEX) == {"trt": 0, "torch": 2}
 
 
-def test_index_by_a_boolean_mask_plan_builds():
+class _TrailingDynamic(torch.nn.Module):
+    def forward(self, x, mask):
+        return x[mask] + 1
+
+
+def test_index_by_an_nd_boolean_mask_with_dynamic_dims_past_it_stays_in_pytorch():
+    """The reshape into rows infers one dim: the dims past the mask's must be static."""
+    from torchtrt_plugins.converters import aten_fallbacks
+
+    inputs = [torch.randn(3, 4, 6), torch.rand(3, 4) > 0.5]
+    program = torch.export.export(
+        _TrailingDynamic(), tuple(inputs), dynamic_shapes=({2: torch.export.Dim("width", min=2, max=16)}, None)
+    )
+    assert not any(aten_fallbacks.index_by_mask_is_masked_rows(node) for node in _nodes(program, INDEX))
+    assert _by_place(tt.dryrun(program, inputs), INDEX) == {"trt": 0, "torch": 1}
+
+
+@pytest.mark.parametrize("mask_dims", [1, 2])
+def test_index_by_a_boolean_mask_plan_builds(mask_dims):
     tt.require_plugin_library()
-    _, program, inputs = _keep_case()
+    _, program, inputs = _keep_case(mask_dims)
     with tt.converter_calls() as calls:
         plan = tt.serialized_engine(program, inputs)
     assert len(plan) > 0

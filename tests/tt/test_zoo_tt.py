@@ -3,7 +3,8 @@
 TensorRT runs it) with us and without us (every op with a converter of ours in ``torch_executed_ops``, lowering off),
 and with us as full TensorRT partitions it (``full_tensorrt``), the engines and what falls back counted; the
 partitioned graph, its TensorRT segments run by our graph runner (``run_graph``: each plugin node through the
-harness), gives eager's outputs.
+harness), gives the outputs of the model as its library ships it, run eagerly (torchvision's outside
+``vision.exportable()``).
 
 The counts are today's; a count that an op being added will change says which op.
 """
@@ -20,6 +21,7 @@ import torch
 #: full TensorRT only, takes what our masked_rows plugin takes on TensorRT-RTX.
 EXPECTED = {
     "fasterrcnn_mobilenet_v3_large_320_fpn": (4, 1, 1, {}),
+    # Masks pasted into the image (vision.exportable()'s paste_masks_in_image: two batched matrix products).
     "maskrcnn_resnet50_fpn": (5, 1, 1, {}),
     # aten.topk of k = min(topk_candidates, n), n the data-dependent count of scores above the threshold, and the
     # boolean aten.index.Tensor: ours (converters.aten_fallbacks) where Torch-TensorRT's validators reject them.
@@ -69,16 +71,9 @@ class _ThroughRunner(torch.nn.Module):
         self.segment, self.results = segment, []
 
     def forward(self, *args):
-        from torchtrt_plugins.converters import entry_for_target
-        from torchtrt_plugins.testing import run_graph
+        from zoo_runner import run_through_plugins
 
-        # Declared ops (torchvision's) have their creators in their own library; a segment holds one library's.
-        nodes = [node for node in self.segment.graph.nodes if node.op == "call_function"]
-        libraries = {entry.library for node in nodes if (entry := entry_for_target(node.target)) is not None}
-        assert len(libraries) <= 1, f"plugins of several libraries in one segment: {libraries}"
-        library = next(iter(libraries), None)
-        result = run_graph(self.segment, *args, library=library() if library is not None else None)
-        result.assert_conformant()
+        result = run_through_plugins(self.segment, *args)
         self.results.append(result)
         return result.outputs
 
@@ -99,22 +94,14 @@ def _run_segments_through_runner(partitioned: torch.fx.GraphModule, inputs) -> t
 
 
 def _ours_in_engines(partitioned: torch.fx.GraphModule) -> int:
-    from torchtrt_plugins.converters import entry_for_target
+    from zoo_runner import plugin_nodes
 
-    return sum(
-        entry_for_target(node.target) is not None
-        for name, sub in partitioned.named_children()
-        if "_run_on_acc" in name
-        for node in sub.graph.nodes
-        if node.op == "call_function"
-    )
+    return sum(plugin_nodes(sub) for name, sub in partitioned.named_children() if "_run_on_acc" in name)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_engines_with_and_without_us_and_as_full_tensorrt(name):
     zoo = _zoo()
-    from torchtrt_plugins import vision
-
     program, model, inputs = zoo.export(name)
     without, engines_with_us, engines_as_full_tensorrt, fallback = EXPECTED[name]
     assert zoo.partition(program, inputs, ours=False).engines == without
@@ -122,8 +109,8 @@ def test_engines_with_and_without_us_and_as_full_tensorrt(name):
     assert (full.engines, full.fallback) == (engines_as_full_tensorrt, collections.Counter(fallback))
     ours = zoo.partition(program, inputs, ours=True)
     assert (ours.engines, ours.fallback) == (engines_with_us, collections.Counter(fallback))
-    with torch.no_grad(), vision.exportable():
-        expected = model(*inputs)
+    with torch.no_grad():
+        expected = model(*inputs)  # as its library ships it (torchvision's own loops and guards)
         got, plugin_nodes = _run_segments_through_runner(ours.module, inputs)
     assert plugin_nodes == _ours_in_engines(ours.module)
     assert len(got) == len(expected)

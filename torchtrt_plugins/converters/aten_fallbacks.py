@@ -19,10 +19,13 @@ validator rejects it (the registry tries converters in order), so it never shado
   data-dependent count ``n`` of scores above the threshold): ``topk_validator`` takes an ``int`` only. TensorRT's
   ``ITopKLayer`` takes ``k`` as a scalar Int32 tensor (input 1) up to 3840, so the node is ours where the SymInt's
   upper bound is known and at most 3840.
-- ``aten.index.Tensor`` with one boolean mask over dim 0 (``scores[keep]``, ``boxes[keep]``: torchvision's
-  postprocessing): Torch-TensorRT registers its boolean-index converter (``nonzero``) for full TensorRT only
-  (``index_nonbool_validator``); on TensorRT-RTX the node becomes our ``torchtrt::masked_rows`` plugin (a
-  data-dependent output), where that op's own validator takes it.
+- ``aten.index.Tensor`` with one boolean mask over the leading dims (``scores[keep]``, ``boxes[keep]``: torchvision's
+  postprocessing; ``x[mask]`` with a mask (B, N) over x (B, N, C)): Torch-TensorRT registers its boolean-index
+  converter (``nonzero``) for full TensorRT only (``index_nonbool_validator``); on TensorRT-RTX the node becomes our
+  ``torchtrt::masked_rows`` plugin (a data-dependent output), where that op's own validator takes it. A mask of rank
+  k > 1 picks the same elements, in the same (row-major) order, as a 1-D mask over x's first k dims flattened into
+  one, so x and the mask are reshaped to that (shuffle layers) and masked_rows runs on them; the dims past the
+  mask's must be static (one inferred dim in the reshape).
 """
 
 from __future__ import annotations
@@ -238,9 +241,24 @@ def _masked_rows_entry() -> Any:
     return None if packet is None else entry_for_target(packet.default)
 
 
+def _masked_layout(x: Any, mask: Any) -> tuple[int, list[int]] | None:
+    """``(k, rows' trailing dims)`` where ``mask`` (bool, rank k >= 1) covers x's first k dims and x's dims past them
+    are static (the rows masked_rows takes: x as (prod(x.shape[:k]), *trailing)); else None."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    k = mask.dim()
+    if mask.dtype != torch.bool or not 1 <= k <= x.dim():
+        return None
+    if not all(statically_known_true(a == b) for a, b in zip(x.shape[:k], mask.shape)):
+        return None
+    trailing = list(x.shape[k:])
+    return (k, trailing) if all(isinstance(d, int) for d in trailing) else None
+
+
 def index_by_mask_is_masked_rows(node: torch.fx.Node, settings: Any = None) -> bool:
-    """True for an ``aten.index.Tensor`` node indexing dim 0 by one 1-D boolean mask of its length that
-    Torch-TensorRT's boolean-index validator rejects (TensorRT-RTX) and ``torchtrt::masked_rows`` takes."""
+    """True for an ``aten.index.Tensor`` node indexing x's leading dims by one boolean mask of their sizes (any rank;
+    x's dims past the mask's static) that Torch-TensorRT's boolean-index validator rejects (TensorRT-RTX) and
+    ``torchtrt::masked_rows`` takes (on x and the mask flattened over the mask's dims)."""
     from torch_tensorrt.dynamo.conversion.aten_ops_converters import index_nonbool_validator
 
     from ._factory import accept, rejection
@@ -250,17 +268,33 @@ def index_by_mask_is_masked_rows(node: torch.fx.Node, settings: Any = None) -> b
     if _disabled or entry is None or len(indices) != 1 or not isinstance(indices[0], torch.fx.Node):
         return False
     x_value, mask_value = _value(x), _value(indices[0])
-    if x_value is None or mask_value is None or mask_value.dtype != torch.bool or mask_value.dim() != 1:
+    if x_value is None or mask_value is None or (layout := _masked_layout(x_value, mask_value)) is None:
         return False
-    if x_value.dim() < 1 or index_nonbool_validator(node, settings):
+    if index_nonbool_validator(node, settings):
         return False
-    return accept(node, rejection(entry, [x, indices[0]], {}))
+    if mask_value.dim() == 1:
+        return accept(node, rejection(entry, [x, indices[0]], {}))
+    rows = mask_value.numel()
+    flat_x, flat_mask = x_value.new_empty((rows, *layout[1])), mask_value.new_empty((rows,))
+    return accept(node, rejection(entry, [flat_x, flat_mask], {}))
 
 
 def convert_index_by_mask_as_masked_rows(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):
+    from torch_tensorrt.dynamo._SourceIR import SourceIR
+    from torch_tensorrt.dynamo.conversion import impl
+    from torch_tensorrt.dynamo.conversion.converter_utils import get_trt_tensor
+
     from ._factory import make_converter
 
-    return make_converter(_masked_rows_entry())(ctx, target, (args[0], args[1][0]), {}, name)
+    x, mask = args[0], args[1][0]
+    k = len(mask.shape)
+    if k > 1:  # the validator took x's dims past the mask's as static
+        x = get_trt_tensor(ctx, x, f"{name}_x")
+        trailing = list(x.shape[k:])
+        x = impl.shuffle.reshape(ctx, target, SourceIR.ATEN, f"{name}_x_rows", x, [-1, *trailing])
+        mask = get_trt_tensor(ctx, mask, f"{name}_mask")
+        mask = impl.shuffle.reshape(ctx, target, SourceIR.ATEN, f"{name}_mask_rows", mask, [-1])
+    return make_converter(_masked_rows_entry())(ctx, target, (x, mask), {}, name)
 
 
 def register() -> bool:
