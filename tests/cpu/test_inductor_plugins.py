@@ -16,7 +16,6 @@ from inductor_cases import (
     Unsupported,
     WithIntermediates,
     batch_dim,
-    convertible,
     exported,
     replaced_bool_edges,
     replaced_dynamic_unsupported,
@@ -217,8 +216,9 @@ def test_data_dependent_sizes_are_refused_with_the_reason():
     found = segments.find_segments(gm, lambda n: False, lambda n: None)
     assert not any("index" in str(n.target) for s in found.segments for n in s.nodes)
     reasons = [r.reason for r in found.refused]
-    assert any("gives data-dependent sizes" in r and "output shapes are expressions of its input sizes" in r
-               for r in reasons), reasons
+    assert any(
+        "gives data-dependent sizes" in r and "output shapes are expressions of its input sizes" in r for r in reasons
+    ), reasons
 
 
 def test_mutation_and_non_tensor_results_are_refused():

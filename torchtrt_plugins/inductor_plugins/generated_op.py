@@ -2,11 +2,12 @@
 
 Its schema takes the segment's inputs and returns its outputs; its fake kernel gives the outputs the segment gave on
 the graph's fake tensors, each dimension an expression of its input sizes (Inductor's, over the segment's size
-symbols), which the declaration's shape rules compile into the plugin as TensorRT shape expressions; its CPU kernel and its reference are the segment run in PyTorch; its
-launcher is generated (``launcher``) over the cubins of Inductor's kernels for the segment (``inductor_code``), in a
-plugin library of its own; its workspace function lays out Inductor's intermediates at the sizes it is given (the
-profile's maximum, from ``getWorkspaceSize``). The op's name is a digest of the segment's code, shapes (size symbols
-and their ranges) and dtypes and of the generator's sources, so the same segment generates the same op (once per process, its library built once into the cache).
+symbols), which the declaration's shape rules compile into the plugin as TensorRT shape expressions; its CPU kernel
+and its reference are the segment run in PyTorch; its launcher is generated (``launcher``) over the cubins of
+Inductor's kernels for the segment (``inductor_code``), in a plugin library of its own; its workspace function lays
+out Inductor's intermediates at the sizes it is given (the profile's maximum, from ``getWorkspaceSize``). The op's
+name is a digest of the segment's code, shapes (size symbols and their ranges) and dtypes and of the generator's
+sources, so the same segment generates the same op (once per process, its library built once into the cache).
 """
 
 from __future__ import annotations

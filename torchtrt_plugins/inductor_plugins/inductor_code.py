@@ -7,8 +7,9 @@ recorded, which gives the launch sequence exactly as Inductor wrote it: each ker
 points at (an input, an output, or an intermediate buffer, with its offset). Every size in it (grids, size arguments,
 offsets, buffer bytes, output shapes) is a sympy expression over the segment's size symbols, each read off one input
 dimension (:class:`SizeSymbol`) within the range the exported graph gave it, so that the launcher computes them at
-run time; a size that is not such an expression (data-dependent) refuses the segment. Any ATen call left in the wrapper (a
-matmul, a fallback kernel, a buffer zeroed with ``zero_``) refuses the segment: the plugin runs Triton kernels only.
+run time; a size that is not such an expression (data-dependent) refuses the segment. Any ATen call left in the
+wrapper (a matmul, a fallback kernel, a buffer zeroed with ``zero_``) refuses the segment: the plugin runs Triton
+kernels only.
 Each kernel is compiled with Inductor's own compile options for its first config: without a GPU nothing can be
 benchmarked, so where Inductor would autotune between configs the first is taken.
 """
@@ -397,8 +398,10 @@ class _Sizes:
             return size
         unknown = sorted(str(s) for s in size.free_symbols if s not in self.canonical)
         if unknown:
-            raise Refused(f"{where} has the size {size}, which depends on data ({', '.join(unknown)}), not on the "
-                          "sizes of the segment's inputs")
+            raise Refused(
+                f"{where} has the size {size}, which depends on data ({', '.join(unknown)}), not on the "
+                "sizes of the segment's inputs"
+            )
         return size.xreplace(self.canonical)
 
 
@@ -424,7 +427,7 @@ def _assumptions(lowered: _Lowered) -> list[sympy.Basic]:
     for guard in lowered.mode.shape_env.guards:
         unknown = sorted(str(s) for s in guard.expr.free_symbols if s not in lowered.canonical)
         if unknown:
-            raise Refused(f"Inductor's code assumes {guard.expr}, over sizes that depend on data ({', '.join(unknown)})")
+            raise Refused(f"Inductor's code assumes {guard.expr}, over sizes that depend on data ({unknown})")
         out.append(guard.expr.xreplace(lowered.canonical))
     return out
 

@@ -101,7 +101,8 @@ def _shapes_check(
         if (tensors, i, d) not in read
     ]
     described = ", ".join(_describe(s, t) for s, t in zip(shapes, dtypes))
-    out = [f"    if (!({' && '.join(terms)}))", *_failure(f"{label} other than the ones it was generated for ({described})")]
+    out = [f"    if (!({' && '.join(terms)}))"]
+    out += _failure(f"{label} other than the ones it was generated for ({described})")
     if dims:
         out += [f"    if (!({' && '.join(dims)}))", *_failure(f"{label} of sizes other than {described}")]
     return out
