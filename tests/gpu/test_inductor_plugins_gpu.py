@@ -155,7 +155,9 @@ def _harness_at_batches(declaration, make_inputs, profile, batches) -> None:
     """The plugin through the harness (every phase, enqueue, capture) at each batch of one profile, against its
     segment in PyTorch; its workspace the workspace function's at the profile's maximum."""
     compiled = declaration.compiled_segment
-    at_max = inductor_code.evaluate(compiled.workspace, compiled.symbols, [torch.empty(p[2]) for p in profile if p])
+    at_max = inductor_code.evaluate(
+        compiled.workspace, compiled.symbols, [torch.empty(p[2] if p else ()) for p in profile]
+    )
     for batch in batches:
         inputs = [t.cuda() for t in make_inputs(batch)]
         result = run_plugin(
