@@ -232,6 +232,37 @@ def test_mutation_and_non_tensor_results_are_refused():
     assert [r.reason for r in found.refused] == ["aten.add_.Tensor mutates its inputs"]
 
 
+def test_a_kernel_that_writes_into_an_input_is_refused():
+    def updates_its_input(x):
+        x.add_(1)  # Inductor's kernel stores into the input's buffer
+        return x * 2
+
+    gm = torch.fx.experimental.proxy_tensor.make_fx(updates_its_input)(torch.randn(8))
+    with pytest.raises(inductor_code.Refused, match=r"writes into input 0 .*a plugin's inputs are read-only"):
+        inductor_code.compile_segment(gm, [torch.empty(8, device="meta")], [(90, False)])
+
+
+def test_a_node_inductor_cannot_lower_stays_out_with_the_policy_as_its_reason(monkeypatch):
+    from torch._inductor import lowering
+
+    def erfcx(x):
+        return torch.special.erfcx(x) * 2
+
+    gm = torch.fx.experimental.proxy_tensor.make_fx(erfcx)(torch.randn(8))
+    (node,) = [n for n in gm.graph.nodes if n.target is torch.ops.aten.special_erfcx.default]
+    # Inductor hands an op it has no lowering for to ATen (a fallback kernel).
+    monkeypatch.setitem(
+        lowering.lowerings,
+        torch.ops.aten.special_erfcx.default,
+        lowering.fallback_handler(torch.ops.aten.special_erfcx.default, add_to_fallback_set=False),
+    )
+    monkeypatch.setattr(inductor_plugins, "_ATEN_CALLS", {})
+    found = segments.find_segments(gm, lambda n: False, inductor_plugins._calls_aten)
+    (refusal,) = [r for r in found.refused if r.nodes == [node.name]]
+    assert refusal.reason.startswith("Inductor hands it to ATen (") and "runs Triton kernels only" in refusal.reason
+    assert [[n.name for n in s.nodes] for s in found.segments] == [["mul"]]
+
+
 def test_a_group_that_feeds_itself_through_the_rest_is_refused():
     def around(x):
         a = torch.special.erfcx(x)

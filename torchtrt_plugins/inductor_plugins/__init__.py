@@ -94,7 +94,7 @@ def _calls_aten(node: Node) -> str | None:
             _ATEN_CALLS[key] = ", ".join(sorted(set(calls))) or None
         except Exception as err:  # noqa: BLE001 - Inductor cannot lower it: it stays in PyTorch with the reason
             first_line = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
-            _ATEN_CALLS[key] = f"none: Inductor cannot lower it here ({type(err).__name__}: {first_line})"
+            _ATEN_CALLS[key] = f"no Triton lowering here: {type(err).__name__}: {first_line}"
     return _ATEN_CALLS[key]
 
 

@@ -469,7 +469,8 @@ def compile_segment(
 
     lowered = _lower(module, metas, generate=True)
     if lowered.calls:
-        raise Refused(f"Inductor's code for it calls ATen ({', '.join(sorted(set(lowered.calls)))})")
+        calls = ", ".join(sorted(set(lowered.calls)))
+        raise Refused(f"Inductor's code for it calls ATen ({calls}); a generated plugin runs Triton kernels only")
     recorder, outputs = _record(lowered)
     outputs_by_storage = _check_outputs(outputs, recorder)
     sizes = _Sizes(lowered.canonical)
@@ -495,6 +496,13 @@ def compile_segment(
                 segment.kernels.append(_compile(autotuner, config, archs, source.name))
             signature = autotuner.triton_meta["signature"]
             names = list(autotuner.fn.arg_names)[: len(args)]
+            for name, value in zip(names, args):
+                written = name in autotuner.mutated_arg_names
+                if written and isinstance(value, torch.Tensor) and _storage(value) in inputs_by_storage:
+                    raise Refused(
+                        f"kernel {source.name} writes into input {inputs_by_storage[_storage(value)]} (argument "
+                        f"{name}): a plugin's inputs are read-only"
+                    )
             named, launch_args = {}, []
             for name, value in zip(names, args):
                 named[name] = value

@@ -2,8 +2,11 @@
 converter for, each a candidate for one generated op.
 
 Which nodes TensorRT takes is the caller's question to ask (``convertible``: Torch-TensorRT's converter registry,
-validators included); which nodes Inductor would hand to ATen (matmuls, convolutions, random ops, custom ops) is
-Inductor's (``calls_aten``): those stay out. A group is refused, with its reason logged and kept in
+validators included); which nodes Inductor would hand to ATen (matmuls, convolutions, random ops, custom ops, ops it
+has no Triton lowering for) is Inductor's (``calls_aten``). The ATen-call policy: such a node is kept out of every
+segment, because a generated plugin runs Triton kernels only (its library links the CUDA runtime, no ATen); it stays
+where Torch-TensorRT puts it (in TensorRT where a converter takes it, so it is never a candidate; else in PyTorch,
+with :data:`ATEN_CALL_REFUSAL` as its reason) and the group splits around it. A group is refused, with its reason logged and kept in
 :attr:`Found.refused`, where it cannot be a plugin: data-dependent sizes (symbolic sizes the exported graph reads off
 its inputs are taken), mutation, outputs that are not tensors, dtypes a plugin cannot take, or a group that depends
 on itself through the rest of the graph.
@@ -52,6 +55,9 @@ class Found:
         _LOGGER.info("torchtrt_plugins inductor plugins: %s stay in PyTorch: %s", ", ".join(names), reason)
         self.refused.append(Refusal(names, reason))
 
+
+#: Why a node Inductor hands to ATen stays out of the segments (``{calls}``: the calls, or why Inductor cannot lower it).
+ATEN_CALL_REFUSAL = "Inductor hands it to ATen ({calls}); a generated plugin runs Triton kernels only"
 
 #: dtype a segment's input or output of the key's dtype has at the plugin's boundary.
 CARRIED_AS = {torch.bool: torch.int8}
@@ -168,7 +174,7 @@ def find_segments(
     """The segments of ``gm`` to generate ops for, and the groups refused with their reasons.
 
     ``convertible(node)``: whether TensorRT takes the node; ``calls_aten(node)``: the ATen call Inductor's code for
-    the node would make (e.g. ``extern_kernels.mm``), or None.
+    the node would make (e.g. ``extern_kernels.mm``, or why it has no Triton lowering for it), or None.
     """
     found = Found()
     candidates = []
@@ -178,7 +184,7 @@ def find_segments(
         reason = _node_refusal(node)
         if reason is None:
             aten = calls_aten(node)
-            reason = f"Inductor's code for it calls ATen ({aten})" if aten else None
+            reason = ATEN_CALL_REFUSAL.format(calls=aten) if aten else None
         if reason is not None:
             found.refuse([node], reason)
             continue
