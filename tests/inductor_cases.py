@@ -44,7 +44,7 @@ def replaced_unsupported() -> tuple[torch.fx.GraphModule, dict, tuple[torch.Tens
 
 
 #: The batch of the dynamic-shape cases: Torch-TensorRT's ``Input(min_shape, opt_shape, max_shape)`` over it.
-BATCH_MIN, BATCH_OPT, BATCH_MAX = 2, 8, 64
+BATCH_MIN, BATCH_OPT, BATCH_MAX = 1, 8, 64
 
 
 def batch_dim() -> torch.export.Dim:

@@ -6,8 +6,9 @@ Inductor-generated Triton kernels, so the model stays one engine (opt-in; docs/i
 With the switch on, :func:`torch_tensorrt_pass` runs last among Torch-TensorRT's post-lowering passes, before it
 partitions: it finds the groups of nodes TensorRT has no converter for (``segments``), and replaces each by one call
 of a generated op (``generated_op``): a ``declare()``d op whose launcher runs Inductor's kernels for the segment,
-compiled on this machine with no GPU needed (``inductor_code``, ``launcher``). Static shapes only in this stage;
-what is refused stays in PyTorch, with the reason logged.
+compiled on this machine with no GPU needed (``inductor_code``, ``launcher``), over symbolic sizes where the graph
+has them (a dynamic batch: one op for the profile's whole range). What is refused stays in PyTorch, with the reason
+logged.
 """
 
 from __future__ import annotations

@@ -131,6 +131,7 @@ def _inductor(fake_mode: Any) -> Iterator[None]:
     from torch._inductor import config
     from torch._inductor.debug import DebugContext
     from torch._inductor.virtualized import V
+    from torch.fx.experimental import _config as symbolic_config
 
     options = {
         "compile_threads": 1,
@@ -140,17 +141,20 @@ def _inductor(fake_mode: Any) -> Iterator[None]:
         "size_asserts": False,
         "nan_asserts": False,
     }
-    with fake_cuda_device(), V.set_fake_mode(fake_mode), config.patch(options), DebugContext():
+    # Size-oblivious (as torch.export traces): a size symbol is not guarded against 1 where a contiguity check asks,
+    # so the code holds from 1 (a Torch-TensorRT profile commonly starts there).
+    oblivious = symbolic_config.patch(backed_size_oblivious=True)
+    with fake_cuda_device(), V.set_fake_mode(fake_mode), config.patch(options), oblivious, DebugContext():
         yield
 
 
 def _range(value: torch.SymInt) -> tuple[int, int | None]:
-    """The range the exported graph's shape environment gives a size symbol."""
+    """The range Inductor's code for a size symbol is generated for: from 1 (a traced graph's range starts at 2,
+    torch having specialized sizes 0 and 1 while tracing, though torch.export's ranges and Torch-TensorRT's profiles
+    include 1) up to the graph's maximum (None: unbounded)."""
     bounds = value.node.shape_env.var_to_range.get(value.node.expr)
-    if bounds is None:
-        return 0, None
-    low = int(bounds.lower) if bounds.lower.is_finite else 0
-    return max(low, 0), int(bounds.upper) if bounds.upper.is_finite else None
+    high = int(bounds.upper) if bounds is not None and bounds.upper.is_finite else None
+    return 1, high
 
 
 def size_symbols(metas: Sequence[torch.Tensor]) -> list[tuple[sympy.Symbol, SizeSymbol, int]]:
@@ -258,7 +262,8 @@ def _lower(module: torch.fx.GraphModule, metas: Sequence[torch.Tensor], generate
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    mode = FakeTensorMode(shape_env=ShapeEnv())
+    # Sizes 0 and 1 not specialized: a profile of Torch-TensorRT commonly starts at batch 1.
+    mode = FakeTensorMode(shape_env=ShapeEnv(specialize_zero_one=False))
     inputs, canonical = _fake_inputs(mode, metas)
     lowered = _Lowered([], "", mode, inputs, canonical)
     with _inductor(mode):
@@ -268,7 +273,7 @@ def _lower(module: torch.fx.GraphModule, metas: Sequence[torch.Tensor], generate
             lowered.calls = [
                 str(getattr(operation, "python_kernel_name", None) or type(operation).__name__)
                 for operation in graph.operations
-                if isinstance(operation, ir.ExternKernel) and not isinstance(operation, ir.NopKernel)
+                if isinstance(operation, ir.ExternKernel) and not isinstance(operation, (ir.NopKernel, ir.MultiOutput))
             ]
             if lowered.calls or not generate:
                 return lowered
@@ -406,8 +411,8 @@ class _Sizes:
 
 
 def _assumed_ranges(lowered: _Lowered, symbols: list[SizeSymbol]) -> list[SizeSymbol]:
-    """``symbols`` with the ranges their lowering's shape environment ended with (Inductor may narrow them; 0 and 1
-    are specialized there, so a symbol's range starts at 2)."""
+    """``symbols`` with the ranges their lowering's shape environment ended with (Inductor may narrow them)."""
+
     import dataclasses
 
     by_name = {canonical.name: created for created, canonical in lowered.canonical.items()}
