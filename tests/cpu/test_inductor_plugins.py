@@ -169,6 +169,33 @@ def test_the_output_shapes_are_the_plugins_shape_expressions_of_the_batch(replac
     assert _derive.evaluate(declaration.compiled_programs[0], [(17, 32), (32,)])[0] == [(17, 32), (17, 32)]
 
 
+def test_the_plugin_gives_its_output_shapes_as_expressions_over_a_profile(replaced_dynamic):
+    from torchtrt_plugins.testing import sdk_build_unavailable
+    from torchtrt_plugins.testing.harness import run_plugin
+
+    if reason := sdk_build_unavailable():
+        pytest.skip(reason)
+    _, report, _ = replaced_dynamic
+    declaration = generated_op._DECLARED[report["replaced"][0]]
+    weight = Unsupported().weight.detach()
+    profile = [((BATCH_MIN, 32), (8, 32), (BATCH_MAX, 32)), None]
+    result = run_plugin(
+        declaration.library.plugin_path(),
+        *declaration.spec.creator_key,
+        inputs=[torch.randn(3, 32), weight],
+        profile=profile,
+        enqueue=False,
+    )
+    result.assert_conformant()
+    assert result.output_shapes["symbolic"] == [["in0.d0", "32"]] * 2
+    assert [result.output_shapes[p] for p in ("min", "max", "concrete")] == [
+        [[BATCH_MIN, 32]] * 2,
+        [[BATCH_MAX, 32]] * 2,
+        [[3, 32]] * 2,
+    ]
+    assert result.workspace_size == 0  # its kernel writes the outputs only
+
+
 def test_intermediates_over_a_symbolic_batch_are_sized_by_the_workspace_function():
     gm = exported(WithIntermediates(), torch.randn(16, 64), dynamic_shapes=({0: batch_dim()},))
     report = inductor_plugins.replace_segments(gm, lambda n: False)
@@ -219,6 +246,18 @@ def test_data_dependent_sizes_are_refused_with_the_reason():
     assert any(
         "gives data-dependent sizes" in r and "output shapes are expressions of its input sizes" in r for r in reasons
     ), reasons
+
+
+def test_a_group_taking_a_size_from_outside_is_refused_naming_it():
+    class Flattens(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.erfcx(x).reshape(x.shape[0], -1)
+
+    gm = exported(Flattens(), torch.randn(8, 4, 4), dynamic_shapes=({0: batch_dim()},))
+    found = segments.find_segments(gm, lambda n: False, inductor_plugins._calls_aten)
+    reasons = [r.reason for r in found.refused]
+    assert any(r.startswith("it takes sym_size") and "a SymInt, not a tensor" in r for r in reasons), reasons
+    assert not any("ATen" in r for r in reasons), reasons
 
 
 def test_mutation_and_non_tensor_results_are_refused():

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch.fx import GraphModule, Node
 
 from .. import _compat
@@ -86,6 +87,8 @@ def _calls_aten(node: Node) -> str | None:
     from . import inductor_code
     from .segments import Segment, segment_module
 
+    if not all(isinstance(a.meta.get("val"), torch.Tensor) for a in node.all_input_nodes):
+        return None  # not asked: a group taking a SymInt is refused for that, with its own reason
     key = (node.target, repr((node.args, node.kwargs, [a.meta.get("val") for a in node.all_input_nodes])))
     if key not in _ATEN_CALLS:
         inputs = list(node.all_input_nodes)

@@ -6,7 +6,7 @@ for ``torch.compile``. The wrapper is then run once on fake tensors with its all
 recorded, which gives the launch sequence exactly as Inductor wrote it: each kernel, its grid, and what each argument
 points at (an input, an output, or an intermediate buffer, with its offset). Every size in it (grids, size arguments,
 offsets, buffer bytes, output shapes) is a sympy expression over the segment's size symbols, each read off one input
-dimension (:class:`SizeSymbol`) within the range the exported graph gave it, so that the launcher computes them at
+dimension (:class:`SizeSymbol`) up to the exported graph's maximum for it, so that the launcher computes them at
 run time; a size that is not such an expression (data-dependent) refuses the segment. Any ATen call left in the
 wrapper (a matmul, a fallback kernel, a buffer zeroed with ``zero_``) refuses the segment: the plugin runs Triton
 kernels only.
@@ -47,7 +47,7 @@ Size = int | sympy.Expr
 @dataclass(frozen=True)
 class SizeSymbol:
     """A size symbol of the segment: read off dimension ``dim`` of input ``input``; Inductor's code holds for
-    values in ``[low, high]`` (``high`` None: unbounded), the range the exported graph gave the size."""
+    values in ``[low, high]`` (``high`` None: unbounded): from 1 to the exported graph's maximum (:func:`_range`)."""
 
     name: str
     input: int
@@ -122,6 +122,8 @@ def aligned(nbytes: Size) -> Size:
 
 def plain(value: Any) -> Size:
     """A SymInt, sympy integer or int as a :data:`Size` (an int where it is static)."""
+    if isinstance(value, (bool, int)):
+        return int(value)
     expr = value.node.expr if isinstance(value, torch.SymInt) else sympy.sympify(value)
     return int(expr) if expr.is_Integer else expr
 

@@ -6,10 +6,10 @@ validators included); which nodes Inductor would hand to ATen (matmuls, convolut
 has no Triton lowering for) is Inductor's (``calls_aten``). The ATen-call policy: such a node is kept out of every
 segment, because a generated plugin runs Triton kernels only (its library links the CUDA runtime, no ATen); it stays
 where Torch-TensorRT puts it (in TensorRT where a converter takes it, so it is never a candidate; else in PyTorch,
-with :data:`ATEN_CALL_REFUSAL` as its reason) and the group splits around it. A group is refused, with its reason logged and kept in
-:attr:`Found.refused`, where it cannot be a plugin: data-dependent sizes (symbolic sizes the exported graph reads off
-its inputs are taken), mutation, outputs that are not tensors, dtypes a plugin cannot take, or a group that depends
-on itself through the rest of the graph.
+with :data:`ATEN_CALL_REFUSAL` as its reason) and the group splits around it. A group is refused, with its reason
+logged and kept in :attr:`Found.refused`, where it cannot be a plugin: data-dependent sizes (symbolic sizes the
+exported graph reads off its inputs are taken), mutation, outputs that are not tensors, dtypes a plugin cannot take,
+or a group that depends on itself through the rest of the graph.
 
 Bool tensors cross the plugin's boundary as int8 (TensorRT passes plugins no BOOL tensors; both are one byte of 0 or
 1): the segment's module casts them back on entry and to int8 on exit, and the graph casts around the call.
@@ -56,7 +56,7 @@ class Found:
         self.refused.append(Refusal(names, reason))
 
 
-#: Why a node Inductor hands to ATen stays out of the segments (``{calls}``: the calls, or why Inductor cannot lower it).
+#: Why a node Inductor hands to ATen stays out of the segments (``{calls}``: the calls, or why it has no lowering).
 ATEN_CALL_REFUSAL = "Inductor hands it to ATen ({calls}); a generated plugin runs Triton kernels only"
 
 #: dtype a segment's input or output of the key's dtype has at the plugin's boundary.
