@@ -104,7 +104,8 @@ def _shapes_check(
     out = [f"    if (!({' && '.join(terms)}))"]
     out += _failure(f"{label} other than the ones it was generated for ({described})")
     if dims:
-        out += [f"    if (!({' && '.join(dims)}))", *_failure(f"{label} of sizes other than {described}")]
+        out += [f"    if (!({' && '.join(dims)}))"]
+        out += _failure(f"{label} of sizes other than the ones it was generated for ({described})")
     return out
 
 
