@@ -198,7 +198,7 @@ def test_the_dynamic_eager_op_equals_the_segment_and_refuses_a_batch_outside_its
     samples = [(torch.randn(b, 32), weight) for b in (BATCH_MIN, 7, BATCH_MAX)]
     check_op(declaration.overload, samples, reference=declaration.reference, checks=("eager",))
     model = Unsupported().cuda().eval()
-    cuda = gm.to("cuda")
+    cuda = _on_cuda(gm)
     for batch in (5, 48):
         x = torch.randn(batch, 32, device="cuda")
         torch.testing.assert_close(cuda(x, y.cuda()), model(x, y.cuda()))
