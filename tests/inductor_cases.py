@@ -43,6 +43,31 @@ def replaced_unsupported() -> tuple[torch.fx.GraphModule, dict, tuple[torch.Tens
     return gm, inductor_plugins.replace_segments(gm, convertible), inputs
 
 
+#: The batch of the dynamic-shape cases: Torch-TensorRT's ``Input(min_shape, opt_shape, max_shape)`` over it.
+BATCH_MIN, BATCH_OPT, BATCH_MAX = 1, 8, 64
+
+
+def batch_dim() -> torch.export.Dim:
+    return torch.export.Dim("batch", min=BATCH_MIN, max=BATCH_MAX)
+
+
+def replaced_dynamic_unsupported() -> tuple[torch.fx.GraphModule, dict, tuple[torch.Tensor, torch.Tensor]]:
+    """``replaced_unsupported`` with a symbolic batch (``x``'s dim 0)."""
+    from torchtrt_plugins import inductor_plugins
+
+    inputs = unsupported_inputs()
+    gm = exported(Unsupported().eval(), *inputs, dynamic_shapes=({0: batch_dim()}, None))
+    return gm, inductor_plugins.replace_segments(gm, convertible), inputs
+
+
+class WithIntermediates(torch.nn.Module):
+    """One segment whose kernels pass intermediates between them (a cumsum and a row sum, both over the batch)."""
+
+    def forward(self, x):
+        a = torch.special.erfcx(x)
+        return (torch.cumsum(a, 0) * a.sum(0)).sum(1)
+
+
 class LongTail(torch.nn.Module):
     """Ops Torch-TensorRT 2.13 has no converter for (cummax, bucketize, special.erfcx) between ops it converts."""
 

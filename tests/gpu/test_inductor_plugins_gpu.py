@@ -2,7 +2,9 @@
 compiled on the fake sm_90 device, launched from C++) against its segment run in PyTorch, eagerly and through the
 conformance harness (``check_op``: every phase of the plugin, enqueue, graph capture and replay); the eager op in a
 CUDA graph; in a fresh process, the plugin's first enqueue captured in a CUDA graph (its kernels loaded in
-onShapeChange); an input of another shape refused with the shapes it was generated for."""
+onShapeChange); an input of another shape refused with the shapes it was generated for. With a dynamic batch: the
+plugin through the harness at two batch sizes of one profile (its workspace at the profile's maximum), the eager op at
+several, and a batch outside the range its kernels were generated for refused naming it."""
 
 from __future__ import annotations
 
@@ -18,18 +20,25 @@ require_sdk_build()
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from inductor_cases import (  # noqa: E402
+    BATCH_MAX,
+    BATCH_MIN,
+    BATCH_OPT,
     UNSUPPORTED,
     BoolEdges,
     LongTail,
     Unsupported,
+    WithIntermediates,
+    batch_dim,
     exported,
     replaced_bool_edges,
+    replaced_dynamic_unsupported,
     replaced_unsupported,
 )
 
 from torchtrt_plugins import inductor_plugins  # noqa: E402
-from torchtrt_plugins.inductor_plugins import generated_op  # noqa: E402
+from torchtrt_plugins.inductor_plugins import generated_op, inductor_code  # noqa: E402
 from torchtrt_plugins.testing import check_op  # noqa: E402
+from torchtrt_plugins.testing.harness import run_plugin  # noqa: E402
 
 
 def _declarations(report: dict) -> list:
@@ -140,3 +149,58 @@ def test_the_first_enqueue_in_a_fresh_process_captures_in_a_cuda_graph(unsupport
         [sys.executable, "-c", _FIRST_ENQUEUE], capture_output=True, text=True, env=env, timeout=300
     )
     assert result.returncode == 0 and "captured" in result.stdout, result.stderr[-4000:]
+
+
+def _harness_at_batches(declaration, make_inputs, profile, batches) -> None:
+    """The plugin through the harness (every phase, enqueue, capture) at each batch of one profile, against its
+    segment in PyTorch; its workspace the workspace function's at the profile's maximum."""
+    compiled = declaration.compiled_segment
+    at_max = inductor_code.evaluate(
+        compiled.workspace, compiled.symbols, [torch.empty(p[2] if p else ()) for p in profile]
+    )
+    for batch in batches:
+        inputs = [t.cuda() for t in make_inputs(batch)]
+        result = run_plugin(
+            declaration.library.plugin_path(), *declaration.spec.creator_key, inputs=inputs, profile=profile
+        )
+        result.assert_conformant()
+        assert result.workspace_size == int(at_max), (batch, result.workspace_size, at_max)
+        expected = declaration.reference(*inputs)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        assert result.runs and all(run.outputs for run in result.runs), result.enqueue_skipped
+        for run in result.runs:
+            for got, want in zip(run.outputs, expected):
+                torch.testing.assert_close(got.to(want.device), want)
+
+
+@pytest.fixture(scope="module")
+def dynamic():
+    gm, report, (x, y) = replaced_dynamic_unsupported()
+    (declaration,) = _declarations(report)
+    return gm, declaration, Unsupported().weight.detach(), y
+
+
+def test_a_dynamic_batch_plugin_equals_pytorch_at_two_batch_sizes_of_one_profile(dynamic):
+    _, declaration, weight, _ = dynamic
+    profile = [((BATCH_MIN, 32), (BATCH_OPT, 32), (BATCH_MAX, 32)), None]
+    _harness_at_batches(declaration, lambda b: (torch.randn(b, 32), weight), profile, (3, 40))
+
+
+def test_intermediates_over_a_dynamic_batch_at_two_batch_sizes_of_one_profile():
+    gm = exported(WithIntermediates(), torch.randn(16, 64), dynamic_shapes=({0: batch_dim()},))
+    (declaration,) = _declarations(inductor_plugins.replace_segments(gm, lambda n: False))
+    profile = [((BATCH_MIN, 64), (BATCH_OPT, 64), (BATCH_MAX, 64))]
+    _harness_at_batches(declaration, lambda b: (torch.randn(b, 64),), profile, (BATCH_MIN, 33))
+
+
+def test_the_dynamic_eager_op_equals_the_segment_and_refuses_a_batch_outside_its_range(dynamic):
+    gm, declaration, weight, y = dynamic
+    samples = [(torch.randn(b, 32), weight) for b in (BATCH_MIN, 7, BATCH_MAX)]
+    check_op(declaration.overload, samples, reference=declaration.reference, checks=("eager",))
+    model = Unsupported().cuda().eval()
+    cuda = _on_cuda(gm)
+    for batch in (5, 48):
+        x = torch.randn(batch, 32, device="cuda")
+        torch.testing.assert_close(cuda(x, y.cuda()), model(x, y.cuda()))
+    with pytest.raises(Exception, match=rf"outside \[{BATCH_MIN}, {BATCH_MAX}\]"):
+        declaration.overload(torch.randn(BATCH_MAX + 1, 32, device="cuda"), weight.cuda())

@@ -1,6 +1,8 @@
 """NVIDIA's builder (TensorRT-RTX, on CPU) builds a plan holding a generated op's plugin: Inductor's kernels for a
-segment (``tests/inductor_cases.py``), embedded as cubins in a plugin library of its own, static shapes; saved
-beside a program, that library registers its creator in a fresh process that never generated the op."""
+segment (``tests/inductor_cases.py``), embedded as cubins in a plugin library of its own, with static shapes and with
+a dynamic batch over one profile (output shapes as the plugin's shape expressions, the workspace at the profile's
+maximum); saved beside a program, that library registers its creator in a fresh process that never generated the
+op."""
 
 from __future__ import annotations
 
@@ -15,9 +17,19 @@ require_sdk_build()
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from inductor_cases import replaced_unsupported  # noqa: E402
+from inductor_cases import (  # noqa: E402
+    BATCH_MAX,
+    BATCH_MIN,
+    BATCH_OPT,
+    WithIntermediates,
+    batch_dim,
+    exported,
+    replaced_dynamic_unsupported,
+    replaced_unsupported,
+)
 from test_builder import BuilderCase, NetworkInput, _build  # noqa: E402
 
+from torchtrt_plugins import inductor_plugins  # noqa: E402
 from torchtrt_plugins.inductor_plugins import generated_op  # noqa: E402
 
 
@@ -45,6 +57,45 @@ def test_nvidia_builder_builds_a_plan_with_a_generated_plugin(trt, trt_log, regi
     assert [o.dtype for o in outputs] == [trt.float32, trt.int64]
     assert [tuple(o.shape) for o in outputs] == [(8, 32), (8, 32)]
     assert declaration.spec.plugin_name.encode() in bytes(plan)
+
+
+def _build_checked(trt, trt_log, registry, case):
+    with trt_log.capture() as records:
+        plan, network = _build(trt, trt_log, registry, case)
+    errors = [f"{r.severity}: {r.message}" for r in trt_log.errors(records)]
+    assert plan is not None and plan.nbytes > 0 and not errors, errors
+    return plan, network
+
+
+def test_nvidia_builder_builds_a_dynamic_profile_over_a_generated_plugin(trt, trt_log, registry):
+    _, report, _ = replaced_dynamic_unsupported()
+    (qualname,) = report["replaced"]
+    declaration = generated_op._DECLARED[qualname]
+    registry.load_library(str(declaration.library.plugin_path()))
+    batch = ((BATCH_MIN, 32), (BATCH_OPT, 32), (BATCH_MAX, 32))
+    case = BuilderCase(
+        "generated_segment_dynamic_batch",
+        qualname,
+        (NetworkInput("x", torch.float32, batch), NetworkInput("weight", torch.float32, ((32,),) * 3)),
+        outputs=(0, 1),
+    )
+    plan, network = _build_checked(trt, trt_log, registry, case)
+    outputs = [network.get_output(i) for i in range(network.num_outputs)]
+    # The batch stays symbolic through the plugin: its output shapes are expressions of the input's, not constants.
+    assert [tuple(o.shape) for o in outputs] == [(-1, 32), (-1, 32)]
+    assert declaration.spec.plugin_name.encode() in bytes(plan)
+
+
+def test_nvidia_builder_builds_a_generated_plugin_with_intermediates_over_the_batch(trt, trt_log, registry):
+    gm = exported(WithIntermediates(), torch.randn(16, 64), dynamic_shapes=({0: batch_dim()},))
+    (qualname,) = inductor_plugins.replace_segments(gm, lambda n: False)["replaced"]
+    declaration = generated_op._DECLARED[qualname]
+    assert declaration.compiled_segment.intermediates[0] != 0
+    registry.load_library(str(declaration.library.plugin_path()))
+    batch = ((BATCH_MIN, 64), (BATCH_OPT, 64), (BATCH_MAX, 64))
+    case = BuilderCase("generated_segment_workspace", qualname, (NetworkInput("x", torch.float32, batch),))
+    plan, network = _build_checked(trt, trt_log, registry, case)
+    assert tuple(network.get_output(0).shape) == (-1,)
 
 
 #: A fresh process (no op generated): the libraries saved beside the program into NVIDIA's registry; prints the

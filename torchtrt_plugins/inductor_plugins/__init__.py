@@ -6,8 +6,9 @@ Inductor-generated Triton kernels, so the model stays one engine (opt-in; docs/i
 With the switch on, :func:`torch_tensorrt_pass` runs last among Torch-TensorRT's post-lowering passes, before it
 partitions: it finds the groups of nodes TensorRT has no converter for (``segments``), and replaces each by one call
 of a generated op (``generated_op``): a ``declare()``d op whose launcher runs Inductor's kernels for the segment,
-compiled on this machine with no GPU needed (``inductor_code``, ``launcher``). Static shapes only in this stage;
-what is refused stays in PyTorch, with the reason logged.
+compiled on this machine with no GPU needed (``inductor_code``, ``launcher``), over symbolic sizes where the graph
+has them (a dynamic batch: one op for the profile's whole range). What is refused stays in PyTorch, with the reason
+logged.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch.fx import GraphModule, Node
 
 from .. import _compat
@@ -85,6 +87,8 @@ def _calls_aten(node: Node) -> str | None:
     from . import inductor_code
     from .segments import Segment, segment_module
 
+    if not all(isinstance(a.meta.get("val"), torch.Tensor) for a in node.all_input_nodes):
+        return None  # not asked: a group taking a SymInt is refused for that, with its own reason
     key = (node.target, repr((node.args, node.kwargs, [a.meta.get("val") for a in node.all_input_nodes])))
     if key not in _ATEN_CALLS:
         inputs = list(node.all_input_nodes)
@@ -94,7 +98,7 @@ def _calls_aten(node: Node) -> str | None:
             _ATEN_CALLS[key] = ", ".join(sorted(set(calls))) or None
         except Exception as err:  # noqa: BLE001 - Inductor cannot lower it: it stays in PyTorch with the reason
             first_line = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
-            _ATEN_CALLS[key] = f"none: Inductor cannot lower it here ({type(err).__name__}: {first_line})"
+            _ATEN_CALLS[key] = f"no Triton lowering here: {type(err).__name__}: {first_line}"
     return _ATEN_CALLS[key]
 
 

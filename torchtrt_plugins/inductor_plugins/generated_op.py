@@ -1,9 +1,12 @@
 """A segment as a generated op: a ``torch.library`` op declared with ``torchtrt_plugins.declare`` like any other.
 
 Its schema takes the segment's inputs and returns its outputs; its fake kernel gives the outputs the segment gave on
-the graph's fake tensors (static shapes); its CPU kernel and its reference are the segment run in PyTorch; its
-launcher is generated (``launcher``) over the cubins of Inductor's kernels for the segment (``inductor_code``), in a
-plugin library of its own. The op's name is a digest of the segment's code, shapes and dtypes and of the generator's
+the graph's fake tensors, each dimension an expression of its input sizes (Inductor's, over the segment's size
+symbols), which the declaration's shape rules compile into the plugin as TensorRT shape expressions; its CPU kernel
+and its reference are the segment run in PyTorch; its launcher is generated (``launcher``) over the cubins of
+Inductor's kernels for the segment (``inductor_code``), in a plugin library of its own; its workspace function lays
+out Inductor's intermediates at the sizes it is given (the profile's maximum, from ``getWorkspaceSize``). The op's
+name is a digest of the segment's code, shapes (size symbols and their ranges) and dtypes and of the generator's
 sources, so the same segment generates the same op (once per process, its library built once into the cache).
 """
 
@@ -39,7 +42,7 @@ def digest(module: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> str:
     package's sources (its library's build is cached under the op's name)."""
     import triton
 
-    described = [module.code, *(f"{t.dtype}{tuple(t.shape)}" for t in inputs), torch.__version__, triton.__version__]
+    described = [module.code, *inductor_code.describe_inputs(inputs), torch.__version__, triton.__version__]
     described += [path.read_text() for path in sorted(Path(__file__).parent.glob("*.py"))]
     return hashlib.sha256("|".join(described).encode()).hexdigest()[:16]
 
@@ -71,7 +74,8 @@ def declare_segment(segment: Segment) -> Declaration:
         return _DECLARED[qualname]
     compiled = inductor_code.compile_segment(module, inputs, parse_archs(_build.cuda_archs()))
     symbol = f"{NAMESPACE}::{name}"
-    source = launcher.launcher_source(compiled, qualname, symbol, f"{symbol}_workspace", inputs, outputs)
+    dtypes = [t.dtype for t in inputs], [t.dtype for t in outputs]
+    source = launcher.launcher_source(compiled, qualname, symbol, f"{symbol}_workspace", *dtypes)
     directory = _build.cache_dir() / "inductor_plugins"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.cu"
@@ -84,12 +88,17 @@ def declare_segment(segment: Segment) -> Declaration:
     _LIBRARY.impl(name, runner, "CPU")
 
     def fake(*args: torch.Tensor) -> Any:
-        # Static shapes: the outputs the segment gave on the graph's fake tensors, whatever sizes the shape
-        # derivation tries (the launcher refuses other input sizes at run time, naming the ones it was made for).
+        # Each output dim an expression of the sizes of the inputs that hold the segment's size symbols; a static
+        # input size is not checked here: the launcher refuses other sizes at run time, naming the generated ones.
         for i, (arg, meta) in enumerate(zip(args, inputs)):
             if arg.dim() != meta.dim():
                 raise ValueError(f"{qualname}: input{i} must be of rank {meta.dim()} (shape {tuple(meta.shape)})")
-        results = tuple(torch.empty(o.shape, dtype=o.dtype, device=args[0].device) for o in outputs)
+        results = tuple(
+            torch.empty(
+                [inductor_code.evaluate(d, compiled.symbols, args) for d in shape], dtype=o.dtype, device=args[0].device
+            )
+            for shape, o in zip(compiled.output_shapes, outputs)
+        )
         return results[0] if len(results) == 1 else results
 
     torch.library.register_fake(qualname, fake, lib=_LIBRARY)

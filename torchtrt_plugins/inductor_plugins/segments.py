@@ -2,10 +2,14 @@
 converter for, each a candidate for one generated op.
 
 Which nodes TensorRT takes is the caller's question to ask (``convertible``: Torch-TensorRT's converter registry,
-validators included); which nodes Inductor would hand to ATen (matmuls, convolutions, random ops, custom ops) is
-Inductor's (``calls_aten``): those stay out. A group is refused, with its reason logged and kept in
-:attr:`Found.refused`, where this stage cannot make it a plugin: symbolic or data-dependent sizes, mutation, outputs
-that are not tensors, dtypes a plugin cannot take, or a group that depends on itself through the rest of the graph.
+validators included); which nodes Inductor would hand to ATen (matmuls, convolutions, random ops, custom ops, ops it
+has no Triton lowering for) is Inductor's (``calls_aten``). The ATen-call policy: such a node is kept out of every
+segment, because a generated plugin runs Triton kernels only (its library links the CUDA runtime, no ATen); it stays
+where Torch-TensorRT puts it (in TensorRT where a converter takes it, so it is never a candidate; else in PyTorch,
+with :data:`ATEN_CALL_REFUSAL` as its reason) and the group splits around it. A group is refused, with its reason
+logged and kept in :attr:`Found.refused`, where it cannot be a plugin: data-dependent sizes (symbolic sizes the
+exported graph reads off its inputs are taken), mutation, outputs that are not tensors, dtypes a plugin cannot take,
+or a group that depends on itself through the rest of the graph.
 
 Bool tensors cross the plugin's boundary as int8 (TensorRT passes plugins no BOOL tensors; both are one byte of 0 or
 1): the segment's module casts them back on entry and to int8 on exit, and the graph casts around the call.
@@ -52,6 +56,9 @@ class Found:
         self.refused.append(Refusal(names, reason))
 
 
+#: Why a node Inductor hands to ATen stays out of the segments (``{calls}``: the calls, or why it has no lowering).
+ATEN_CALL_REFUSAL = "Inductor hands it to ATen ({calls}); a generated plugin runs Triton kernels only"
+
 #: dtype a segment's input or output of the key's dtype has at the plugin's boundary.
 CARRIED_AS = {torch.bool: torch.int8}
 _DTYPES = (*DEFAULT_DTYPES, *CARRIED_AS)
@@ -72,8 +79,12 @@ def _cast(graph: torch.fx.Graph, node: Node, value: torch.Tensor, dtype: torch.d
     return cast
 
 
-def _static_tensor(value: object) -> bool:
-    return isinstance(value, torch.Tensor) and all(isinstance(d, int) for d in value.shape)
+def _data_dependent(value: torch.Tensor) -> bool:
+    """Whether a size of ``value`` depends on data (an unbacked symbol: ``nonzero``, ``unique``, ``masked_select``):
+    no profile bounds it, and the plugin's output shapes are expressions of its input sizes only."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    return bool(free_unbacked_symbols(value.shape))
 
 
 def _node_refusal(node: Node) -> str | None:
@@ -87,8 +98,11 @@ def _node_refusal(node: Node) -> str | None:
     if not values or not all(isinstance(v, torch.Tensor) for v in values):
         return f"{node.target} gives {type(value).__name__}, not tensors"
     for v in values:
-        if not _static_tensor(v):
-            return f"{node.target} has symbolic or data-dependent sizes {tuple(v.shape)}"
+        if _data_dependent(v):
+            return (
+                f"{node.target} gives data-dependent sizes {tuple(v.shape)}: a generated plugin's output shapes are "
+                "expressions of its input sizes"
+            )
         if v.dtype not in _DTYPES:
             return f"{node.target} gives {v.dtype}, which a plugin's tensors cannot be (it takes {_DTYPES})"
     return None
@@ -98,8 +112,8 @@ def _external_input_refusal(node: Node) -> str | None:
     value = _value(node)
     if not isinstance(value, torch.Tensor):
         return f"it takes {node.name}, a {type(value).__name__}, not a tensor"
-    if not _static_tensor(value):
-        return f"its input {node.name} has symbolic sizes {tuple(value.shape)}"
+    if _data_dependent(value):
+        return f"its input {node.name} has data-dependent sizes {tuple(value.shape)}"
     if value.dtype not in _DTYPES:
         return f"its input {node.name} is {value.dtype}, which a plugin's inputs cannot be (it takes {_DTYPES})"
     return None
@@ -160,7 +174,7 @@ def find_segments(
     """The segments of ``gm`` to generate ops for, and the groups refused with their reasons.
 
     ``convertible(node)``: whether TensorRT takes the node; ``calls_aten(node)``: the ATen call Inductor's code for
-    the node would make (e.g. ``extern_kernels.mm``), or None.
+    the node would make (e.g. ``extern_kernels.mm``, or why it has no Triton lowering for it), or None.
     """
     found = Found()
     candidates = []
@@ -170,7 +184,7 @@ def find_segments(
         reason = _node_refusal(node)
         if reason is None:
             aten = calls_aten(node)
-            reason = f"Inductor's code for it calls ATen ({aten})" if aten else None
+            reason = ATEN_CALL_REFUSAL.format(calls=aten) if aten else None
         if reason is not None:
             found.refuse([node], reason)
             continue
