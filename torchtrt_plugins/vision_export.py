@@ -6,12 +6,15 @@ data-dependent sizes, which export cannot answer (``GuardOnDataDependentSymNode`
 - ``torchvision.ops.batched_nms`` picks its CPU path when ``boxes.numel() > 4000``, then returns early when
   ``boxes.numel() == 0``: both on boxes whose count is what score filtering left;
 - ``MultiScaleRoIAlign`` sizes its output with ``len(rois)`` and pools each FPN level's boxes, picked with a
-  data-dependent ``torch.where(levels == level)``.
+  data-dependent ``torch.where(levels == level)``;
+- ``BoxCoder.decode`` reshapes its codes only ``if box_sum > 0``, on the number of boxes NMS kept (torch 2.11's export
+  cannot decide it: the H200's torch 2.11 and torchvision 0.26 stopped there).
 
 Within :func:`exportable`, ``batched_nms`` is always the coordinate trick (one ``torchvision::nms``: the offset that
-keeps classes apart is ``(max(boxes.max(), 0) + 1) * class``, which needs no early return for zero boxes), and
-``MultiScaleRoIAlign`` pools every box at every level and keeps, per box, its own level's result
-(``torch.where``): the same values with no data-dependent size, at one RoIAlign per level over all boxes.
+keeps classes apart is ``(max(boxes.max(), 0) + 1) * class``, which needs no early return for zero boxes),
+``MultiScaleRoIAlign`` pools every box at every level and keeps, per box, its own level's result (``torch.where``):
+the same values with no data-dependent size, at one RoIAlign per level over all boxes, and ``BoxCoder.decode``
+reshapes whatever the count (:func:`box_coder_decode`).
 
 Mask R-CNN's mask pasting (``paste_masks_in_image``) loops in Python over the detections, resizing each mask to its
 box's size (``F.interpolate``, a size read from the box's values) and writing it into the image's slice the box
@@ -32,7 +35,14 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["batched_nms", "exportable", "multiscale_roi_align", "paste_masks", "paste_masks_in_image"]
+__all__ = [
+    "batched_nms",
+    "box_coder_decode",
+    "exportable",
+    "multiscale_roi_align",
+    "paste_masks",
+    "paste_masks_in_image",
+]
 
 
 def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, iou_threshold: float) -> torch.Tensor:
@@ -42,6 +52,18 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, i
     max_coordinate = torch.cat((boxes.new_zeros(1), boxes.flatten())).max()
     offsets = idxs.to(boxes) * (max_coordinate + 1)
     return nms(boxes + offsets[:, None], scores, iou_threshold)
+
+
+def box_coder_decode(self, rel_codes: torch.Tensor, boxes: list[torch.Tensor]) -> torch.Tensor:
+    """``BoxCoder.decode`` without its ``if box_sum > 0`` (a guard on the data-dependent number of boxes when the
+    boxes are what a score filter or NMS kept): the codes (boxes, 4 x k) decode to (boxes, k, 4), as torchvision's
+    own for any non-zero count; for zero boxes, (0, k, 4) where torchvision leaves (0, 4 x k)."""
+    if not isinstance(boxes, (list, tuple)) or not isinstance(rel_codes, torch.Tensor):
+        raise TypeError("BoxCoder.decode: expects rel_codes as a Tensor and boxes as a list or tuple of Tensors")
+    concat_boxes = torch.cat(list(boxes), dim=0)
+    count = concat_boxes.shape[0]
+    codes = rel_codes.reshape(count, rel_codes.shape[-1])
+    return self.decode_single(codes, concat_boxes).reshape(count, rel_codes.shape[-1] // 4, 4)
 
 
 def multiscale_roi_align(x_filtered, boxes, output_size, sampling_ratio, scales, mapper) -> torch.Tensor:
@@ -123,6 +145,7 @@ def exportable() -> Iterator[None]:
     """Within the block, torchvision's detectors export (``torch.export``) with their postprocessing: see the
     module docstring for what changes. Eager calls in the block take the same forms (same results)."""
     import torchvision.ops
+    from torchvision.models.detection import _utils as detection_utils
     from torchvision.models.detection import roi_heads, transform
     from torchvision.ops import boxes as boxes_module
     from torchvision.ops import poolers
@@ -133,6 +156,7 @@ def exportable() -> Iterator[None]:
         (poolers, "_multiscale_roi_align", multiscale_roi_align),
         (roi_heads, "paste_masks_in_image", paste_masks_in_image),
         (transform, "paste_masks_in_image", paste_masks_in_image),
+        (detection_utils.BoxCoder, "decode", box_coder_decode),
     )
     originals = [(module, name, getattr(module, name)) for module, name, _ in swaps]
     try:

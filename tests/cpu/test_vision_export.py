@@ -1,6 +1,6 @@
-"""``torchtrt_plugins.vision.exportable()``: torchvision's batched_nms, MultiScaleRoIAlign and Mask R-CNN's mask
-pasting on boxes of a data-dependent count export within it (not without), give torchvision's own results, and are put
-back after."""
+"""``torchtrt_plugins.vision.exportable()``: torchvision's batched_nms, MultiScaleRoIAlign, BoxCoder.decode and Mask
+R-CNN's mask pasting on boxes of a data-dependent count export within it (not without), give torchvision's own
+results, and are put back after."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ assert vision.TORCHVISION_IMPORTABLE
 
 import torchvision  # noqa: E402
 from torchvision.models.detection import roi_heads, transform  # noqa: E402
+from torchvision.models.detection._utils import BoxCoder  # noqa: E402
 from torchvision.ops import boxes as box_ops  # noqa: E402
 from torchvision.ops import poolers  # noqa: E402
 
@@ -50,6 +51,15 @@ class FilteredPaste(torch.nn.Module):
     def forward(self, masks, boxes, scores):
         keep = scores > 0.3
         return transform.paste_masks_in_image(masks[keep], boxes[keep], (48, 40))
+
+
+class FilteredDecode(torch.nn.Module):
+    """The codes of the boxes above a score decoded (k = 2 classes), as the box head's postprocessing decodes what
+    the RPN's NMS kept."""
+
+    def forward(self, boxes, scores, codes):
+        keep = scores > 0.3
+        return BoxCoder((10.0, 10.0, 5.0, 5.0)).decode(codes[keep], [boxes[keep]])
 
 
 def _paste_inputs(n: int = 40, seed: int = 2):
@@ -85,8 +95,9 @@ def _pooling_inputs():
         (FilteredNms(), _boxes(), "torchvision.nms"),
         (FilteredPooling(), _pooling_inputs(), "torchvision.roi_align"),
         (FilteredPaste(), _paste_inputs(), "aten.bmm"),
+        (FilteredDecode(), (*_boxes()[:2], torch.randn(30, 8, generator=torch.Generator().manual_seed(4))), "aten.exp"),
     ],
-    ids=["batched_nms", "multiscale_roi_align", "paste_masks_in_image"],
+    ids=["batched_nms", "multiscale_roi_align", "paste_masks_in_image", "box_coder_decode"],
 )
 def test_exports_only_within_and_matches_torchvision(module, inputs, exported_op):
     with pytest.raises(Exception, match="data-dependent|GuardOnDataDependentSymNode|Could not guard"):
@@ -130,6 +141,7 @@ def test_originals_are_put_back():
             poolers._multiscale_roi_align,
             roi_heads.paste_masks_in_image,
             transform.paste_masks_in_image,
+            BoxCoder.decode,
         )
 
     before = current()
@@ -137,6 +149,7 @@ def test_originals_are_put_back():
         with vision.exportable():
             assert box_ops.batched_nms is vision_export.batched_nms
             assert transform.paste_masks_in_image is vision_export.paste_masks_in_image
+            assert BoxCoder.decode is vision_export.box_coder_decode
             raise RuntimeError("inside")
     assert current() == before
 
