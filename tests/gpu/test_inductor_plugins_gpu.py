@@ -199,8 +199,12 @@ def test_the_dynamic_eager_op_equals_the_segment_and_refuses_a_batch_outside_its
     check_op(declaration.overload, samples, reference=declaration.reference, checks=("eager",))
     model = Unsupported().cuda().eval()
     cuda = _on_cuda(gm)
+    # Inductor's kernels and ATen's round fp32 differently (seen on the H200: 1.6e-5 at a value of 2.2): the
+    # generated op's declared tolerance, as check_op uses.
+    tolerance = declaration.spec.tolerance(torch.float32)
     for batch in (5, 48):
         x = torch.randn(batch, 32, device="cuda")
-        torch.testing.assert_close(cuda(x, y.cuda()), model(x, y.cuda()))
+        got = cuda(x, y.cuda())
+        torch.testing.assert_close(got, model(x, y.cuda()), atol=tolerance.atol, rtol=tolerance.rtol)
     with pytest.raises(Exception, match=rf"outside \[{BATCH_MIN}, {BATCH_MAX}\]"):
         declaration.overload(torch.randn(BATCH_MAX + 1, 32, device="cuda"), weight.cuda())
