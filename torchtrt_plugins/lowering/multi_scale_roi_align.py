@@ -1,20 +1,30 @@
 """torchvision's MultiScaleRoIAlign, as ``torch.export`` records it -> ``torchtrt_vision::multi_scale_roi_align_<L>``.
 
-MultiScaleRoIAlign (``torchvision/ops/poolers.py``) pools each RoI from the feature level its box's scale picks: one
-``torchvision::roi_align`` per level on that level's RoIs (gathered with ``where(levels == l)``), written back into
-zeros in RoI order (``result[idx] = ...``). Recognized in the graphs of ``torch.export`` before and after
-``run_decompositions()`` (``where``/``nonzero``, ``index_put_``/``index_put``, ``zeros``/``full``):
+MultiScaleRoIAlign (``torchvision/ops/poolers.py``) pools each RoI from the feature level its box's scale picks.
+Recognized in the graphs of ``torch.export`` before and after ``run_decompositions()`` in its two exported forms:
 
-- a chain of L (2 to 5) index puts into zeros (K, C, ph, pw), the l-th of
+- as torchvision ships it (``where``/``nonzero``, ``index_put_``/``index_put``, ``zeros``/``full``): a chain of L
+  (2 to 5) index puts into zeros (K, C, ph, pw), the l-th of
   ``roi_align(level_l, rois[idx_l], scale_l, ph, pw, sampling_ratio, aligned)`` (cast to the zeros' dtype or not),
-  ``idx_l`` the indices where ``levels == l``, for l = 0 .. L-1 in order, one ``rois`` and one ``levels`` for all;
+  ``idx_l`` the indices where ``levels == l``, for l = 0 .. L-1 in order;
+- as ``vision.exportable()`` exports it (``vision_export.multiscale_roi_align``): every box pooled at every level,
+  ``pooled_l = roi_align(level_l, rois, scale_l, ph, pw, sampling_ratio, aligned)``, then starting from
+  ``pooled_{L-1}`` a chain of ``where(levels[:, None, None, None] == l, pooled_l, result)`` for l = L-2 down to 0
+  (``aten.where.self``, ``eq.Scalar``; the broadcast through unsqueezes, views or full slices), and the levels'
+  range ``k_max - k_min`` at most L-1 (a level past the last would take the last level's pooling, zeros in the op);
+
+with one ``rois``, one ``levels`` and one pooled size, sampling ratio and ``aligned`` for all, and:
+
 - ``levels`` as LevelMapper computes it, in fp32: ``floor(k0 + log2(sqrt(area) / s0) + eps)`` clamped to
   ``[k_min, k_max]``, minus ``k_min``, with ``k_min`` and ``k_max`` those of the first and last scales
   (``int(-log2(scale))``), eps 1e-6, and ``area`` the boxes' (``box_area``) of the very boxes that ``rois``
   concatenates after its batch-index column (``_convert_to_roi_format``).
 
 ``k0`` and ``s0`` become the op's ``canonical_level`` and ``canonical_scale``. Anything else is left alone; the
-pattern's nodes (the per-level gathers, their shape checks, the level computation) go with it.
+pattern's nodes (the per-level gathers or selections, their shape checks, the level computation) go with it.
+
+One difference, in the ``exportable()`` form only: a box of negative area (LevelMapper's level is NaN, cast to int64:
+no level's) takes the last level's pooling in the where chain, and is zeros in torchvision's own pooler and in the op.
 """
 
 from __future__ import annotations
