@@ -101,3 +101,22 @@ def inputs(
         corner = torch.rand(boxes, 2, generator=generator) * (size - side)
         lists.append(torch.cat([corner, corner + side], 1))
     return tuple(t.to(dtype) for t in (*features, *lists))
+
+
+class TorchvisionPooler(nn.Module):
+    """torchvision's own ``MultiScaleRoIAlign`` over a fixed number of levels and images of ``size`` x ``size`` (its
+    scales inferred from the feature sizes, as a detector's are): within ``vision.exportable()`` it exports every box
+    pooled at every level and a ``torch.where`` chain (``vision_export.multiscale_roi_align``)."""
+
+    def __init__(self, levels: int, images: int, size: int = 256, **options):
+        from torchvision.ops import MultiScaleRoIAlign as Torchvision
+
+        super().__init__()
+        self.levels, self.images, self.size = levels, images, size
+        self.pool = Torchvision(
+            [str(level) for level in range(levels)], **{"output_size": 7, "sampling_ratio": 2, **options}
+        )
+
+    def forward(self, *tensors):
+        features = {str(level): t for level, t in enumerate(tensors[: self.levels])}
+        return self.pool(features, list(tensors[self.levels :]), [(self.size, self.size)] * self.images)

@@ -1,20 +1,30 @@
 """torchvision's MultiScaleRoIAlign, as ``torch.export`` records it -> ``torchtrt_vision::multi_scale_roi_align_<L>``.
 
-MultiScaleRoIAlign (``torchvision/ops/poolers.py``) pools each RoI from the feature level its box's scale picks: one
-``torchvision::roi_align`` per level on that level's RoIs (gathered with ``where(levels == l)``), written back into
-zeros in RoI order (``result[idx] = ...``). Recognized in the graphs of ``torch.export`` before and after
-``run_decompositions()`` (``where``/``nonzero``, ``index_put_``/``index_put``, ``zeros``/``full``):
+MultiScaleRoIAlign (``torchvision/ops/poolers.py``) pools each RoI from the feature level its box's scale picks.
+Recognized in the graphs of ``torch.export`` before and after ``run_decompositions()`` in its two exported forms:
 
-- a chain of L (2 to 5) index puts into zeros (K, C, ph, pw), the l-th of
+- as torchvision ships it (``where``/``nonzero``, ``index_put_``/``index_put``, ``zeros``/``full``): a chain of L
+  (2 to 5) index puts into zeros (K, C, ph, pw), the l-th of
   ``roi_align(level_l, rois[idx_l], scale_l, ph, pw, sampling_ratio, aligned)`` (cast to the zeros' dtype or not),
-  ``idx_l`` the indices where ``levels == l``, for l = 0 .. L-1 in order, one ``rois`` and one ``levels`` for all;
+  ``idx_l`` the indices where ``levels == l``, for l = 0 .. L-1 in order;
+- as ``vision.exportable()`` exports it (``vision_export.multiscale_roi_align``): every box pooled at every level,
+  ``pooled_l = roi_align(level_l, rois, scale_l, ph, pw, sampling_ratio, aligned)``, then starting from
+  ``pooled_{L-1}`` a chain of ``where(levels[:, None, None, None] == l, pooled_l, result)`` for l = L-2 down to 0
+  (``aten.where.self``, ``eq.Scalar``; the broadcast through unsqueezes, views or full slices), and the levels'
+  range ``k_max - k_min`` at most L-1 (a level past the last would take the last level's pooling, zeros in the op);
+
+with one ``rois``, one ``levels`` and one pooled size, sampling ratio and ``aligned`` for all, and:
+
 - ``levels`` as LevelMapper computes it, in fp32: ``floor(k0 + log2(sqrt(area) / s0) + eps)`` clamped to
   ``[k_min, k_max]``, minus ``k_min``, with ``k_min`` and ``k_max`` those of the first and last scales
   (``int(-log2(scale))``), eps 1e-6, and ``area`` the boxes' (``box_area``) of the very boxes that ``rois``
   concatenates after its batch-index column (``_convert_to_roi_format``).
 
 ``k0`` and ``s0`` become the op's ``canonical_level`` and ``canonical_scale``. Anything else is left alone; the
-pattern's nodes (the per-level gathers, their shape checks, the level computation) go with it.
+pattern's nodes (the per-level gathers or selections, their shape checks, the level computation) go with it.
+
+One difference, in the ``exportable()`` form only: a box of negative area (LevelMapper's level is NaN, cast to int64:
+no level's) takes the last level's pooling in the where chain, and is zeros in torchvision's own pooler and in the op.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import importlib
 import logging
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +59,7 @@ _ATEN = torch.ops.aten
 _INDEX_PUT = (_ATEN.index_put_.default, _ATEN.index_put.default)
 _LEVEL_COUNTS = range(2, 6)  # torchtrt_plugins.vision.MULTI_SCALE_LEVELS
 _EPS = 1e-6
+_ROI_ALIGN_ARGS = ("input", "rois", "spatial_scale", "pooled_height", "pooled_width", "sampling_ratio", "aligned")
 
 
 @dataclass
@@ -164,8 +176,7 @@ def _level_mapping(gm: GraphModule, levels: Node, match: _Match) -> bool:
     while (source := _int_cast_source(node)) is not None:
         nodes.append(node)
         node = source
-    lowest = int(-math.log2(float(torch.tensor(match.scales[0], dtype=torch.float32))))
-    highest = int(-math.log2(float(torch.tensor(match.scales[-1], dtype=torch.float32))))
+    lowest, highest = _level_of(match.scales[0]), _level_of(match.scales[-1])
     if not (_call(node, _ATEN.sub.Tensor, _ATEN.sub.Scalar) and len(node.args) == 2 and node.args[1] == lowest):
         return False
     if node.kwargs.get("alpha", 1) != 1:
@@ -225,7 +236,43 @@ def _rois_of(rois: Node, boxes: list[Node]) -> bool:
     return boxes == [concatenated]
 
 
+def _level_of(scale: float) -> int:
+    """The FPN level ``int(-log2(scale))`` of a scale, in fp32 as MultiScaleRoIAlign computes it."""
+    return int(-math.log2(float(torch.tensor(scale, dtype=torch.float32))))
+
+
+def _add_level(match: _Match | None, chain: list[Node], pooled: Any, rois_of: Callable[[Any], Any]) -> _Match | None:
+    """``match`` with the level that ``pooled`` (a ``roi_align`` used by the chain only) pools, started from it if
+    None; None where it is no roi_align or disagrees with the levels before. ``rois_of``: the RoIs its ``rois``
+    argument takes (None: not the pattern's)."""
+    if not _is_roi_align(pooled) or len(real_users(pooled)) != 1:
+        return None
+    feature, gathered, scale, *rest = (arg(pooled, i, n) for i, n in enumerate(_ROI_ALIGN_ARGS))
+    rois = rois_of(gathered)
+    if rois is None or not _number(scale) or not all(isinstance(v, int) for v in rest[:3]):
+        return None
+    if match is None:
+        match = _Match(chain, [], rois, [], (rest[0], rest[1]), rest[2], bool(rest[3]))
+    elif (rois, *rest) != (match.rois, *match.pooled, match.sampling_ratio, match.aligned):
+        return None
+    match.features.append(feature)
+    match.scales.append(float(scale))
+    match.nodes.append(pooled)
+    return match
+
+
+def _is_level(test: Any, level: int, levels: Any) -> bool:
+    """Whether ``test`` is ``eq(levels, level)`` (``levels`` None: of any levels)."""
+    return (
+        _call(test, _ATEN.eq.Scalar)
+        and test.args[1] == level
+        and not isinstance(test.args[1], bool)
+        and (levels is None or test.args[0] is levels)
+    )
+
+
 def _match(gm: GraphModule, head: Node) -> _Match | None:
+    """MultiScaleRoIAlign as torchvision ships it: index puts into zeros, ``head`` the first."""
     zeros = head.args[0]
     if not (
         _call(zeros, _ATEN.zeros.default) or (_call(zeros, _ATEN.full.default) and arg(zeros, 1, "fill_value") == 0)
@@ -238,42 +285,104 @@ def _match(gm: GraphModule, head: Node) -> _Match | None:
         chain.append(users[0])
     if len(chain) not in _LEVEL_COUNTS:
         return None
-    match, levels, signature = None, None, None
+    match, levels = None, None
     nodes = [zeros, *chain]
     for level, put in enumerate(chain):
         if arg(put, 3, "accumulate", False) or len(put.args[1]) != 1:
             return None
         index = put.args[1][0]
         pooled, casts = strip_casts(put.args[2])
-        if not _is_roi_align(pooled) or len(real_users(pooled)) != 1:
+
+        def gathered_by(gathered: Any, index: Any = index) -> Any:
+            """``rois`` of ``rois[index]``."""
+            if _call(gathered, _ATEN.index.Tensor) and len(gathered.args[1]) == 1 and gathered.args[1][0] is index:
+                return gathered.args[0]
             return None
-        feature, gathered, scale, *rest = (arg(pooled, i, n) for i, n in enumerate(_ROI_ALIGN_ARGS))
-        if not (_call(gathered, _ATEN.index.Tensor) and len(gathered.args[1]) == 1 and gathered.args[1][0] is index):
-            return None
+
+        match = _add_level(match, chain, pooled, gathered_by)
         test = _level_test(index, nodes)
-        if not (_call(test, _ATEN.eq.Scalar) and test.args[1] == level and not isinstance(test.args[1], bool)):
+        if match is None or not _is_level(test, level, levels):
             return None
-        if levels is None:
-            levels, signature = test.args[0], (gathered.args[0], *rest)
-            match = _Match(chain, [], gathered.args[0], [], (rest[0], rest[1]), rest[2], bool(rest[3]), nodes=nodes)
-        elif test.args[0] is not levels or (gathered.args[0], *rest) != signature:
-            return None
-        if not _number(scale) or not all(isinstance(v, int) for v in rest[:3]):
-            return None
-        match.features.append(feature)
-        match.scales.append(float(scale))
-        nodes += [*casts, pooled, gathered, test]
-    if not _shapes_agree(zeros, match) or not _level_mapping(gm, levels, match):
+        levels = test.args[0]
+        nodes += [*casts, arg(pooled, 1, "rois"), test]
+    match.nodes += nodes
+    if not _shapes_agree(chain[-1], match) or not _level_mapping(gm, levels, match):
         return None
     return match
 
 
-_ROI_ALIGN_ARGS = ("input", "rois", "spatial_scale", "pooled_height", "pooled_width", "sampling_ratio", "aligned")
+_RESHAPES = (
+    _ATEN.unsqueeze.default,
+    _ATEN.view.default,
+    _ATEN.reshape.default,
+    _ATEN._unsafe_view.default,
+    _ATEN.slice.Tensor,
+)
 
 
-def _shapes_agree(zeros: Node, match: _Match) -> bool:
-    """zeros (K, C, ph, pw) of the features' dtype, K the RoIs' count and C every feature's channels."""
-    result, rois = zeros.meta.get("val"), match.rois.meta.get("val")
+def _per_box(node: Any, nodes: list[Node]) -> Node | None:
+    """The (K,) levels that ``node``, ``levels[:, None, None, None]`` (K, 1, 1, 1), holds: through unsqueezes, views
+    and slices that keep every element."""
+    value = node.meta.get("val") if isinstance(node, Node) else None
+    if not isinstance(value, torch.Tensor) or value.dim() != 4 or not all(known_equal(d, 1) for d in value.shape[1:]):
+        return None
+    while _call(node, *_RESHAPES):
+        source = node.args[0]
+        before = source.meta.get("val") if isinstance(source, Node) else None
+        if not isinstance(before, torch.Tensor):
+            return None
+        if node.target is _ATEN.slice.Tensor and not (
+            arg(node, 4, "step", 1) == 1
+            and before.dim() == node.meta["val"].dim()
+            and all(known_equal(a, b) for a, b in zip(before.shape, node.meta["val"].shape, strict=True))
+        ):
+            return None
+        nodes.append(node)
+        node = source
+    source = node.meta.get("val") if isinstance(node, Node) else None
+    if not isinstance(source, torch.Tensor) or source.dim() != 1 or not known_equal(source.shape[0], value.shape[0]):
+        return None
+    return node
+
+
+def _selection_match(gm: GraphModule, head: Node) -> _Match | None:
+    """MultiScaleRoIAlign as ``vision.exportable()`` exports it: every box pooled at every level, then
+    ``where(levels == l, pooled_l, result)`` for l = L-2 down to 0, ``head`` the first, ``result`` at first the last
+    level's."""
+    chain = [head]
+    while (
+        len(users := real_users(chain[-1])) == 1
+        and _call(users[0], _ATEN.where.self)
+        and users[0].args[2] is chain[-1]
+        and len(users[0].args) == 3
+    ):
+        chain.append(users[0])
+    if len(chain) + 1 not in _LEVEL_COUNTS:
+        return None
+    pooled = [where.args[1] for where in reversed(chain)] + [head.args[2]]
+    match, levels = None, None
+    for candidate in pooled:
+        match = _add_level(match, chain, candidate, lambda rois: rois)
+        if match is None:
+            return None
+    nodes = match.nodes
+    for level, where in enumerate(reversed(chain)):
+        test = where.args[0]
+        if not _is_level(test, level, levels) or real_users(test) != [where]:
+            return None
+        levels = test.args[0]
+        nodes += [where, test]
+    if not 0 <= _level_of(match.scales[-1]) - _level_of(match.scales[0]) < len(match.scales):
+        return None  # a level past the last would take the last level's pooling here, zeros in the op
+    per_box = _per_box(levels, nodes)
+    if per_box is None or not _shapes_agree(chain[-1], match) or not _level_mapping(gm, per_box, match):
+        return None
+    return match
+
+
+def _shapes_agree(output: Node, match: _Match) -> bool:
+    """The pattern's output (K, C, ph, pw) of the features' dtype, K the RoIs' count and C every feature's channels."""
+    result, rois = output.meta.get("val"), match.rois.meta.get("val")
     features = [f.meta.get("val") if isinstance(f, Node) else None for f in match.features]
     if not isinstance(result, torch.Tensor) or not isinstance(rois, torch.Tensor):
         return False
@@ -316,9 +425,14 @@ def run(gm: GraphModule) -> int:
     """Rewrite every MultiScaleRoIAlign of ``gm``; how many."""
     count = 0
     for node in list(gm.graph.nodes):
-        if getattr(node, "_erased", False) or not _call(node, *_INDEX_PUT):
+        if getattr(node, "_erased", False):
             continue
-        match = _match(gm, node)
+        if _call(node, *_INDEX_PUT):
+            match = _match(gm, node)
+        elif _call(node, _ATEN.where.self) and len(node.args) == 3 and _is_roi_align(node.args[2]):
+            match = _selection_match(gm, node)
+        else:
+            continue
         if match is not None and _rewrite(gm, match):
             count += 1
     return count
