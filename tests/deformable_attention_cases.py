@@ -89,16 +89,17 @@ class AttentionV2Call(torch.nn.Module):
 
 
 class AttentionOnMaps(torch.nn.Module):
-    """Deformable attention over feature maps given as inputs (B, H*D, H_l, W_l), flattened into the value as the
-    models do, the level sizes read from the maps' shapes (symbolic where the maps' sizes are dynamic); the
-    attention is model ``name``'s class, or RT-DETRv2's function for "rt_detr_v2" (locations and weights flat)."""
+    """Deformable attention over feature maps (B, H*D, H_l, W_l) given as inputs after the locations and weights,
+    flattened into the value as the models do, the level sizes read from the maps' shapes (symbolic where the maps'
+    sizes are dynamic); the attention is model ``name``'s class, or RT-DETRv2's function for "rt_detr_v2" (locations
+    and weights flat)."""
 
     def __init__(self, name: str, heads: int = 3):
         super().__init__()
         self.name, self.heads = name, heads
         self.call = AttentionV2Call() if name == "rt_detr_v2" else attention_call(name)
 
-    def forward(self, maps: list[torch.Tensor], locations, weights):
+    def forward(self, locations, weights, *maps: torch.Tensor):
         batch, channels = maps[0].shape[:2]
         value = torch.cat([m.flatten(2).transpose(1, 2) for m in maps], 1).view(
             batch, -1, self.heads, channels // self.heads
@@ -117,12 +118,12 @@ class AttentionOnMaps(torch.nn.Module):
         batch, _, heads, channels = value.shape
         levels = value.split([h * w for h, w in maps], dim=1)
         return (
-            [
+            locations,
+            weights,
+            *[
                 level.flatten(2).transpose(1, 2).reshape(batch, heads * channels, h, w)
                 for level, (h, w) in zip(levels, maps)
             ],
-            locations,
-            weights,
         )
 
 

@@ -150,7 +150,8 @@ def test_dynamic_map_sizes(name, decompose):
         for i in range(3)
     ]
     gm = _lowered(
-        _exported(module, AttentionOnMaps.inputs(name, [(5, 7), (3, 4), (2, 3)]), decompose, (maps, None, None)), 1
+        _exported(module, AttentionOnMaps.inputs(name, [(5, 7), (3, 4), (2, 3)]), decompose, (None, None, tuple(maps))),
+        1,
     )
     (node,) = _calls(gm, MSDA)
     assert all(n.op == "call_function" and n.meta["val"].dtype == torch.int64 for n in node.args[1:3])
