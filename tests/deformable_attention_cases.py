@@ -13,10 +13,12 @@ import torch
 
 #: transformers' model folders with a ``MultiScaleDeformableAttention`` class of their own.
 MODELING = ("deformable_detr", "rt_detr", "grounding_dino")
-#: Zoo models (``torchtrt_plugins.zoo``) whose attention is that class.
-ZOO_MODELS = ("DeformableDetrModel", "RTDetrModel", "GroundingDinoModel")
+#: Zoo models (``torchtrt_plugins.zoo``) whose attention is that class, or RT-DETRv2's.
+ZOO_MODELS = ("DeformableDetrModel", "RTDetrModel", "RTDetrV2Model", "GroundingDinoModel")
 MAPS = [(5, 7), (3, 4), (1, 2)]
 ATTENTION_CLASS = "MultiScaleDeformableAttention"
+#: The module classes holding the attention: transformers' shared one and RT-DETRv2's.
+ATTENTION_CLASSES = (ATTENTION_CLASS, "RTDetrV2MultiscaleDeformableAttention")
 
 
 def random_inputs(
@@ -71,6 +73,68 @@ def attention_call(name: str, maps=MAPS) -> AttentionCall:
     return AttentionCall(getattr(modeling(name), ATTENTION_CLASS)(), maps).eval()
 
 
+class AttentionV2Call(torch.nn.Module):
+    """RT-DETRv2's ``multi_scale_deformable_attention_v2`` called as its model calls it: locations (B, Q, H, L*P, 2)
+    and weights (B, Q, H, L*P) (the op's inputs, flattened), a softmax over the levels' points, ``points`` per level
+    and ``method`` ("default" or "discrete")."""
+
+    def __init__(self, points=(4, 4, 4), method="default", maps=MAPS):
+        super().__init__()
+        self.points, self.method, self.maps = list(points), method, list(maps)
+        self.function = modeling("rt_detr_v2").multi_scale_deformable_attention_v2
+
+    def forward(self, value, locations, weights):
+        weights = weights.softmax(-1)
+        return self.function(value, self.maps, locations, weights, self.points, self.method)
+
+
+class AttentionOnMaps(torch.nn.Module):
+    """Deformable attention over feature maps (B, H*D, H_l, W_l) given as inputs after the locations and weights,
+    flattened into the value as the models do, the level sizes read from the maps' shapes (symbolic where the maps'
+    sizes are dynamic); the attention is model ``name``'s class, or RT-DETRv2's function for "rt_detr_v2" (locations
+    and weights flat)."""
+
+    def __init__(self, name: str, heads: int = 3):
+        super().__init__()
+        self.name, self.heads = name, heads
+        self.call = AttentionV2Call() if name == "rt_detr_v2" else attention_call(name)
+
+    def forward(self, locations, weights, *maps: torch.Tensor):
+        batch, channels = maps[0].shape[:2]
+        value = torch.cat([m.flatten(2).transpose(1, 2) for m in maps], 1).view(
+            batch, -1, self.heads, channels // self.heads
+        )
+        self.call.maps = [tuple(m.shape[-2:]) for m in maps]
+        if self.name == "rt_detr_v2":
+            return self.call(value, locations, weights)
+        return self.call(value, None, None, locations, weights)
+
+    @staticmethod
+    def inputs(name: str, maps=MAPS, seed=0) -> tuple:
+        if name == "rt_detr_v2":
+            value, locations, weights = v2_inputs(maps=maps, seed=seed, spread=1.4)
+        else:
+            value, _, _, locations, weights = random_inputs(maps=maps, seed=seed, spread=1.4)
+        batch, _, heads, channels = value.shape
+        levels = value.split([h * w for h, w in maps], dim=1)
+        return (
+            locations,
+            weights,
+            *[
+                level.flatten(2).transpose(1, 2).reshape(batch, heads * channels, h, w)
+                for level, (h, w) in zip(levels, maps)
+            ],
+        )
+
+
+def v2_inputs(points=(4, 4, 4), **kwargs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(value, locations, weights)`` for ``AttentionV2Call``: ``random_inputs``' with the levels' points flat (as
+    many per level as the most, the first ``points[l]`` of level ``l`` kept)."""
+    value, _, _, locations, weights = random_inputs(points=max(points), **kwargs)
+    keep = [level * max(points) + p for level, n in enumerate(points) for p in range(n)]
+    return value, locations.flatten(3, 4)[:, :, :, keep], weights.flatten(3)[..., keep]
+
+
 def zoo_model(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """``(model, inputs)`` of zoo model ``name`` (tiny config, random weights)."""
     pytest.importorskip("transformers")
@@ -81,7 +145,7 @@ def zoo_model(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
 
 
 def attention_modules(model: torch.nn.Module) -> int:
-    return sum(type(m).__name__ == ATTENTION_CLASS for m in model.modules())
+    return sum(type(m).__name__ in ATTENTION_CLASSES for m in model.modules())
 
 
 def tiny_deformable_detr(**config) -> torch.nn.Module:

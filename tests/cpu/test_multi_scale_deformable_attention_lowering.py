@@ -13,10 +13,13 @@ from deformable_attention_cases import (
     MAPS,
     MODELING,
     ZOO_MODELS,
+    AttentionOnMaps,
+    AttentionV2Call,
     DeformableDetrEncoder,
     attention_call,
     attention_modules,
     random_inputs,
+    v2_inputs,
     zoo_model,
 )
 
@@ -99,6 +102,62 @@ def test_zoo_models_one_op_per_attention_module(name):
         expected = gm(*inputs)
         got = _lowered(gm, modules)(*inputs)
     _assert_same(got, expected)
+
+
+@pytest.mark.parametrize("decompose", [False, True], ids=["export", "decomposed"])
+def test_rt_detr_v2_attention_becomes_one_op(decompose):
+    module = AttentionV2Call(points=(3, 3, 3)).eval()
+    args = v2_inputs(points=(3, 3, 3), spread=1.6)
+    gm = _exported(module, args, decompose)
+    expected = gm(*args)
+    gm = _lowered(gm, 1)
+    (node,) = _calls(gm, MSDA)
+    assert [tuple(n.meta["val"].shape) for n in node.args[3:]] == [(2, 6, 3, 3, 3, 2), (2, 6, 3, 3, 3)]
+    assert getattr(gm, node.args[1].target).tolist() == [list(m) for m in MAPS]
+    _assert_same(gm(*args), expected)
+    other = v2_inputs(points=(3, 3, 3), spread=1.6, seed=1)
+    _assert_same(gm(*other), module(*other))
+
+
+@pytest.mark.parametrize(
+    ("points", "method", "reason"),
+    [
+        ((2, 3, 1), "default", "its levels sample [2, 3, 1] points (the op samples as many points at every level)"),
+        ((2, 2, 2), "discrete", "level 0 is read by indexing at the nearest pixel, clamped to the map"),
+    ],
+    ids=["points_per_level", "discrete"],
+)
+def test_rt_detr_v2_attention_computing_something_else_is_refused(points, method, reason, caplog):
+    module = AttentionV2Call(points=points, method=method).eval()
+    args = v2_inputs(points=points, spread=1.6)
+    gm = _exported(module, args, decompose=True)
+    expected = gm(*args)
+    with caplog.at_level(logging.INFO, logger="torchtrt_plugins.lowering"):
+        gm, report = lowering.lower_with_report(gm)
+    assert report[PASS] == 0 and not _calls(gm, MSDA)
+    assert reason in caplog.text
+    torch.testing.assert_close(gm(*args), expected, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("decompose", [False, True], ids=["export", "decomposed"])
+@pytest.mark.parametrize("name", ["deformable_detr", "rt_detr_v2"])
+def test_dynamic_map_sizes(name, decompose):
+    """Maps of dynamic sizes: spatial_shapes and level_start_index are tensors the graph computes from its size
+    nodes, right at sizes other than the exported ones."""
+    module = AttentionOnMaps(name).eval()
+    maps = [
+        {0: None, 1: None, 2: torch.export.Dim(f"h{i}", min=2, max=32), 3: torch.export.Dim(f"w{i}", min=2, max=32)}
+        for i in range(3)
+    ]
+    gm = _lowered(
+        _exported(module, AttentionOnMaps.inputs(name, [(5, 7), (3, 4), (2, 3)]), decompose, (None, None, tuple(maps))),
+        1,
+    )
+    (node,) = _calls(gm, MSDA)
+    assert all(n.op == "call_function" and n.meta["val"].dtype == torch.int64 for n in node.args[1:3])
+    for sizes in ([(6, 8), (4, 3), (2, 5)], [(11, 4), (2, 7), (3, 3)]):
+        args = AttentionOnMaps.inputs(name, sizes, seed=len(sizes[0]))
+        _assert_same(gm(*args), module(*args))
 
 
 def test_deformable_detr_encoder_with_dynamic_batch():

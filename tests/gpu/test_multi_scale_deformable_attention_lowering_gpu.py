@@ -12,10 +12,13 @@ import torch
 from deformable_attention_cases import (
     MODELING,
     ZOO_MODELS,
+    AttentionOnMaps,
+    AttentionV2Call,
     DeformableDetrEncoder,
     attention_call,
     attention_modules,
     random_inputs,
+    v2_inputs,
     zoo_model,
 )
 
@@ -78,3 +81,29 @@ def test_lowered_encoder_with_dynamic_batch_on_cuda():
         for size in (1, 5):
             args = encoder.example_inputs(batch=size, seed=size, device="cuda")
             torch.testing.assert_close(gm(*args), encoder(*args), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_lowered_rt_detr_v2_attention_on_cuda_equals_the_model(dtype):
+    module = AttentionV2Call(points=(4, 4, 4, 4), maps=MAPS).eval()
+    args = v2_inputs(points=(4, 4, 4, 4), batch=2, queries=300, heads=8, channels=32, maps=MAPS, spread=1.2)
+    args = tuple(a.to("cuda", dtype) for a in args)
+    gm = _lowered(torch.export.export(module, args), 1)
+    got, expected = gm(*args), module(*(a.float() for a in args)).to(dtype)
+    tolerance = msda.SPEC.tolerance(dtype)
+    torch.testing.assert_close(got, expected, atol=tolerance.atol, rtol=tolerance.rtol)
+
+
+@pytest.mark.parametrize("name", ["deformable_detr", "rt_detr_v2"])
+def test_lowered_attention_with_dynamic_map_sizes_on_cuda(name):
+    module = AttentionOnMaps(name).eval()
+    args = tuple(a.to("cuda") for a in AttentionOnMaps.inputs(name, [(5, 7), (3, 4), (2, 3)]))
+    dims = tuple(
+        {2: torch.export.Dim(f"h{i}", min=2, max=32), 3: torch.export.Dim(f"w{i}", min=2, max=32)} for i in range(3)
+    )
+    gm = _lowered(torch.export.export(module, args, dynamic_shapes=(None, None, dims)), 1)
+    (node,) = [node for node in gm.graph.nodes if node.target == MSDA]
+    assert all(n.meta["val"].device.type == "cuda" for n in node.args[1:3])
+    for sizes in ([(6, 8), (4, 3), (2, 5)], [(11, 4), (2, 7), (3, 3)]):
+        other = tuple(a.to("cuda") for a in AttentionOnMaps.inputs(name, sizes, seed=len(sizes[0])))
+        torch.testing.assert_close(gm(*other), module(*other), atol=1e-4, rtol=1e-4)

@@ -96,3 +96,33 @@ def test_deformable_detr_encoder_attention_lowered_into_the_engine(dynamic):
         samplers = [t for _, ts in _all_targets(partitioned) for t in ts if "grid_sampler" in t]
         assert not samplers, samplers
         torch.testing.assert_close(partitioned(*args), encoder(*args), atol=1e-4, rtol=1e-4)
+
+
+def test_attention_over_maps_of_dynamic_sizes_lowered_into_the_engine():
+    """Symbolic level sizes: the spatial_shapes and level_start_index the lowering computes from the graph's size
+    nodes convert too, so the attention stays one op in the TensorRT partition."""
+    from deformable_attention_cases import AttentionOnMaps
+
+    module = AttentionOnMaps("deformable_detr").eval()
+    maps, sizes = [(5, 7), (3, 4), (2, 3)], [(6, 8), (4, 3), (2, 5)]
+    args = AttentionOnMaps.inputs("deformable_detr", maps)
+    dims = [
+        {2: torch.export.Dim(f"h{i}", min=2, max=16), 3: torch.export.Dim(f"w{i}", min=2, max=16)} for i in range(3)
+    ]
+    Input = torch_tensorrt().Input
+    inputs = [*args[:2]] + [
+        Input(min_shape=(*m.shape[:2], 2, 2), opt_shape=tuple(m.shape), max_shape=(*m.shape[:2], 16, 16))
+        for m in args[2:]
+    ]
+    with torch.no_grad():
+        program = torch.export.export(module, args, dynamic_shapes=(None, None, tuple(dims)))
+        partitioned = dryrun(program, inputs)
+        where = placement(partitioned)
+        assert where == {"trt": ["torchtrt.multi_scale_deformable_attention.default"], "torch": []}, where
+        samplers = [t for _, ts in _all_targets(partitioned) for t in ts if "grid_sampler" in t]
+        assert not samplers, samplers
+        outside = {name: ts for name, ts in _all_targets(partitioned) if "_run_on_acc" not in name and ts}
+        assert "aten.scalar_tensor.default" in [t for _, ts in _all_targets(partitioned) for t in ts]
+        assert not outside, outside  # the level sizes' tensors are in the engine too
+        other = AttentionOnMaps.inputs("deformable_detr", sizes, seed=1)
+        torch.testing.assert_close(partitioned(*other), module(*other), atol=1e-4, rtol=1e-4)
