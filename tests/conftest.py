@@ -69,6 +69,11 @@ def pytest_configure(config):
     for module in ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config"):
         importlib.import_module(module)
     _share_cores_between_workers()
+    # xdist's loadfile hands out the files with the most tests first unless told otherwise (pytest-xdist 3.6's
+    # --loadscope-reorder is on by default): the zoo's few, slowest tests then started last and ran alone for
+    # minutes. Collection order instead (pytest_collection_modifyitems below puts the slowest tiers first).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def _share_cores_between_workers() -> None:
@@ -124,8 +129,8 @@ def _build_before_workers() -> None:
         pass
 
 
-#: The tiers in the order their files start (xdist hands files out in collection order): the slowest files
-#: (Torch-TensorRT partitions of whole models) first, so that none of them starts last and runs alone.
+#: The tiers in the order their files start (xdist hands files out in collection order, see pytest_configure): the
+#: slowest files (Torch-TensorRT partitions of whole models) first, so that none of them starts last and runs alone.
 _TIER_ORDER = ("tt", "rtx", "cpu")
 
 
