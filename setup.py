@@ -107,7 +107,11 @@ class BuildPy(build_py):
         headers = builder.find_tensorrt_headers()
         archs = os.environ.get("TORCHTRT_PLUGINS_WHEEL_ARCHS", builder.WHEEL_CUDA_ARCHS)
         build_dir = Path(self.get_finalized_command("build").build_temp).resolve() / "native"
-        extra = ["-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", f"-DCMAKE_INSTALL_RPATH={PIP_CUDA_RUNTIME_RPATH}"]
+        extra = [
+            "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
+            f"-DCMAKE_INSTALL_RPATH={PIP_CUDA_RUNTIME_RPATH}",
+            "-DTORCHTRT_PLUGINS_FUZZ_PROGRAM=OFF",  # the checkout's fuzz program, which no wheel carries
+        ]
         zig = _zig()
         if zig is None:
             platform_tag = f"linux_{platform.machine()}"
@@ -126,12 +130,23 @@ class BuildPy(build_py):
             extra.append(f"-DTORCHTRT_PLUGINS_VISION_PYTHON={sys.executable}")
         else:
             _say(f"torchtrt_plugins.vision's libraries are built on first use: {vision}")
-        start = time.monotonic()
-        builder.run_cmake(
-            HERE, build_dir, include=headers.include, nvcc=builder.nvcc_path(), archs=archs, extra=tuple(extra)
-        )
-        seconds = time.monotonic() - start
         lib_dir.mkdir(parents=True, exist_ok=True)
+        # The C++ eager kernels (a compiler process each, torch's headers) build meanwhile: they fill the cores the
+        # CMake build leaves idle (its last kernels, its links).
+        eager_builds = {
+            flavour: self._start_eager(lib_dir, flavour, manylinux=zig is not None) for flavour in ("stable", "native")
+        }
+        start = time.monotonic()
+        try:
+            builder.run_cmake(
+                HERE, build_dir, include=headers.include, nvcc=builder.nvcc_path(), archs=archs, extra=tuple(extra)
+            )
+        except BaseException:
+            for process in eager_builds.values():
+                process.kill()
+                process.wait()
+            raise
+        seconds = time.monotonic() - start
         names = (
             builder.PLUGIN_LIBRARY_NAME,
             builder.LAUNCHER_LIBRARY_NAME,
@@ -140,8 +155,8 @@ class BuildPy(build_py):
         )
         for name in names:
             shutil.copy2(build_dir / name, lib_dir / name)
-        eager, _ = self._prebuild_eager(lib_dir, "stable", manylinux=zig is not None)
-        native, native_torch = self._prebuild_eager(lib_dir, "native", manylinux=zig is not None)
+        eager, _ = self._finish_eager("stable", eager_builds["stable"])
+        native, native_torch = self._finish_eager("native", eager_builds["native"])
         info = {
             "eager_kernel": eager,
             "eager_kernel_native": native,
@@ -155,10 +170,9 @@ class BuildPy(build_py):
         (lib_dir / "build_info.json").write_text(json.dumps(info, indent=1) + "\n")
         _say(f"built in {seconds:.0f} s: {', '.join(names)}")
 
-    def _prebuild_eager(self, lib_dir: Path, flavour: str, *, manylinux: bool) -> tuple[str, str | None]:
-        """Build the ``flavour`` C++ eager kernel into ``lib_dir`` with torchtrt_plugins._build.build_eager_kernel (in a
-        child process: it imports torch); returns what build_info.json records: its file name, or why there is none,
-        and for the native flavour the torch it serves (sdk.eager_kernel.torch_identity)."""
+    def _start_eager(self, lib_dir: Path, flavour: str, *, manylinux: bool) -> subprocess.Popen:
+        """Start building the ``flavour`` C++ eager kernel into ``lib_dir`` with
+        torchtrt_plugins._build.build_eager_kernel (in a child process: it imports torch); ``_finish_eager`` waits."""
         script = (
             "import sys; from pathlib import Path; from torchtrt_plugins import _build as b; "
             "from torchtrt_plugins.sdk import eager_kernel as e; "
@@ -168,15 +182,24 @@ class BuildPy(build_py):
         )
         compiler = str(HERE / "csrc" / "sdk" / "cmake" / "manylinux_2_28_c++") if manylinux else ""
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
-        result = subprocess.run(
-            [sys.executable, "-c", script, str(lib_dir), compiler, flavour], env=env, capture_output=True, text=True
+        return subprocess.Popen(
+            [sys.executable, "-c", script, str(lib_dir), compiler, flavour],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        if result.returncode == 0:
-            name, served = (result.stdout.strip().splitlines() + [""])[:2]
+
+    def _finish_eager(self, flavour: str, process: subprocess.Popen) -> tuple[str, str | None]:
+        """What build_info.json records of the ``flavour`` C++ eager kernel's build: its file name, or why there is
+        none, and for the native flavour the torch it serves (sdk.eager_kernel.torch_identity)."""
+        stdout, stderr = process.communicate()
+        if process.returncode == 0:
+            name, served = (stdout.strip().splitlines() + [""])[:2]
             _say(f"built the {flavour} C++ eager kernel: {name}" + (f" (for torch {served})" if served else ""))
             return name, served or None
-        reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        if "No module named 'torch'" in result.stderr:
+        reason = (stderr.strip().splitlines() or ["no output"])[-1]
+        if "No module named 'torch'" in stderr:
             reason = "torch is not importable in the build environment (it is built on first use)"
         _say(f"no prebuilt {flavour} C++ eager kernel: {reason}")
         return f"not built: {reason}", None

@@ -21,7 +21,18 @@ constraints=$(mktemp)
 trap 'rm -f "$constraints"' EXIT
 $PY -c "import torch; print(f'torch=={torch.__version__}')" 2>/dev/null >"$constraints"
 export PIP_CONSTRAINT=$constraints
-echo "+ pip install -e .[test,rtx] (constraint: $(cat "$constraints"))"
+# The package with its own dependencies first (nlohmann-json is the harness's), then the plugin library, launchers
+# and harness built into the cache (what the first test would build) while pip installs the extras: the build keeps
+# the cores busy, the installs mostly wait on unpacking. A build that fails here is left to the tests to report.
+echo "+ pip install -e . (constraint: $(cat "$constraints"))"
+$PY -m pip install -q -e .
+prebuild_log=$(mktemp)
+# torchtrt_plugins/_build.py by its path, as setup.py loads it (the package is not importable while pip installs).
+$PY -c "import runpy; b = runpy.run_path('torchtrt_plugins/_build.py'); \
+b['plugin_library_unavailable']() or b['build_plugin_library'](quiet=True)" >"$prebuild_log" 2>&1 &
+prebuild=$!
+trap 'kill "$prebuild" 2>/dev/null || true; rm -f "$constraints" "$prebuild_log"' EXIT
+echo "+ pip install -e .[test,rtx] (the native libraries build meanwhile)"
 $PY -m pip install -q -e ".[test,rtx]"
 
 $PY -m ruff check .
@@ -31,5 +42,6 @@ clang_format=$($PY -c "import os, sysconfig; print(os.path.join(sysconfig.get_pa
 [ -x "$clang_format" ] || clang_format=clang-format
 git ls-files 'csrc/*.h' 'csrc/*.cpp' 'csrc/*.cu' 'csrc/*.cuh' 'tests/*.h' 'tests/*.cpp' 'tests/*.cu' | xargs "$clang_format" --dry-run --Werror
 
+wait "$prebuild" || echo "+ the native build before the tests failed (the tests build again and report it): $(tail -n 3 "$prebuild_log")"
 workers=${TORCHTRT_PLUGINS_TEST_WORKERS:-$(($(nproc) < 4 ? $(nproc) : 4))}
 $PY -m pytest -q -rs -n "$workers" --dist loadfile "$@"

@@ -69,6 +69,11 @@ def pytest_configure(config):
     for module in ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config"):
         importlib.import_module(module)
     _share_cores_between_workers()
+    # xdist's loadfile hands out the files with the most tests first unless told otherwise (pytest-xdist 3.6's
+    # --loadscope-reorder is on by default): the zoo's few, slowest tests then started last and ran alone for
+    # minutes. Collection order instead (pytest_collection_modifyitems below puts the slowest tiers first).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def _share_cores_between_workers() -> None:
@@ -86,13 +91,31 @@ def _share_cores_between_workers() -> None:
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+def _selects_tt_tier(config) -> bool:
+    """Whether the run's paths (the command line's, else testpaths) hold tests/tt or lie inside it."""
+    tt = Path(__file__).resolve().parent / "tt"
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args] or [Path(config.rootpath) / "tests"]
+    return any(p == tt or p in tt.parents or tt in p.parents for p in paths)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
     """With pytest-xdist workers, build the libraries most test files need here, in the controller, before the
     workers start (xdist starts them in its own, later sessionstart): one build on every core, not one worker
-    building while the other waits on the build's lock. A build that fails is left for the tests to report."""
+    building while the other waits on the build's lock. A build that fails is left for the tests to report.
+    Meanwhile the tt tier's environment is installed (pip, mostly one core unpacking) where the run holds the tier:
+    every worker's collection would otherwise wait on that install."""
     if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option, "numprocesses", None):
         return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        if _selects_tt_tier(session.config):
+            pool.submit(_missing, "tt")  # its outcome is the workers' to report (collection asks again)
+        _build_before_workers()
+
+
+def _build_before_workers() -> None:
     from torchtrt_plugins import _build
 
     if _build.plugin_library_unavailable() is not None or _build.prebuilt_libraries() is not None:
@@ -106,8 +129,8 @@ def pytest_sessionstart(session):
         pass
 
 
-#: The tiers in the order their files start (xdist hands files out in collection order): the slowest files
-#: (Torch-TensorRT partitions of whole models) first, so that none of them starts last and runs alone.
+#: The tiers in the order their files start (xdist hands files out in collection order, see pytest_configure): the
+#: slowest files (Torch-TensorRT partitions of whole models) first, so that none of them starts last and runs alone.
 _TIER_ORDER = ("tt", "rtx", "cpu")
 
 
