@@ -58,8 +58,8 @@ struct MmaTraits<__nv_bfloat16>
     static constexpr bool kSplit = false;
 };
 
-constexpr int kChunk = 32;    // K per shared-memory tile
-constexpr int kPad = 8;       // keeps the column-major tiles' columns off one bank, and wmma's 32-byte alignment
+constexpr int kChunk = 32; // K per shared-memory tile
+constexpr int kPad = 8;    // keeps the column-major tiles' columns off one bank, and wmma's 32-byte alignment
 
 // One sampling point of torchvision's bilinear interpolation for deformable convolution: the four corners' indices
 // into a channel plane (-1 for a corner outside the image, which counts as zero, unlike RoIAlign's border clamp), their
@@ -193,7 +193,8 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
     int pointKey = -1; // tap * offset_groups + offset group of `point`
     float samples[kSamples];
     T weights[kWeights];
-    auto updatePoint = [&](int tap, int offsetGroup) {
+    auto updatePoint = [&](int tap, int offsetGroup)
+    {
         int const key = tap * p.offsetGroups + offsetGroup;
         if (key == pointKey)
         {
@@ -211,7 +212,8 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
     // Whole taps per chunk (C / groups a multiple of kChunk, one offset group): every k of a chunk has the same tap,
     // so the point is settled before the samples, whose loads then go out together.
     bool const wholeTaps = p.groupChannels % kChunk == 0 && p.offsetGroups == 1;
-    auto readChunk = [&](int k0) {
+    auto readChunk = [&](int k0)
+    {
         if (wholeTaps)
         {
             int const tap = k0 / p.groupChannels;
@@ -234,8 +236,8 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
                 {
                     int const tap = k / p.groupChannels;
                     int const channel = k - tap * p.groupChannels;
-                    updatePoint(tap,
-                        p.offsetGroups == 1 ? 0 : (group * p.groupChannels + channel) / p.offsetGroupChannels);
+                    updatePoint(
+                        tap, p.offsetGroups == 1 ? 0 : (group * p.groupChannels + channel) / p.offsetGroupChannels);
                     value = sampleAt(imagePlanes + channel * planeSize, point);
                 }
                 samples[j] = value;
@@ -254,7 +256,8 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
                              : fromFloat<T>(0.0F);
         }
     };
-    auto storeChunk = [&]() {
+    auto storeChunk = [&]()
+    {
 #pragma unroll
         for (int j = 0; j < kSamples; ++j)
         {
