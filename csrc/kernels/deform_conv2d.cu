@@ -72,7 +72,6 @@ struct SamplePoint
     float mask;
 };
 
-template <typename T>
 __device__ __forceinline__ SamplePoint samplePoint(float y, float x, int height, int width, float mask)
 {
     SamplePoint s{{-1, -1, -1, -1}, {0.0F, 0.0F, 0.0F, 0.0F}, mask};
@@ -206,7 +205,7 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
         float const y = baseY + static_cast<float>(tapY * p.dilationH) + toFloat(displacement[0]);
         float const x
             = baseX + static_cast<float>((tap - tapY * p.kernelW) * p.dilationW) + toFloat(displacement[p.pixels]);
-        point = samplePoint<T>(y, x, p.height, p.width, p.useMask ? toFloat(mask[site * p.pixels + pixel]) : 1.0F);
+        point = samplePoint(y, x, p.height, p.width, p.useMask ? toFloat(mask[site * p.pixels + pixel]) : 1.0F);
         pointKey = key;
     };
     // Whole taps per chunk (C / groups a multiple of kChunk, one offset group): every k of a chunk has the same tap,
