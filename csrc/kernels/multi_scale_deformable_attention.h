@@ -22,6 +22,10 @@ enum class MsdaTactic : int32_t
     // As kSHARED_POINTS, but a block takes consecutive queries of one head: neighbouring queries (an encoder's
     // pixels) sample overlapping corners of the same head's channels, which the block then finds in L1.
     kHEAD_TILES = 3,
+    // Every lane computes every point itself and takes 16 bytes of channels (a group of D / 8 lanes for 16-bit
+    // types, D / 4 for fp32, where D and the pointers allow): no shuffles, each point's arithmetic shared by wider
+    // loads. A block takes consecutive items. The heuristic's choice wherever 16-byte vectors fit.
+    kWIDE_LANES = 4,
 };
 
 struct MsdaShape

@@ -62,4 +62,9 @@ cudaError_t multiScaleDeformableAttentionHeadTiles(sdk::LaunchArgs const& a)
     return launch(a, MsdaTactic::kHEAD_TILES);
 }
 
+cudaError_t multiScaleDeformableAttentionWideLanes(sdk::LaunchArgs const& a)
+{
+    return launch(a, MsdaTactic::kWIDE_LANES);
+}
+
 } // namespace ttp::launchers

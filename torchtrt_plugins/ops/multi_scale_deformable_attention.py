@@ -159,6 +159,7 @@ MULTI_SCALE_DEFORMABLE_ATTENTION = declare(
         1: "ttp::launchers::multiScaleDeformableAttentionSharedPoints",
         2: "ttp::launchers::multiScaleDeformableAttentionPerLanePoints",
         3: "ttp::launchers::multiScaleDeformableAttentionHeadTiles",
+        4: "ttp::launchers::multiScaleDeformableAttentionWideLanes",
     },
     dtypes={
         "value": FLOATS,

@@ -11,6 +11,7 @@ namespace ttp::launchers { cudaError_t multiScaleDeformableAttention(::ttp::sdk:
 namespace ttp::launchers { cudaError_t multiScaleDeformableAttentionHeadTiles(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t multiScaleDeformableAttentionPerLanePoints(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t multiScaleDeformableAttentionSharedPoints(::ttp::sdk::LaunchArgs const& args); }
+namespace ttp::launchers { cudaError_t multiScaleDeformableAttentionWideLanes(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t padTo(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t rmsNorm(::ttp::sdk::LaunchArgs const& args); }
 namespace ttp::launchers { cudaError_t rmsNormBlockPerRow(::ttp::sdk::LaunchArgs const& args); }
@@ -47,9 +48,9 @@ int64_t const kPrograms2[] = {36, 1414811731, 3, 2, 1, 1, 0, 1, 9, 2, 0, 0, 1, 1
 ::ttp::sdk::DeclaredOpRegistration const kRegistration2{kOp2};
 ::ttp::sdk::InputDecl const kInputs3[] = {{"value", 131u, -1}, {"spatial_shapes", 264u, -1}, {"level_start_index", 264u, 1}, {"sampling_locations", 131u, 0}, {"attention_weights", 131u, 0}};
 char const* const kOutputs3[] = {"out0"};
-::ttp::sdk::TacticDecl const kTactics3[] = {{0, "ttp::launchers::multiScaleDeformableAttention", &ttp::launchers::multiScaleDeformableAttention}, {1, "ttp::launchers::multiScaleDeformableAttentionSharedPoints", &ttp::launchers::multiScaleDeformableAttentionSharedPoints}, {2, "ttp::launchers::multiScaleDeformableAttentionPerLanePoints", &ttp::launchers::multiScaleDeformableAttentionPerLanePoints}, {3, "ttp::launchers::multiScaleDeformableAttentionHeadTiles", &ttp::launchers::multiScaleDeformableAttentionHeadTiles}};
+::ttp::sdk::TacticDecl const kTactics3[] = {{0, "ttp::launchers::multiScaleDeformableAttention", &ttp::launchers::multiScaleDeformableAttention}, {1, "ttp::launchers::multiScaleDeformableAttentionSharedPoints", &ttp::launchers::multiScaleDeformableAttentionSharedPoints}, {2, "ttp::launchers::multiScaleDeformableAttentionPerLanePoints", &ttp::launchers::multiScaleDeformableAttentionPerLanePoints}, {3, "ttp::launchers::multiScaleDeformableAttentionHeadTiles", &ttp::launchers::multiScaleDeformableAttentionHeadTiles}, {4, "ttp::launchers::multiScaleDeformableAttentionWideLanes", &ttp::launchers::multiScaleDeformableAttentionWideLanes}};
 int64_t const kPrograms3[] = {116, 1414811731, 3, 5, 4, 2, 1, 6, 5, 0, 0, 1, -1, 3, 3, 2, 0, 0, 3, 2, 3, 1, 7, 2, 0, 2, 2, 0, 3, 12, 11, 3, 2, 1, 1, 2, 1, 2, 3, 2, 2, 0, 3, 2, 1, 0, 3, 2, 3, 0, 3, 2, 0, 0, 3, 2, 3, 2, 3, 2, 0, 2, 3, 2, 3, 3, 3, 2, 1, 0, 3, 2, 3, 5, 2, 1, 2, 3, 2, 4, 0, 3, 2, 0, 0, 3, 2, 4, 1, 3, 2, 3, 1, 3, 2, 4, 2, 3, 2, 0, 2, 3, 2, 4, 3, 3, 2, 1, 0, 3, 2, 4, 4, 3, 2, 3, 4};
-::ttp::sdk::OpDecl const kOp3{"torchtrt::multi_scale_deformable_attention", "MultiScaleDeformableAttention", "1", "torchtrt", kInputs3, 5, kOutputs3, 1, nullptr, 0, kTactics3, 4, nullptr, kPrograms3, 117, nullptr, 0, nullptr, 0, nullptr, 0};
+::ttp::sdk::OpDecl const kOp3{"torchtrt::multi_scale_deformable_attention", "MultiScaleDeformableAttention", "1", "torchtrt", kInputs3, 5, kOutputs3, 1, nullptr, 0, kTactics3, 5, nullptr, kPrograms3, 117, nullptr, 0, nullptr, 0, nullptr, 0};
 ::ttp::sdk::DeclaredOpRegistration const kRegistration3{kOp3};
 ::ttp::sdk::InputDecl const kInputs4[] = {{"x", 135u, -1}};
 char const* const kOutputs4[] = {"out0"};
