@@ -627,12 +627,28 @@ def test_compiled_programs_move_coupled_ranks_together():
     assert ranks == [(r, r, 1) for r in range(9)]
 
 
+def _matrices(fake):
+    """``fake`` for 2-D x and y only: one rank combination to derive, not the 81 of two inputs of any rank (about a
+    minute on CI's cores), and the output dtype is decided the same way for each."""
+
+    def fake_of_matrices(x, y):
+        torch._check(x.dim() == 2 and y.dim() == 2)
+        return fake(x, y)
+
+    return fake_of_matrices
+
+
 def test_compiled_output_dtype_is_an_inputs_or_fixed():
-    fixed = _define("fixed_out", "(Tensor x, Tensor y) -> Tensor", lambda x, y: torch.empty_like(y, dtype=torch.int32))
+    fixed = _define(
+        "fixed_out", "(Tensor x, Tensor y) -> Tensor", _matrices(lambda x, y: torch.empty_like(y, dtype=torch.int32))
+    )
     declaration = ttp.Declaration(fixed, dtypes={"x": (torch.float32, torch.float16), "y": (torch.float32,)})
     program = _derive.Program.parse(declaration.compiled_programs[0])
     assert [code for code, _ in program.outputs] == [_derive.TRT_DTYPE_CODES[torch.int32]]
-    follows = ttp.Declaration(PLAIN, dtypes={"x": (torch.float32, torch.float16), "y": (torch.float16, torch.float32)})
+    follows_x = _define("follows_x", "(Tensor x, Tensor y) -> Tensor", _matrices(lambda x, y: torch.empty_like(x)))
+    follows = ttp.Declaration(
+        follows_x, dtypes={"x": (torch.float32, torch.float16), "y": (torch.float16, torch.float32)}
+    )
     assert [code for code, _ in _derive.Program.parse(follows.compiled_programs[0]).outputs] == [-1]
 
 

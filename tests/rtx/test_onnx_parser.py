@@ -44,7 +44,8 @@ DECLARED = declared_export_cases.cases()
 DECLARED_EXPORTS = [(c, e) for c in DECLARED for e in ("dynamo", "torchscript") if e == "dynamo" or c.torchscript]
 #: Plugin nodes written by hand, semantic fields only (the declared libraries' where those can be built).
 HANDWRITTEN = [h for h in handwritten_models.models() if DECLARED or not h.declared]
-#: Parsed with the others; test_multi_scale_deformable_attention_rtx.py reads their reports.
+#: Nodes made for NVIDIA's MultiscaleDeformableAttnPlugin_TRT, parsed with the others (their tests are below: a
+#: second module importing the fixture would be a second fixture, and would parse every model again).
 NVIDIA_STYLE = handwritten_models.nvidia_deformable_attention_models()
 
 
@@ -302,3 +303,28 @@ def test_quantized_output_reaches_the_dequantize_as_the_plugins_own_type(parser_
     (layer,) = report["plugin_layers"]
     assert layer["outputs"][0]["dtype"] == dtype
     assert report["plan_bytes"] > 0 and report["errors"] == []
+
+
+NVIDIA_MSDA = {case.id.split("-", 1)[1]: case for case in NVIDIA_STYLE}
+
+
+def test_renamed_nvidia_msda_node_with_our_namespace_parses_and_builds(parser_reports: dict):
+    """multi_scale_deformable_attention: a node made for NVIDIA's MultiscaleDeformableAttnPlugin_TRT builds with our
+    plugin through TensorRT-RTX's ONNX parser and builder once its op type is renamed and our namespace named
+    (plugin_namespace="torchtrt": docs/onnx.md)."""
+    report = parser_reports["handwritten-nvidia_msda-with_namespace"]
+    assert report["parsed"], (report["parser_errors"], report["errors"])
+    (layer,) = report["plugin_layers"]
+    # Ours is (B, Q, H * D); NVIDIA's plugin gives (B, Q, H, D).
+    assert [o["shape"] for o in layer["outputs"]] == NVIDIA_MSDA["with_namespace"].outputs == [[-1, -1, 256]]
+    assert [i["dtype"] for i in layer["inputs"]][1:3] == ["INT32", "INT32"]
+    assert report["plan_bytes"] > 0, report["errors"]
+    assert report["errors"] == []
+
+
+def test_renamed_nvidia_msda_node_without_a_namespace_finds_no_creator(parser_reports: dict):
+    """NVIDIA's node carries no plugin_namespace; the parser then asks the registry for namespace "" and ours is
+    registered under "torchtrt": renaming the op type alone is not enough (docs/onnx.md says so)."""
+    report = parser_reports["handwritten-nvidia_msda-op_type_only"]
+    assert not report["parsed"]
+    assert any("Plugin not found" in e for e in report["parser_errors"]), report
