@@ -205,35 +205,15 @@ __global__ void __launch_bounds__(kBLOCK) msdaKernel(T const* __restrict__ value
     }
 }
 
-template <int BYTES>
-struct Word;
-template <>
-struct Word<16>
-{
-    using Type = uint4;
-};
-template <>
-struct Word<8>
-{
-    using Type = uint2;
-};
-template <>
-struct Word<4>
-{
-    using Type = uint32_t;
-};
-template <>
-struct Word<2>
-{
-    using Type = uint16_t;
-};
-
 // *p where `inside`, else zeros: moved as one word of V's size (a select of a vector of 16-bit elements would go
 // through local memory).
 template <typename V>
 __device__ __forceinline__ V loadOrZero(V const* p, bool inside)
 {
-    using W = typename Word<sizeof(V)>::Type;
+    constexpr size_t kBYTES = sizeof(V);
+    static_assert(kBYTES == 16 || kBYTES == 8 || kBYTES == 4 || kBYTES == 2, "a vector of 2, 4, 8 or 16 bytes");
+    using W = std::conditional_t<kBYTES == 16, uint4,
+        std::conditional_t<kBYTES == 8, uint2, std::conditional_t<kBYTES == 4, uint32_t, uint16_t>>>;
     W word{};
     if (inside)
     {
