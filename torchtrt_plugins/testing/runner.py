@@ -78,7 +78,13 @@ class PluginGraphRunner(torch.fx.Interpreter):
         if result.enqueue_skipped:
             self.fell_back[self._node_name] = result.enqueue_skipped
             return super().call_function(target, args, kwargs)
-        outputs = result.outputs(self.tactic, self.phase)[: call.num_op_outputs]
+        record = result.run(self.tactic, self.phase)
+        if record.status != "ok":
+            raise HarnessError(
+                f"node {self._node_name} ({target}): the {self.phase} enqueue of tactic {self.tactic} failed: "
+                f"{record.status}\n{result.summary()}"
+            )
+        outputs = record.outputs[: call.num_op_outputs]
         return outputs[0] if call.num_op_outputs == 1 else tuple(outputs)
 
 
