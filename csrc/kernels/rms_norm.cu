@@ -572,11 +572,11 @@ RmsNormTactic rmsNormHeuristic(int64_t rows, int64_t hidden, DType dtype)
     // Tactic 3 where it has a form of its own and the launch is large: x past the L2 at a compiled row length, or
     // short rows in more than one wave of warps (as many rows as every SM has warp slots). Elsewhere tactics 1 and 2.
     int64_t const elementBytes = dtypeSize(dtype);
-    if (rows * hidden * elementBytes > l2CacheBytes() && hasTwoPassConfig(static_cast<int>(elementBytes), hidden))
+    if (hasTwoPassConfig(static_cast<int>(elementBytes), hidden) && rows * hidden * elementBytes > l2CacheBytes())
     {
         return RmsNormTactic::kLARGE;
     }
-    if (shortRows(hidden, elementBytes))
+    if (rows > kFewRows && shortRows(hidden, elementBytes))
     {
         int warpSlots = 0;
         if (maxResidentBlocks(&warpSlots, kThreadsPerSm / kWarpSize) == cudaSuccess && rows >= warpSlots)
