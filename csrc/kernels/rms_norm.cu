@@ -2,6 +2,8 @@
 #include "quantize.cuh"
 #include "rms_norm.h"
 
+#include <iterator>
+
 namespace ttp
 {
 namespace
@@ -475,41 +477,46 @@ struct RmsTwoPassKernels
 // program of 1024 / R rows in one warp; R below 256, programs of up to 32 rows (XBLOCK 1, 8 or 32, autotuned; here
 // 32) in two warps. A thread then holds 4 vectors (16-bit) or 8 (fp32) from R = 256, and R / 16 vectors below (a
 // group of lanes per row, U rows in flight), where tactic 1 holds one vector of one row (tactic 2, from 1 KiB rows:
-// one vector of a row in a block of 128 threads).
-template <typename T, typename Q>
+// one vector of a row in a block of 128 threads). Rows of up to maxVectors vectors of elementBytes-byte elements take
+// rmsNormWarpKernel with LANES lanes a row, C vectors and U rows a lane, WARPS warps a block; ordered by the rows
+// they take.
+struct ShortRowConfig
+{
+    int elementBytes;
+    int maxVectors;
+    int lanes;
+    int c;
+    int u;
+    int warps;
+};
+
+constexpr ShortRowConfig kShortRowConfigs[]
+    = {{2, 16, 16, 1, 8, 2}, {2, 32, 32, 1, 4, 1}, {2, 64, 32, 2, 2, 1}, {2, 128, 32, 4, 1, 1}, {4, 16, 16, 1, 8, 2},
+        {4, 32, 32, 1, 16, 2}, {4, 64, 32, 2, 4, 1}, {4, 128, 32, 4, 2, 1}, {4, 256, 32, 8, 1, 1}};
+
+// The first configuration from kShortRowConfigs[I] on that holds rows of 16-byte vectors; rows no configuration
+// holds (shortRows() keeps them out) take tactic 1's kernels.
+template <typename T, typename Q, size_t I = 0>
 cudaError_t launchShortRows(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
     float weightOffset, Q q, cudaStream_t stream)
 {
     constexpr int kVec = 16 / sizeof(T);
-    constexpr CachePolicy kX = CachePolicy::kEVICT_FIRST;
-    constexpr CachePolicy kY = CachePolicy::kDEFAULT;
-    int64_t const nvec = hidden / kVec;
-    // R = 64 (fp32) or 128 (16-bit): 16 lanes a row, 8 rows a thread, 2 warps.
-    if (nvec <= 16)
-        return launchWarpConfig<T, Q, kVec, 16, 1, 8, kX, kY, 2>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
-    // From R = 256: a warp per block holding 1024 elements, C vectors of a row and U rows a thread.
-    if constexpr (kVec == 8)
+    if constexpr (I < std::size(kShortRowConfigs))
     {
-        if (nvec <= 32)
-            return launchWarpConfig<T, Q, kVec, 32, 1, 4, kX, kY, 1>(
-                x, w, y, rows, hidden, eps, weightOffset, q, stream);
-        if (nvec <= 64)
-            return launchWarpConfig<T, Q, kVec, 32, 2, 2, kX, kY, 1>(
-                x, w, y, rows, hidden, eps, weightOffset, q, stream);
-        return launchWarpConfig<T, Q, kVec, 32, 4, 1, kX, kY, 1>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
+        constexpr ShortRowConfig kConfig = kShortRowConfigs[I];
+        if constexpr (kConfig.elementBytes == sizeof(T))
+        {
+            if (hidden / kVec <= kConfig.maxVectors)
+            {
+                return launchWarpConfig<T, Q, kVec, kConfig.lanes, kConfig.c, kConfig.u, CachePolicy::kEVICT_FIRST,
+                    CachePolicy::kDEFAULT, kConfig.warps>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
+            }
+        }
+        return launchShortRows<T, Q, I + 1>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
     }
     else
     {
-        if (nvec <= 32) // R = 128: 16 rows a thread, 2 warps
-            return launchWarpConfig<T, Q, kVec, 32, 1, 16, kX, kY, 2>(
-                x, w, y, rows, hidden, eps, weightOffset, q, stream);
-        if (nvec <= 64)
-            return launchWarpConfig<T, Q, kVec, 32, 2, 4, kX, kY, 1>(
-                x, w, y, rows, hidden, eps, weightOffset, q, stream);
-        if (nvec <= 128)
-            return launchWarpConfig<T, Q, kVec, 32, 4, 2, kX, kY, 1>(
-                x, w, y, rows, hidden, eps, weightOffset, q, stream);
-        return launchWarpConfig<T, Q, kVec, 32, 8, 1, kX, kY, 1>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
+        return launchWarp<T, Q, kVec>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
     }
 }
 

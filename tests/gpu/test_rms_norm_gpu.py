@@ -60,22 +60,24 @@ def rows_past_l2(hidden: int, dtype: torch.dtype) -> int:
     return (torch.cuda.get_device_properties(0).L2_cache_size // (hidden * dtype.itemsize) + 1) | 1
 
 
+def _assert_matches_reference_with_and_without_offset(x: torch.Tensor, w: torch.Tensor, tactic: int) -> None:
+    tol = SPEC.tolerance(x.dtype)
+    for weight, offset in ((w, 0.0), (w - 1, 1.0)):  # Gemma's weights sit near 0, its offset 1
+        torch.testing.assert_close(
+            rms_norm_eager(x, weight, 1e-6, tactic, weight_offset=offset),
+            rms_norm.reference(x, weight, 1e-6, offset),
+            atol=tol.atol,
+            rtol=tol.rtol,
+        )
+
+
 @pytest.mark.parametrize("tactic", [0, 3])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("hidden", TWO_PASS_HIDDEN)
 def test_two_pass_rows_past_the_l2_match_reference(hidden, dtype, tactic):
     """Tactic 3's two-pass kernels (the heuristic's pick there, so tactic 0 too), with and without Gemma's offset."""
     x, w = rms_norm_inputs((rows_past_l2(hidden, dtype), hidden), dtype, seed=hidden)
-    tol = SPEC.tolerance(dtype)
-    torch.testing.assert_close(
-        rms_norm_eager(x, w, 1e-6, tactic), rms_norm.reference(x, w, 1e-6), atol=tol.atol, rtol=tol.rtol
-    )
-    torch.testing.assert_close(
-        rms_norm_eager(x, w - 1, 1e-6, tactic, weight_offset=1.0),
-        rms_norm.reference(x, w - 1, 1e-6, 1.0),
-        atol=tol.atol,
-        rtol=tol.rtol,
-    )
+    _assert_matches_reference_with_and_without_offset(x, w, tactic)
 
 
 @pytest.mark.parametrize("tactic", [0, 3])
@@ -86,16 +88,7 @@ def test_short_rows_match_reference(hidden, rows, dtype, tactic):
     """Tactic 3's short-row layout: groups with several rows in flight and whole warps per block, on odd row counts
     (the last block's rows partly past the end)."""
     x, w = rms_norm_inputs((rows, hidden), dtype, seed=rows + hidden)
-    tol = SPEC.tolerance(dtype)
-    torch.testing.assert_close(
-        rms_norm_eager(x, w, 1e-6, tactic), rms_norm.reference(x, w, 1e-6), atol=tol.atol, rtol=tol.rtol
-    )
-    torch.testing.assert_close(
-        rms_norm_eager(x, w - 1, 1e-6, tactic, weight_offset=1.0),
-        rms_norm.reference(x, w - 1, 1e-6, 1.0),
-        atol=tol.atol,
-        rtol=tol.rtol,
-    )
+    _assert_matches_reference_with_and_without_offset(x, w, tactic)
 
 
 def test_tactic_3_past_the_l2_at_a_length_it_does_not_compile():
