@@ -444,7 +444,8 @@ struct RmsTwoPassRow
     }
 };
 
-// Tactic 3 for launches whose x exceeds the L2, at the row lengths norm_two_pass.cuh compiles: a block per row.
+// Tactic 3 for launches whose x exceeds the L2, at the row lengths norm_two_pass.cuh compiles: a block per row, split
+// as add_rms_norm's (kTwoPassConfigs, raced for add_rms_norm; not raced for this kernel yet).
 template <typename T, typename Q, int BLOCK, int CHUNKS, int MIN_BLOCKS, int AHEAD>
 __global__ void __launch_bounds__(BLOCK, (kResidentBlocks<BLOCK, MIN_BLOCKS>))
     rmsNormTwoPassKernel(T const* __restrict__ x, T const* __restrict__ w, typename Q::Elem* __restrict__ y, float eps,
@@ -475,11 +476,11 @@ struct RmsTwoPassKernels
 // Rows of at most 1024 elements laid out as inductor's persistent reduction lays them (torch 2.13,
 // _persistent_reduction_configs for an inner reduction of R elements, without max-autotune): R of 256-1024, a
 // program of 1024 / R rows in one warp; R below 256, programs of up to 32 rows (XBLOCK 1, 8 or 32, autotuned; here
-// 32) in two warps. A thread then holds 4 vectors (16-bit) or 8 (fp32) from R = 256, and R / 16 vectors below (a
-// group of lanes per row, U rows in flight), where tactic 1 holds one vector of one row (tactic 2, from 1 KiB rows:
-// one vector of a row in a block of 128 threads). Rows of up to maxVectors vectors of elementBytes-byte elements take
-// rmsNormWarpKernel with LANES lanes a row, C vectors and U rows a lane, WARPS warps a block; ordered by the rows
-// they take.
+// 32) in two warps. A thread then holds 4 vectors (16-bit) or 8 (fp32) from R = 256, and R / 16 (16-bit) or R / 8
+// (fp32) below (a group of lanes per row, U rows in flight), where tactic 1 holds one vector of one row (tactic 2,
+// from 1 KiB rows: one vector of a row in a block of 128 threads). Rows of up to maxVectors vectors of
+// elementBytes-byte elements take rmsNormWarpKernel with LANES lanes a row, C vectors and U rows a lane, WARPS warps a
+// block; ordered by the rows they take.
 struct ShortRowConfig
 {
     int elementBytes;
