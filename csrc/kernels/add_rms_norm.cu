@@ -1,4 +1,5 @@
 #include "add_rms_norm.h"
+#include "norm_two_pass.cuh"
 #include "type_utils.cuh"
 
 #include <iterator>
@@ -144,101 +145,64 @@ __global__ void __launch_bounds__(BLOCK) addRmsNormLongKernel(T const* __restric
     }
 }
 
-// Thread `lane`'s bases in a row (at `offset` elements) of each array, in vectors V: its vector k at base + k.
-template <typename V>
-struct RowBases
+// add_rms_norm's row in the two-pass form (norm_two_pass.cuh): thread `lane`'s bases in the row at `offset` elements of
+// each array, in vectors V (its vector k at base + k); pass 1 holds x's and the residual's vectors, pass 2 stores the
+// sum before the norm.
+template <typename T>
+struct AddRmsTwoPassRow
 {
+    using V = Vec<T, 16 / sizeof(T)>;
+    struct Loaded
+    {
+        V x;
+        V residual;
+    };
     V const* x;
     V const* residual;
     V const* w;
     V* residualOut;
     V* y;
+
+    __device__ __forceinline__ AddRmsTwoPassRow(
+        T const* xt, T const* rt, T const* wt, T* rot, T* yt, int64_t offset, int lane)
+        : x(reinterpret_cast<V const*>(xt + offset) + lane)
+        , residual(reinterpret_cast<V const*>(rt + offset) + lane)
+        , w(reinterpret_cast<V const*>(wt) + lane)
+        , residualOut(reinterpret_cast<V*>(rot + offset) + lane)
+        , y(reinterpret_cast<V*>(yt + offset) + lane)
+    {
+    }
+    template <CachePolicy P>
+    __device__ __forceinline__ Loaded load(int k) const
+    {
+        return {loadVec<P>(x + k), loadVec<P>(residual + k)};
+    }
+    __device__ __forceinline__ V value(Loaded const& l) const
+    {
+        return addVec(l.x, l.residual);
+    }
+    __device__ __forceinline__ void storeValue(int k, V const& h) const
+    {
+        residualOut[k] = h;
+    }
+    __device__ __forceinline__ void storeNorm(int k, V const& h, V const& weight, float scale) const
+    {
+        y[k] = normVec(h, weight, scale);
+    }
 };
 
-template <typename V, typename T>
-__device__ __forceinline__ RowBases<V> rowBases(
-    T const* x, T const* residual, T const* w, T* residualOut, T* y, int64_t offset, int lane)
-{
-    return {reinterpret_cast<V const*>(x + offset) + lane, reinterpret_cast<V const*>(residual + offset) + lane,
-        reinterpret_cast<V const*>(w) + lane, reinterpret_cast<V*>(residualOut + offset) + lane,
-        reinterpret_cast<V*>(y + offset) + lane};
-}
-
-// Thread slots of an SM of the architecture being compiled, as ptxas (CUDA 13.0) bounds __launch_bounds__'s minimum
-// blocks: 2048 on sm_80, 90, 100 and 103, 1024 below sm_80, 1536 on the others (sm_86, 87, 89, 110, 120, 121).
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000                   \
-    || __CUDA_ARCH__ == 1030
-constexpr int kThreadsPerSm = 2048;
-#elif __CUDA_ARCH__ < 800
-constexpr int kThreadsPerSm = 1024;
-#else
-constexpr int kThreadsPerSm = 1536;
-#endif
-
-// MIN_BLOCKS rows of BLOCK threads per SM, as many as fit where fewer do (ptxas ignores a bound past the SM's slots).
-template <int BLOCK, int MIN_BLOCKS>
-constexpr int kResidentBlocks = MIN_BLOCKS * BLOCK <= kThreadsPerSm ? MIN_BLOCKS : kThreadsPerSm / BLOCK;
-
-// Inductor's structure for this op (its generated Triton kernel: a looped reduction, one row per program, specialized
-// to the row's length), for launches whose writes exceed the L2. A row is BLOCK * CHUNKS vectors, known when compiled:
-// pass 1 issues every load of the row's x and residual at once, keeping the lines in L1, and sums the squares of their
-// sum (one barrier); pass 2 reads them again from L1, AHEAD chunks at a time, and stores the sum and the norm. Only the
-// loads are held in registers (MIN_BLOCKS rows per SM bound them), so more rows are resident per SM than with
-// addRmsNormKernel. AHEAD > 1 issues the loads of that many chunks, the weight's too, before their stores (inductor's
-// order where its chunk holds several vectors a thread); AHEAD == 1 loads the weight after the sum's store.
+// For launches whose writes exceed the L2 (norm_two_pass.cuh): x and the residual are what pass 1 holds.
 template <typename T, int BLOCK, int CHUNKS, int MIN_BLOCKS, int AHEAD = 1>
 __global__ void __launch_bounds__(BLOCK, (kResidentBlocks<BLOCK, MIN_BLOCKS>)) addRmsNormTwoPassKernel(
     T const* __restrict__ x, T const* residual, T const* __restrict__ w, T* residualOut, T* __restrict__ y, float eps)
 {
-    using V = Vec<T, 16 / sizeof(T)>;
     constexpr int kHidden = BLOCK * CHUNKS * static_cast<int>(16 / sizeof(T));
     __shared__ float partial[BLOCK / kWarpSize];
     allowDependents();
     waitForPrerequisites();
-    RowBases<V> const row = rowBases<V>(
+    AddRmsTwoPassRow<T> const row(
         x, residual, w, residualOut, y, static_cast<int64_t>(blockIdx.x) * kHidden, static_cast<int>(threadIdx.x));
-    V a[CHUNKS];
-    V b[CHUNKS];
-#pragma unroll
-    for (int c = 0; c < CHUNKS; ++c)
-    {
-        a[c] = loadVec<CachePolicy::kKEEP_L1>(row.x + c * BLOCK);
-        b[c] = loadVec<CachePolicy::kKEEP_L1>(row.residual + c * BLOCK);
-    }
-    float s = 0.F;
-#pragma unroll
-    for (int c = 0; c < CHUNKS; ++c)
-    {
-        s += sumSquares(addVec(a[c], b[c]));
-    }
-    float const scale = rsqrtf(blockSum<BLOCK, true>(s, partial) / static_cast<float>(kHidden) + eps);
-    static_assert(CHUNKS % AHEAD == 0, "pass 2 takes AHEAD chunks at a time");
-#pragma unroll
-    for (int g = 0; g < CHUNKS; g += AHEAD)
-    {
-        V h[AHEAD];
-        V wk[AHEAD];
-#pragma unroll
-        for (int k = 0; k < AHEAD; ++k)
-        {
-            h[k] = addVec(loadVec<CachePolicy::kLAST_READ>(row.x + (g + k) * BLOCK),
-                loadVec<CachePolicy::kLAST_READ>(row.residual + (g + k) * BLOCK));
-            if constexpr (AHEAD > 1)
-            {
-                wk[k] = loadVec<CachePolicy::kKEEP_L1>(row.w + (g + k) * BLOCK);
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < AHEAD; ++k)
-        {
-            row.residualOut[(g + k) * BLOCK] = h[k];
-            if constexpr (AHEAD == 1)
-            {
-                wk[k] = loadVec<CachePolicy::kKEEP_L1>(row.w + (g + k) * BLOCK);
-            }
-            row.y[(g + k) * BLOCK] = normVec(h[k], wk[k], scale);
-        }
-    }
+    twoPassNormRow<BLOCK, CHUNKS, AHEAD, kHidden>(row, eps, partial);
 }
 
 // How a launch asks L2 to treat its lines (16-byte vectors only): x is read once, the norm is read by the next
@@ -371,56 +335,23 @@ cudaError_t launch(T const* x, T const* r, T const* w, T* ro, T* y, int64_t rows
     }
 }
 
-// Rows of BLOCK * CHUNKS vectors of elements of elementBytes bytes, in launches writing more than the L2, take
-// addRmsNormTwoPassKernel<T, BLOCK, CHUNKS, MIN_BLOCKS> (kernel lab at bf45c72, add_rms_placed, H200, graph
-// timer, two placements, docs/results/2026-11-28i/ there, speed against the launch before it, inductor's beside it;
-// before: the register kernel, or at 16-bit 16384x8192 and 65536x4096 a two-pass kernel looping over a run-time row
-// length): bf16 32768x16384 1.028-1.030 (inductor 1.032), fp16 1.013-1.017 (1.012-1.020), fp32 1.032-1.033
-// (1.007-1.012); 16384x8192 bf16 1.025-1.027 (1.004-1.005), fp16 1.000-1.001 (0.998), fp32 1.006-1.009 (1.010-1.012);
-// 65536x4096 bf16 1.003-1.007 (1.002-1.004), fp16 1.012-1.016 (1.005-1.010), fp32 1.027-1.034 (1.007-1.011);
-// 4096x4096 bf16 1.018-1.026, fp16 1.028-1.029, fp32 1.001-1.015; 4096x12288 bf16 1.025-1.031, fp16 1.024-1.027,
-// fp32 1.021-1.033; 2048x12288 16-bit 1.001-1.013. The splits kept are the fastest raced; forcing every thread slot
-// of an SM costs where the row's loads then exceed the registers (fp32 16384 wide at 1024 x 4: 0.924). float32 rows of
-// 8192 take 512 x 4 with pass 2 four chunks ahead at 2 rows an SM, inductor's kernel there (2026-11-28i/
-// ahead4_fp32.log, the op against 1024 x 2: 16384x8192 1.004-1.010, inductor 0.995-0.998 of its speed; 4096x8192
-// 1.005-1.009, inductor 0.993-0.994); one row an SM (71 registers) ran at 0.984.
-struct TwoPassConfig
-{
-    int elementBytes;
-    int block;
-    int chunks;
-    int minBlocks;
-    int ahead = 1;
-};
-
-constexpr TwoPassConfig kTwoPassConfigs[] = {{2, 512, 1, 4}, {2, 512, 2, 2}, {2, 768, 2, 1}, {2, 1024, 2, 2},
-    {4, 1024, 1, 2}, {4, 512, 4, 2, 4}, {4, 768, 4, 1}, {4, 1024, 4, 1}};
-
+// Rows of a two-pass configuration (norm_two_pass.cuh), in launches writing more than the L2, take
+// addRmsNormTwoPassKernel (kernel lab at bf45c72, add_rms_placed, H200, graph timer, two placements,
+// docs/results/2026-11-28i/ there, speed against the launch before it, inductor's beside it; before: the register
+// kernel, or at 16-bit 16384x8192 and 65536x4096 a two-pass kernel looping over a run-time row length): bf16
+// 32768x16384 1.028-1.030 (inductor 1.032), fp16 1.013-1.017 (1.012-1.020), fp32 1.032-1.033 (1.007-1.012);
+// 16384x8192 bf16 1.025-1.027 (1.004-1.005), fp16 1.000-1.001 (0.998), fp32 1.006-1.009 (1.010-1.012); 65536x4096
+// bf16 1.003-1.007 (1.002-1.004), fp16 1.012-1.016 (1.005-1.010), fp32 1.027-1.034 (1.007-1.011); 4096x4096 bf16
+// 1.018-1.026, fp16 1.028-1.029, fp32 1.001-1.015; 4096x12288 bf16 1.025-1.031, fp16 1.024-1.027, fp32 1.021-1.033;
+// 2048x12288 16-bit 1.001-1.013.
 template <typename T>
-using TwoPassKernel = void (*)(T const*, T const*, T const*, T*, T*, float);
-
-// The two-pass kernel for rows of nvec vectors, and its block size; nullptr where no configuration has that length.
-template <typename T, size_t I = 0>
-TwoPassKernel<T> twoPassKernelFor(int64_t nvec, int* block)
+struct AddRmsTwoPassKernels
 {
-    if constexpr (I < std::size(kTwoPassConfigs))
-    {
-        constexpr TwoPassConfig kConfig = kTwoPassConfigs[I];
-        if constexpr (kConfig.elementBytes == sizeof(T))
-        {
-            if (nvec == kConfig.block * kConfig.chunks)
-            {
-                *block = kConfig.block;
-                return addRmsNormTwoPassKernel<T, kConfig.block, kConfig.chunks, kConfig.minBlocks, kConfig.ahead>;
-            }
-        }
-        return twoPassKernelFor<T, I + 1>(nvec, block);
-    }
-    else
-    {
-        return nullptr;
-    }
-}
+    static constexpr int kElementBytes = sizeof(T);
+    using Pointer = void (*)(T const*, T const*, T const*, T*, T*, float);
+    template <int BLOCK, int CHUNKS, int MIN_BLOCKS, int AHEAD>
+    static constexpr Pointer kernel = addRmsNormTwoPassKernel<T, BLOCK, CHUNKS, MIN_BLOCKS, AHEAD>;
+};
 
 template <typename T>
 cudaError_t dispatch(void const* x, void const* r, void const* w, void* ro, void* y, int64_t rows, int64_t hidden,
@@ -439,7 +370,7 @@ cudaError_t dispatch(void const* x, void const* r, void const* w, void* ro, void
     if (vectorized && writes > l2 && rows <= 0x7fffffff)
     {
         int block = 0;
-        if (TwoPassKernel<T> const kernel = twoPassKernelFor<T>(hidden / kVec, &block); kernel != nullptr)
+        if (auto const kernel = twoPassKernelFor<AddRmsTwoPassKernels<T>>(hidden / kVec, &block); kernel != nullptr)
         {
             return launchKernel(kernel, dim3(static_cast<unsigned>(rows)), dim3(block), stream, pdlSupported(), xt, rt,
                 wt, rot, yt, eps);

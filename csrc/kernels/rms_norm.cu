@@ -1,5 +1,8 @@
+#include "norm_two_pass.cuh"
 #include "quantize.cuh"
 #include "rms_norm.h"
+
+#include <iterator>
 
 namespace ttp
 {
@@ -33,10 +36,9 @@ __device__ __forceinline__ Vec<typename Q::Elem, VEC> normVec(
 // has U rows in flight (all loads before the first reduction). Every lane of a warp runs the same iterations so
 // the group shuffles stay converged even on the last, partial set of rows.
 template <typename T, typename Q, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
-    CachePolicy STORE = CachePolicy::kDEFAULT>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
-    rmsNormWarpKernel(T const* __restrict__ x, T const* __restrict__ w, typename Q::Elem* __restrict__ y, int64_t rows,
-        int64_t hidden, float eps, float weightOffset, Q quant)
+    CachePolicy STORE = CachePolicy::kDEFAULT, int WARPS = kWarpsPerBlock>
+__global__ void __launch_bounds__(WARPS* kWarpSize) rmsNormWarpKernel(T const* __restrict__ x, T const* __restrict__ w,
+    typename Q::Elem* __restrict__ y, int64_t rows, int64_t hidden, float eps, float weightOffset, Q quant)
 {
     // A programmatic dependent launch (few rows) waits here for the previous kernel's writes; otherwise no-ops.
     allowDependents();
@@ -51,8 +53,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     if constexpr (C == 0)
     {
         // Rows of any length: lanes stride over the row, twice (sum, then scale).
-        int64_t const warpId = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-        int64_t const stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock * kGroupsPerWarp;
+        int64_t const warpId = static_cast<int64_t>(blockIdx.x) * WARPS + threadIdx.x / kWarpSize;
+        int64_t const stride = static_cast<int64_t>(gridDim.x) * WARPS * kGroupsPerWarp;
         for (int64_t base = warpId * kGroupsPerWarp; base < rows; base += stride)
         {
             int64_t const row = base + (threadIdx.x % kWarpSize) / LANES;
@@ -83,9 +85,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
             weight[c] = wv[i];
         }
     }
-    int64_t const group = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kGroupsPerWarp
+    int64_t const group = (static_cast<int64_t>(blockIdx.x) * WARPS + threadIdx.x / kWarpSize) * kGroupsPerWarp
                           + (threadIdx.x % kWarpSize) / LANES;
-    int64_t const groups = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock * kGroupsPerWarp;
+    int64_t const groups = static_cast<int64_t>(gridDim.x) * WARPS * kGroupsPerWarp;
     float const invHidden = 1.F / static_cast<float>(hidden);
     // Whole warps leave together: the bound is the warp's first group's, so no lane skips a shuffle.
     int64_t const warpFirstGroup = group - (threadIdx.x % kWarpSize) / LANES;
@@ -287,11 +289,11 @@ cudaError_t launchRowConfig(T const* x, T const* w, typename Q::Elem* y, int64_t
 // residentPerSm > 0 caps the grid at that many blocks per SM (a persistent grid walks the rest); 0: a block for
 // every kRowsPerBlock rows.
 template <typename T, typename Q, int VEC, int LANES, int C, int U, CachePolicy LOAD = CachePolicy::kDEFAULT,
-    CachePolicy STORE = CachePolicy::kDEFAULT>
+    CachePolicy STORE = CachePolicy::kDEFAULT, int WARPS = kWarpsPerBlock>
 cudaError_t launchWarpConfig(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
     float weightOffset, Q q, cudaStream_t stream, int residentPerSm = 0)
 {
-    constexpr int64_t kRowsPerBlock = int64_t{kWarpsPerBlock} * (kWarpSize / LANES) * U;
+    constexpr int64_t kRowsPerBlock = int64_t{WARPS} * (kWarpSize / LANES) * U;
     int64_t blocks = std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxGridBlocks);
     if (residentPerSm > 0)
     {
@@ -304,8 +306,9 @@ cudaError_t launchWarpConfig(T const* x, T const* w, typename Q::Elem* y, int64_
     }
     // Few rows (QK-norm at decode: heads x head_dim): a programmatic dependent launch, as the row kernel's below.
     bool const pdl = rows <= kFewRows && pdlSupported();
-    return launchKernel(rmsNormWarpKernel<T, Q, VEC, LANES, C, U, LOAD, STORE>, dim3(static_cast<unsigned>(blocks)),
-        dim3(kWarpsPerBlock * kWarpSize), stream, pdl, x, w, y, rows, hidden, eps, weightOffset, q);
+    return launchKernel(rmsNormWarpKernel<T, Q, VEC, LANES, C, U, LOAD, STORE, WARPS>,
+        dim3(static_cast<unsigned>(blocks)), dim3(WARPS * kWarpSize), stream, pdl, x, w, y, rows, hidden, eps,
+        weightOffset, q);
 }
 
 template <typename T, typename Q, int VEC>
@@ -409,6 +412,131 @@ cudaError_t launchBlock(T const* x, T const* w, typename Q::Elem* y, int64_t row
         x, w, y, rows, hidden, eps, weightOffset, q, stream);
 }
 
+// rms_norm's row in the two-pass form (norm_two_pass.cuh): thread `lane`'s bases in the row at `offset` elements of
+// x and y, in vectors (its vector k at base + k); pass 1 holds x's vectors, pass 2 stores only the norm.
+template <typename T, typename Q>
+struct RmsTwoPassRow
+{
+    using V = Vec<T, 16 / sizeof(T)>;
+    using OV = Vec<typename Q::Elem, 16 / sizeof(T)>;
+    using Loaded = V;
+    V const* x;
+    V const* w;
+    OV* y;
+    float weightOffset;
+    Q q;
+
+    template <CachePolicy P>
+    __device__ __forceinline__ V load(int k) const
+    {
+        return loadVec<P>(x + k);
+    }
+    __device__ __forceinline__ V value(V const& v) const
+    {
+        return v;
+    }
+    __device__ __forceinline__ void storeValue(int, V const&) const
+    {
+    }
+    __device__ __forceinline__ void storeNorm(int k, V const& h, V const& weight, float scale) const
+    {
+        y[k] = normVec(h, weight, scale, weightOffset, q);
+    }
+};
+
+// Tactic 3 for launches whose x exceeds the L2, at the row lengths norm_two_pass.cuh compiles: a block per row, split
+// as add_rms_norm's (kTwoPassConfigs, raced for add_rms_norm; not raced for this kernel yet).
+template <typename T, typename Q, int BLOCK, int CHUNKS, int MIN_BLOCKS, int AHEAD>
+__global__ void __launch_bounds__(BLOCK, (kResidentBlocks<BLOCK, MIN_BLOCKS>))
+    rmsNormTwoPassKernel(T const* __restrict__ x, T const* __restrict__ w, typename Q::Elem* __restrict__ y, float eps,
+        float weightOffset, Q quant)
+{
+    using Row = RmsTwoPassRow<T, Q>;
+    constexpr int kHidden = BLOCK * CHUNKS * static_cast<int>(16 / sizeof(T));
+    __shared__ float partial[BLOCK / kWarpSize];
+    allowDependents();
+    waitForPrerequisites();
+    int64_t const offset = static_cast<int64_t>(blockIdx.x) * kHidden;
+    int const lane = static_cast<int>(threadIdx.x);
+    Row const row{reinterpret_cast<typename Row::V const*>(x + offset) + lane,
+        reinterpret_cast<typename Row::V const*>(w) + lane, reinterpret_cast<typename Row::OV*>(y + offset) + lane,
+        weightOffset, quant.ready()};
+    twoPassNormRow<BLOCK, CHUNKS, AHEAD, kHidden>(row, eps, partial);
+}
+
+template <typename T, typename Q>
+struct RmsTwoPassKernels
+{
+    static constexpr int kElementBytes = sizeof(T);
+    using Pointer = void (*)(T const*, T const*, typename Q::Elem*, float, float, Q);
+    template <int BLOCK, int CHUNKS, int MIN_BLOCKS, int AHEAD>
+    static constexpr Pointer kernel = rmsNormTwoPassKernel<T, Q, BLOCK, CHUNKS, MIN_BLOCKS, AHEAD>;
+};
+
+// Rows of at most 1024 elements laid out as inductor's persistent reduction lays them (torch 2.13,
+// _persistent_reduction_configs for an inner reduction of R elements, without max-autotune): R of 256-1024, a
+// program of 1024 / R rows in one warp; R below 256, programs of up to 32 rows (XBLOCK 1, 8 or 32, autotuned; here
+// 32) in two warps. A thread then holds 4 vectors (16-bit) or 8 (fp32) from R = 256, and R / 16 (16-bit) or R / 8
+// (fp32) below (a group of lanes per row, U rows in flight), where tactic 1 holds one vector of one row (tactic 2,
+// from 1 KiB rows: one vector of a row in a block of 128 threads). Rows of up to maxVectors vectors of
+// elementBytes-byte elements take rmsNormWarpKernel with LANES lanes a row, C vectors and U rows a lane, WARPS warps a
+// block; ordered by the rows they take.
+struct ShortRowConfig
+{
+    int elementBytes;
+    int maxVectors;
+    int lanes;
+    int c;
+    int u;
+    int warps;
+};
+
+constexpr ShortRowConfig kShortRowConfigs[]
+    = {{2, 16, 16, 1, 8, 2}, {2, 32, 32, 1, 4, 1}, {2, 64, 32, 2, 2, 1}, {2, 128, 32, 4, 1, 1}, {4, 16, 16, 1, 8, 2},
+        {4, 32, 32, 1, 16, 2}, {4, 64, 32, 2, 4, 1}, {4, 128, 32, 4, 2, 1}, {4, 256, 32, 8, 1, 1}};
+
+// The first configuration from kShortRowConfigs[I] on that holds rows of 16-byte vectors; rows no configuration
+// holds (shortRows() keeps them out) take tactic 1's kernels.
+template <typename T, typename Q, size_t I = 0>
+cudaError_t launchShortRows(T const* x, T const* w, typename Q::Elem* y, int64_t rows, int64_t hidden, float eps,
+    float weightOffset, Q q, cudaStream_t stream)
+{
+    constexpr int kVec = 16 / sizeof(T);
+    if constexpr (I < std::size(kShortRowConfigs))
+    {
+        constexpr ShortRowConfig kConfig = kShortRowConfigs[I];
+        if constexpr (kConfig.elementBytes == sizeof(T))
+        {
+            if (hidden / kVec <= kConfig.maxVectors)
+            {
+                return launchWarpConfig<T, Q, kVec, kConfig.lanes, kConfig.c, kConfig.u, CachePolicy::kEVICT_FIRST,
+                    CachePolicy::kDEFAULT, kConfig.warps>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
+            }
+        }
+        return launchShortRows<T, Q, I + 1>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
+    }
+    else
+    {
+        return launchWarp<T, Q, kVec>(x, w, y, rows, hidden, eps, weightOffset, q, stream);
+    }
+}
+
+// Rows tactic 3 lays out as inductor does (launchShortRows): 16-byte vectors, at least 16 of them, up to 1024
+// elements (rows under 16 vectors keep tactic 1's groups of 4-8 lanes).
+constexpr bool shortRows(int64_t hidden, int64_t elementBytes)
+{
+    return hidden % (16 / elementBytes) == 0 && hidden / (16 / elementBytes) >= 16 && hidden <= 1024;
+}
+
+// What the heuristic picks among tactics 1 and 2, and what tactic 3 runs where it has no form of its own (data not
+// 16-byte aligned, rows neither short nor of a compiled length, launches within the L2).
+RmsNormTactic rowTactic(int64_t hidden, int64_t elementBytes)
+{
+    // Measured on H100: below 1 KiB per row warp groups win; from 1 KiB a
+    // whole block per row keeps more loads in flight and wins.
+    return hidden * elementBytes < 1024 ? RmsNormTactic::kWARP_PER_ROW : RmsNormTactic::kBLOCK_PER_ROW;
+}
+
 template <typename T, typename Q>
 cudaError_t dispatch(void const* x, void const* w, void* y, int64_t rows, int64_t hidden, float eps, float weightOffset,
     Q q, RmsNormTactic tactic, cudaStream_t stream)
@@ -419,6 +547,23 @@ cudaError_t dispatch(void const* x, void const* w, void* y, int64_t rows, int64_
     auto* yt = static_cast<typename Q::Elem*>(y);
     bool const vectorized
         = hidden % kVec == 0 && isAligned(x, 16) && isAligned(w, 16) && isAligned(y, sizeof(typename Q::Elem) * kVec);
+    if (tactic == RmsNormTactic::kLARGE)
+    {
+        if (vectorized && rows * hidden * static_cast<int64_t>(sizeof(T)) > l2CacheBytes() && rows <= kMaxGridBlocks)
+        {
+            int block = 0;
+            if (auto const kernel = twoPassKernelFor<RmsTwoPassKernels<T, Q>>(hidden / kVec, &block); kernel != nullptr)
+            {
+                return launchKernel(kernel, dim3(static_cast<unsigned>(rows)), dim3(block), stream, pdlSupported(), xt,
+                    wt, yt, eps, weightOffset, q);
+            }
+        }
+        if (vectorized && shortRows(hidden, sizeof(T)))
+        {
+            return launchShortRows<T, Q>(xt, wt, yt, rows, hidden, eps, weightOffset, q, stream);
+        }
+        tactic = rowTactic(hidden, sizeof(T));
+    }
     if (tactic == RmsNormTactic::kWARP_PER_ROW)
     {
         return vectorized ? launchWarp<T, Q, kVec>(xt, wt, yt, rows, hidden, eps, weightOffset, q, stream)
@@ -430,11 +575,24 @@ cudaError_t dispatch(void const* x, void const* w, void* y, int64_t rows, int64_
 
 } // namespace
 
-RmsNormTactic rmsNormHeuristic(int64_t /*rows*/, int64_t hidden, DType dtype)
+RmsNormTactic rmsNormHeuristic(int64_t rows, int64_t hidden, DType dtype)
 {
-    // Measured on H100: below 1 KiB per row warp groups win; from 1 KiB a
-    // whole block per row keeps more loads in flight and wins.
-    return hidden * dtypeSize(dtype) < 1024 ? RmsNormTactic::kWARP_PER_ROW : RmsNormTactic::kBLOCK_PER_ROW;
+    // Tactic 3 where it has a form of its own and the launch is large: x past the L2 at a compiled row length, or
+    // short rows in more than one wave of warps (as many rows as every SM has warp slots). Elsewhere tactics 1 and 2.
+    int64_t const elementBytes = dtypeSize(dtype);
+    if (hasTwoPassConfig(static_cast<int>(elementBytes), hidden) && rows * hidden * elementBytes > l2CacheBytes())
+    {
+        return RmsNormTactic::kLARGE;
+    }
+    if (rows > kFewRows && shortRows(hidden, elementBytes))
+    {
+        int warpSlots = 0;
+        if (maxResidentBlocks(&warpSlots, kThreadsPerSm / kWarpSize) == cudaSuccess && rows >= warpSlots)
+        {
+            return RmsNormTactic::kLARGE;
+        }
+    }
+    return rowTactic(hidden, elementBytes);
 }
 
 namespace
@@ -457,7 +615,8 @@ cudaError_t launchNorm(void const* x, void const* weight, void* y, int64_t rows,
     {
         tactic = rmsNormHeuristic(rows, hidden, dtype);
     }
-    if (tactic != RmsNormTactic::kWARP_PER_ROW && tactic != RmsNormTactic::kBLOCK_PER_ROW)
+    if (tactic != RmsNormTactic::kWARP_PER_ROW && tactic != RmsNormTactic::kBLOCK_PER_ROW
+        && tactic != RmsNormTactic::kLARGE)
     {
         return cudaErrorInvalidValue;
     }

@@ -13,6 +13,9 @@ enum class RmsNormTactic : int32_t
     kAUTO = 0,
     kWARP_PER_ROW = 1,
     kBLOCK_PER_ROW = 2,
+    // Large launches: rows past the L2 at a compiled length (4096, 8192, 12288, 16384) in the two-pass form
+    // (norm_two_pass.cuh), short rows (16 vectors to 1024 elements) laid out as inductor does; elsewhere tactic 1 or 2.
+    kLARGE = 3,
 };
 
 // x, y: rows x hidden, contiguous; weight: hidden. All three of dtype `dtype` (fp32/fp16/bf16).

@@ -70,6 +70,11 @@ cudaError_t rmsNormBlockPerRow(sdk::LaunchArgs const& args)
     return launchRmsNorm(args, RmsNormTactic::kBLOCK_PER_ROW, false);
 }
 
+cudaError_t rmsNormLarge(sdk::LaunchArgs const& args)
+{
+    return launchRmsNorm(args, RmsNormTactic::kLARGE, false);
+}
+
 // The output's dtype (FP8 E4M3 or INT8) chooses the quantization.
 cudaError_t rmsNormQuant(sdk::LaunchArgs const& args)
 {
@@ -84,6 +89,11 @@ cudaError_t rmsNormQuantWarpPerRow(sdk::LaunchArgs const& args)
 cudaError_t rmsNormQuantBlockPerRow(sdk::LaunchArgs const& args)
 {
     return launchRmsNorm(args, RmsNormTactic::kBLOCK_PER_ROW, true);
+}
+
+cudaError_t rmsNormQuantLarge(sdk::LaunchArgs const& args)
+{
+    return launchRmsNorm(args, RmsNormTactic::kLARGE, true);
 }
 
 } // namespace ttp::launchers

@@ -28,7 +28,7 @@ def test_declarations(name, plugin):
     assert [t.name for t in spec.inputs] == ["x", "weight", "scale"]
     assert spec.input("scale").dtypes == (torch.float32,)
     assert [f.name for f in spec.fields] == ["eps", "weight_offset"]
-    assert sorted(t.value for t in spec.tactics) == [1, 2]
+    assert sorted(t.value for t in spec.tactics) == [1, 2, 3]
 
 
 @pytest.mark.parametrize(("name", "code"), [("rms_norm_fp8", 6), ("rms_norm_int8", 2)])

@@ -45,6 +45,20 @@ def test_rms_norm_every_tactic_matches_eager(build, shape, dtype):
     _check_against_eager(result, x, w, 1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("hidden", [128, 1024, 4096])
+def test_rms_norm_tactic_3_forms_through_the_plugin(build, hidden, dtype):
+    """Every tactic's enqueue where tactic 3 has forms of its own: short rows (128, 1024) in many rows, and rows of a
+    compiled length (4096) whose x exceeds the L2, at an odd row count."""
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    rows = (l2 // (hidden * dtype.itemsize) + 1) | 1 if hidden == 4096 else 9001
+    x, w = rms_norm_inputs((rows, hidden), dtype, seed=hidden)
+    result = H.run_call(plan(SPEC, (x, w, 1e-6)), x, w, library=build.library)
+    result.assert_conformant()
+    assert 3 in {r.tactic for r in result.runs}
+    _check_against_eager(result, x, w, 1e-6)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_rms_norm_weight_offset_field_reaches_every_tactic(build, dtype):
     """The plugin's ``weight_offset`` field (Gemma's ``1 + w``, issue 25): the same outputs as eager."""

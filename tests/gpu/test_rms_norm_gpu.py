@@ -1,4 +1,5 @@
-"""rms_norm CUDA kernels vs the reference: every dtype, odd shapes, both tactics; opcheck; torch.compile."""
+"""rms_norm CUDA kernels vs the reference: every dtype, odd shapes, every tactic (tactic 3 at the shapes each of its
+forms takes); opcheck; torch.compile."""
 
 import pytest
 import torch
@@ -44,6 +45,59 @@ def test_weight_offset_matches_reference(shape, dtype, tactic):
     y = rms_norm_eager(x, w, 1e-6, tactic, weight_offset=1.0)
     tol = SPEC.tolerance(dtype)
     torch.testing.assert_close(y, rms_norm.reference(x, w, 1e-6, 1.0), atol=tol.atol, rtol=tol.rtol)
+
+
+#: Tactic 3's forms: rows of these lengths in launches whose x exceeds the L2 take the two-pass kernels
+#: (norm_two_pass.cuh); rows of 16 vectors to 1024 elements take the short-row layout (fp32 64 and up, 16-bit 128 and
+#: up; 200 and 1000 only partly fill their last vectors' lanes); 16-bit 64 is under 16 vectors and 2048 neither short
+#: nor compiled, so tactic 3 runs tactic 1's or 2's kernel there.
+TWO_PASS_HIDDEN = [4096, 8192, 12288, 16384]
+SHORT_HIDDEN = [64, 128, 200, 256, 512, 1000, 1024]
+
+
+def rows_past_l2(hidden: int, dtype: torch.dtype) -> int:
+    """The fewest rows of `hidden` elements whose bytes exceed the device's L2, made odd (a partial last wave)."""
+    return (torch.cuda.get_device_properties(0).L2_cache_size // (hidden * dtype.itemsize) + 1) | 1
+
+
+def _assert_matches_reference_with_and_without_offset(x: torch.Tensor, w: torch.Tensor, tactic: int) -> None:
+    tol = SPEC.tolerance(x.dtype)
+    for weight, offset in ((w, 0.0), (w - 1, 1.0)):  # Gemma's weights sit near 0, its offset 1
+        torch.testing.assert_close(
+            rms_norm_eager(x, weight, 1e-6, tactic, weight_offset=offset),
+            rms_norm.reference(x, weight, 1e-6, offset),
+            atol=tol.atol,
+            rtol=tol.rtol,
+        )
+
+
+@pytest.mark.parametrize("tactic", [0, 3])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("hidden", TWO_PASS_HIDDEN)
+def test_two_pass_rows_past_the_l2_match_reference(hidden, dtype, tactic):
+    """Tactic 3's two-pass kernels (the heuristic's pick there, so tactic 0 too), with and without Gemma's offset."""
+    x, w = rms_norm_inputs((rows_past_l2(hidden, dtype), hidden), dtype, seed=hidden)
+    _assert_matches_reference_with_and_without_offset(x, w, tactic)
+
+
+@pytest.mark.parametrize("tactic", [0, 3])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [3, 9001])  # 9001: past one wave of warps on the H200 (132 SMs x 64), tactic 0's bar
+@pytest.mark.parametrize("hidden", [*SHORT_HIDDEN, 2048])
+def test_short_rows_match_reference(hidden, rows, dtype, tactic):
+    """Tactic 3's short-row layout: groups with several rows in flight and whole warps per block, on odd row counts
+    (the last block's rows partly past the end)."""
+    x, w = rms_norm_inputs((rows, hidden), dtype, seed=rows + hidden)
+    _assert_matches_reference_with_and_without_offset(x, w, tactic)
+
+
+def test_tactic_3_past_the_l2_at_a_length_it_does_not_compile():
+    """Rows past the L2 but of no compiled length (16-bit 2048): tactic 3 runs the block kernel."""
+    x, w = rms_norm_inputs((rows_past_l2(2048, torch.bfloat16), 2048), torch.bfloat16)
+    tol = SPEC.tolerance(torch.bfloat16)
+    torch.testing.assert_close(
+        rms_norm_eager(x, w, 1e-6, 3), rms_norm.reference(x, w, 1e-6), atol=tol.atol, rtol=tol.rtol
+    )
 
 
 @pytest.mark.parametrize("tactic", TACTICS)

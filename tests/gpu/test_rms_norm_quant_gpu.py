@@ -15,7 +15,7 @@ OPS = {
     "rms_norm_int8": (torch.int8, rms_norm_quant.reference_int8),
 }
 SHAPES = [*COMMON_SHAPES, (2, 16384), (3, 16385), (5, 40), (1025, 512)]
-TACTICS = [0, 1, 2]
+TACTICS = [0] + [t.value for t in rms_norm_quant.RMS_NORM_FP8.spec.tactics]
 
 
 def _run(name, x, w, scale, eps=1e-6, tactic=0, weight_offset=0.0):
@@ -46,6 +46,23 @@ def test_matches_reference(name, shape, dtype, tactic):
     scale = torch.tensor(4.0 / (448.0 if name.endswith("fp8") else 127.0), device="cuda")
     y = _run(name, x, w, scale, 1e-6, tactic)
     _assert_quantized_close(name, y, OPS[name][1](x, w, scale, 1e-6))
+
+
+def _rows_past_l2(hidden: int, dtype: torch.dtype) -> int:
+    return (torch.cuda.get_device_properties(0).L2_cache_size // (hidden * dtype.itemsize) + 1) | 1
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("hidden", [128, 1024, 4096, 16384])
+def test_tactic_3_forms_match_reference(name, hidden, dtype):
+    """Tactic 3's kernels with a quantized output: the two-pass form (rows of a compiled length past the L2) and the
+    short-row layout (128, 1024), on odd row counts."""
+    rows = _rows_past_l2(hidden, dtype) if hidden >= 4096 else 9001
+    x, w = rms_norm_inputs((rows, hidden), dtype, seed=hidden)
+    scale = torch.tensor(4.0 / (448.0 if name.endswith("fp8") else 127.0), device="cuda")
+    for tactic in (0, 3):
+        _assert_quantized_close(name, _run(name, x, w, scale, 1e-6, tactic), OPS[name][1](x, w, scale, 1e-6))
 
 
 @pytest.mark.parametrize("name", OPS)

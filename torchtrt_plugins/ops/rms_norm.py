@@ -5,7 +5,9 @@ is Gemma's ``(1 + w)``, whose sum would round a second time if it were formed in
 
 Declared through the public path (:func:`torchtrt_plugins.declare`): the launchers are
 ``csrc/kernels/rms_norm_launcher.cu`` (tactic 0: the kernel's heuristic; 1: one warp per row, for small hidden sizes;
-2: one block per row, vectorized, row in registers); the plugin is the generic one (``RMSNorm`` v3).
+2: one block per row, vectorized, row in registers; 3: large launches: rows of 4096, 8192, 12288 or 16384 elements past
+the L2 in two passes, rows of 16 vectors to 1024 elements as inductor lays them out, tactic 1 or 2 elsewhere); the
+plugin is the generic one (``RMSNorm`` v3).
 """
 
 from __future__ import annotations
@@ -67,7 +69,11 @@ RMS_NORM = declare(
     plugin_name="RMSNorm",
     plugin_version="3",
     launcher="ttp::launchers::rmsNorm",
-    tactics={1: "ttp::launchers::rmsNormWarpPerRow", 2: "ttp::launchers::rmsNormBlockPerRow"},
+    tactics={
+        1: "ttp::launchers::rmsNormWarpPerRow",
+        2: "ttp::launchers::rmsNormBlockPerRow",
+        3: "ttp::launchers::rmsNormLarge",
+    },
     ranges={
         "eps": Range(min=0.0, min_inclusive=False, doc="added to the mean of squares before rsqrt"),
         "weight_offset": Range(doc="added to the weight in fp32 (Gemma: 1)"),

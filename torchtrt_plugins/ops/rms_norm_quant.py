@@ -22,8 +22,8 @@ saturates, a NaN scale gives NaN for fp8 and 0 for int8).
 
 Declared through the public path (:func:`torchtrt_plugins.declare`), one declaration per op; the kernels are
 ``rms_norm``'s (``csrc/kernels/rms_norm.cu``, with the quantizers of ``csrc/kernels/quantize.cuh`` as the output
-stage) and the same tactics (0: heuristic; 1: one warp per row; 2: one block per row). Plugins: ``RMSNormFP8`` and
-``RMSNormINT8`` v1.
+stage) and the same tactics (0: heuristic; 1: one warp per row; 2: one block per row; 3: large launches). Plugins:
+``RMSNormFP8`` and ``RMSNormINT8`` v1.
 """
 
 from __future__ import annotations
@@ -103,7 +103,11 @@ _RANGES = {
 }
 _LAUNCHERS = {
     "launcher": "ttp::launchers::rmsNormQuant",
-    "tactics": {1: "ttp::launchers::rmsNormQuantWarpPerRow", 2: "ttp::launchers::rmsNormQuantBlockPerRow"},
+    "tactics": {
+        1: "ttp::launchers::rmsNormQuantWarpPerRow",
+        2: "ttp::launchers::rmsNormQuantBlockPerRow",
+        3: "ttp::launchers::rmsNormQuantLarge",
+    },
 }
 _DTYPES = {"x": FLOATS, "weight": FLOATS, "scale": (torch.float32,)}
 
