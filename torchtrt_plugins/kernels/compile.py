@@ -15,6 +15,7 @@ import torch
 
 from .. import _build, _derive
 from ..declaration import Declaration
+from . import ptx
 from .describe import _TRITON_DTYPES, ALIGNMENT, CudaKernel, KernelError, TritonKernel, Variant
 
 
@@ -155,7 +156,7 @@ def triton_images(
     """A Triton kernel's cubin for each of ``archs`` (``compile_for(arch)`` gives Triton's compiled kernel), and its
     PTX (:func:`with_ptx`), checked for what the generated launchers cannot provide; ``fail(why)`` makes the error to
     raise."""
-    images, first, ptx = [], None, with_ptx()
+    images, first, ptxas = [], None, ptx.ptxas_path() if with_ptx() else None
     for arch, _ in archs:
         compiled = compile_for(arch)
         md = compiled.metadata
@@ -167,8 +168,8 @@ def triton_images(
         text = compiled.asm.get("ptx", "")
         exact = _ptx_target_is_exact(text)
         images.append(Image(arch, exact, "cubin", bytes(compiled.asm["cubin"])))
-        if ptx:
-            images.append(Image(arch, exact, "ptx", text.encode()))
+        if with_ptx():
+            images.append(Image(arch, exact, "ptx", ptx.lower_version(text, arch, exact, ptxas).encode()))
         first = first or md
     return _Compiled(first.name, images, (32 * first.num_warps, 1, 1), first.shared, getattr(first, "num_ctas", 1))
 
@@ -248,6 +249,7 @@ def _nvrtc_ptx(kernel: CudaKernel, function: str, options: list[str], arch: int,
                 f"NVRTC could not compile it to PTX for compute_{arch} ({' '.join(virtual)}):\n{log}"
             ) from err
         text = nvrtc.getPTX(program)
-        return (text.encode() if isinstance(text, str) else bytes(text)).rstrip(b"\0")
+        text = (text.decode() if isinstance(text, bytes) else text).rstrip("\0")
+        return ptx.lower_version(text, arch, exact, ptx.ptxas_path()).encode()
     finally:
         nvrtc.destroyProgram(program)
