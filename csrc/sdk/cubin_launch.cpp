@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -84,35 +85,30 @@ Driver const& driver()
     return instance;
 }
 
-// The image for compute capability `arch`: an exact image of it, else the newest image of the same major version
-// that is not arch-specific and not newer than the device.
-CubinImage const* pickImage(CubinKernel const& kernel, int32_t arch)
-{
-    CubinImage const* best = nullptr;
-    for (int32_t i = 0; i < kernel.nbImages; ++i)
-    {
-        CubinImage const& image = kernel.images[i];
-        if (image.arch == arch)
-        {
-            return &image;
-        }
-        if (!image.exact && image.arch / 10 == arch / 10 && image.arch < arch
-            && (best == nullptr || image.arch > best->arch))
-        {
-            best = &image;
-        }
-    }
-    return best;
-}
-
 std::string archList(CubinKernel const& kernel)
 {
     std::string out;
     for (int32_t i = 0; i < kernel.nbImages; ++i)
     {
-        out += (i ? ", sm_" : "sm_") + std::to_string(kernel.images[i].arch) + (kernel.images[i].exact ? "a" : "");
+        CubinImage const& image = kernel.images[i];
+        out += (i ? ", sm_" : "sm_") + std::to_string(image.arch) + (image.exact ? "a" : "")
+               + (image.kind == ImageKind::kPTX ? " PTX" : " cubin");
     }
     return out;
+}
+
+// The ".version X.Y" line of a PTX image ("PTX ISA X.Y"), for messages.
+std::string ptxVersion(CubinImage const& image)
+{
+    std::string const text(reinterpret_cast<char const*>(image.data), image.size);
+    size_t const at = text.find(".version ");
+    if (at == std::string::npos)
+    {
+        return "PTX ISA version unknown";
+    }
+    size_t const begin = at + std::strlen(".version ");
+    size_t const end = text.find_first_of(" \t\r\n", begin);
+    return "PTX ISA " + text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
 struct Key
@@ -175,11 +171,12 @@ cudaError_t functionFor(CubinKernel const& kernel, CUfunction& function)
         return failWith(cudaErrorInvalidDevice, kernel, "cannot read the device's compute capability");
     }
     int32_t const arch = major * 10 + minor;
-    CubinImage const* image = pickImage(kernel, arch);
+    bool const onlyPtx = forcePtx();
+    CubinImage const* image = pickImage(kernel.images, kernel.nbImages, arch, onlyPtx);
     if (image == nullptr)
     {
-        return failWith(cudaErrorNoKernelImageForDevice, kernel, "no cubin for this device (sm_", std::to_string(arch),
-            "); the library holds ", archList(kernel),
+        return failWith(cudaErrorNoKernelImageForDevice, kernel, "no image for this device (sm_", std::to_string(arch),
+            onlyPtx ? ", TORCHTRT_PLUGINS_FORCE_PTX=1" : "", "); the library holds ", archList(kernel),
             " (build it for this architecture: TORCHTRT_PLUGINS_CUDA_ARCHS)");
     }
     CUmodule module = nullptr;
@@ -193,10 +190,18 @@ cudaError_t functionFor(CubinKernel const& kernel, CUfunction& function)
         result = d.funcSetAttribute(
             function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(kernel.sharedBytes));
     }
+    char const* what = image->kind == ImageKind::kPTX ? " PTX" : " cubin";
+    if (result == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+    {
+        return failWith(cudaErrorUnsupportedPtxVersion, kernel, "the CUDA driver cannot JIT-compile its sm_",
+            std::to_string(image->arch), " PTX (", ptxVersion(*image),
+            "): the driver is older than the compiler that wrote it; update the driver, or build the library for "
+            "this architecture (TORCHTRT_PLUGINS_CUDA_ARCHS) so that a cubin serves it");
+    }
     if (result != CUDA_SUCCESS)
     {
-        return failWith(cudaErrorInvalidKernelImage, kernel, "loading its sm_", std::to_string(image->arch),
-            " cubin (function '", kernel.function, "') failed: ", d.describe(result));
+        return failWith(cudaErrorInvalidKernelImage, kernel, "loading its sm_", std::to_string(image->arch), what,
+            " (function '", kernel.function, "') failed: ", d.describe(result));
     }
     gFunctions.emplace(Key{&kernel, id}, function);
     return cudaSuccess;
@@ -211,6 +216,16 @@ std::vector<CubinKernel const*>& registeredKernels()
 }
 
 } // namespace
+
+bool forcePtx() noexcept
+{
+    static bool const value = []
+    {
+        char const* setting = std::getenv("TORCHTRT_PLUGINS_FORCE_PTX");
+        return setting != nullptr && std::strcmp(setting, "1") == 0;
+    }();
+    return value;
+}
 
 CubinKernelRegistration::CubinKernelRegistration(CubinKernel const& kernel) noexcept
 {

@@ -11,14 +11,50 @@
 namespace ttp::sdk
 {
 
-// One architecture's cubin of a kernel.
+// What an image of a kernel holds.
+enum class ImageKind : int32_t
+{
+    kCUBIN = 0, // SASS for one architecture
+    kPTX = 1,   // PTX text (nul-terminated), which the driver JIT-compiles for the device (and caches)
+};
+
+// One architecture's image of a kernel: its cubin, or its PTX.
 struct CubinImage
 {
     int32_t arch; // compute capability * 10 + minor, e.g. 90
     bool exact;   // an arch-specific image (sm_90a, sm_100a): runs on that compute capability only
+    ImageKind kind;
     unsigned char const* data;
     size_t size;
 };
+
+// The image to load on a device of compute capability `arch` (major * 10 + minor), or nullptr when none fits:
+// a cubin of exactly `arch`; else the newest cubin of the same major version, older than the device and not
+// arch-specific; else the PTX of the newest arch not newer than the device (an arch-specific PTX only on its own
+// arch). `forcePtx` (TORCHTRT_PLUGINS_FORCE_PTX=1) skips the cubins. Pure: no driver call.
+inline CubinImage const* pickImage(CubinImage const* images, int32_t nbImages, int32_t arch, bool forcePtx) noexcept
+{
+    CubinImage const* cubin = nullptr;
+    CubinImage const* ptx = nullptr;
+    for (int32_t i = 0; i < nbImages; ++i)
+    {
+        CubinImage const& image = images[i];
+        bool const fits = image.arch == arch || (!image.exact && image.arch < arch);
+        if (!fits)
+        {
+            continue;
+        }
+        if (image.kind == ImageKind::kPTX)
+        {
+            ptx = ptx == nullptr || image.arch > ptx->arch ? &image : ptx;
+        }
+        else if (!forcePtx && (image.arch == arch || image.arch / 10 == arch / 10))
+        {
+            cubin = cubin == nullptr || image.arch > cubin->arch ? &image : cubin;
+        }
+    }
+    return cubin != nullptr ? cubin : ptx;
+}
 
 // A kernel compiled for several architectures; the launcher picks the image for the current device.
 struct CubinKernel
@@ -32,6 +68,10 @@ struct CubinKernel
     uint32_t sharedBytes; // dynamic shared memory
     uint32_t clusterX;    // Triton's num_ctas: 1 for none
 };
+
+// Whether TORCHTRT_PLUGINS_FORCE_PTX=1 is set (read once): the loader then takes a kernel's PTX even where a cubin
+// fits the device.
+bool forcePtx() noexcept;
 
 // Launch `kernel` on `grid` with the kernel parameters `params` (an array of pointers to the values, as
 // cuLaunchKernel takes them) on `stream`, in the current context. Loads the image for the current device on the

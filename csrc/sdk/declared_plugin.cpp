@@ -698,9 +698,11 @@ public:
                     cudaGetLastError();
                 }
                 // Kernels compiled to cubin load here, so that the first enqueue launches without loading a module
-                // (a CUDA graph may capture it); where it fails, their first launch loads them and says why.
+                // (a CUDA graph may capture it); where it fails (no image for the device, a driver too old for the
+                // PTX), the TensorRT logger says why, and their first launch tries again.
                 if (loadCubinKernels(mDecl.op) != cudaSuccess)
                 {
+                    log(concat("onShapeChange: ", cubinLaunchError()));
                     cudaGetLastError();
                 }
                 return int32_t{0};
@@ -740,8 +742,9 @@ public:
                     [&](LaunchArgs const& args) { return tactic->launch(args); });
                 if (err != cudaSuccess)
                 {
+                    char const* why = cubinLaunchError();
                     fail("launcher '", tactic->launcherName, "' returned ", cudaGetErrorName(err), ": ",
-                        cudaGetErrorString(err));
+                        cudaGetErrorString(err), *why != '\0' ? " (" : "", why, *why != '\0' ? ")" : "");
                 }
                 return int32_t{0};
             });

@@ -79,8 +79,13 @@ def test_the_launch_sequence_points_each_argument_at_an_input_an_output_or_the_w
         ("output", 1),
     }
     for kernel in compiled.kernels:
-        assert [arch for arch, _, _ in kernel.images] == [90]  # Triton targets sm_90a on sm_90: an exact image
-        assert kernel.images[0][2][:4] == b"\x7fELF"  # a cubin
+        # Triton targets sm_90a on sm_90: exact images, its cubin and its PTX
+        assert [(i.arch, i.exact, i.kind) for i in kernel.images] == [(90, True, "cubin"), (90, True, "ptx")]
+        assert kernel.images[0].data[:4] == b"\x7fELF"
+        assert (
+            b".target sm_90a" in kernel.images[1].data
+            and b".entry " + kernel.function.encode() in kernel.images[1].data
+        )
 
 
 def test_intermediates_get_aligned_workspace_offsets():

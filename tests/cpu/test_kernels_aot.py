@@ -214,6 +214,85 @@ def test_compiles_for_named_architectures_without_a_gpu(kind):
     assert "cudaError_t aot_test_scale_t0(::ttp::sdk::LaunchArgs const& args)" in source
 
 
+@pytest.mark.parametrize("kind", ["triton", "cuda"])
+def test_each_cubin_has_its_ptx_beside_it_unless_ptx_is_switched_off(kind, monkeypatch):
+    d = declare(triton_scale() if kind == "triton" else cuda_scale())
+    case = kernel_source._cases(d.aot_kernels[0][0], 0)[0]
+    compile_case = (
+        (lambda: kernel_compile._triton_compile(d.aot_kernels[0][0], d.aot_kernels[0][0].variants(0)[0], case, archs))
+        if kind == "triton"
+        else (lambda: kernel_compile._nvrtc_compile(d.aot_kernels[0][0], case, archs))
+    )
+    archs = kernel_compile.parse_archs("80;90")
+    images = compile_case().images
+    # Triton targets sm_90a on sm_90 (an arch-specific image); NVRTC compiles for what it is told (sm_90)
+    exact = kind == "triton"
+    assert [(i.arch, i.exact, i.kind) for i in images] == [
+        (80, False, "cubin"),
+        (80, False, "ptx"),
+        (90, exact, "cubin"),
+        (90, exact, "ptx"),
+    ]
+    for image in images:
+        if image.kind == "cubin":
+            assert image.data[:4] == b"\x7fELF"
+        else:
+            text = image.data.decode()
+            assert f".target sm_{image.arch}{'a' if image.exact else ''}" in text and ".version " in text
+            assert b"\0" not in image.data
+    source = kernel_source.generate_source([d], "80;90")
+    assert "ImageKind::kPTX, kKernel0_0_sm80_ptx, sizeof(kKernel0_0_sm80_ptx)}" in source
+    assert "ImageKind::kCUBIN, kKernel0_0_sm90, sizeof(kKernel0_0_sm90)}" in source
+    monkeypatch.setenv("TORCHTRT_PLUGINS_PTX", "0")
+    assert [(i.arch, i.kind) for i in compile_case().images] == [(80, "cubin"), (90, "cubin")]
+    without = kernel_source.generate_source([d], "80;90")
+    assert "kPTX" not in without and "_ptx[]" not in without
+    assert kernel_source.kernel_sizes(without) < kernel_source.kernel_sizes(source)
+
+
+def test_the_build_cache_key_changes_with_the_ptx_switch(monkeypatch):
+    d = declare(cuda_scale())
+    with_ptx = kernel_compile.fingerprint([d], "90")
+    monkeypatch.setenv("TORCHTRT_PLUGINS_PTX", "0")
+    assert kernel_compile.fingerprint([d], "90") != with_ptx
+
+
+# The images of a kernel built for sm_80 and sm_90a: (arch, exact, kind)
+PICKER_IMAGES = [(80, False, "CUBIN"), (80, False, "PTX"), (90, True, "CUBIN"), (90, True, "PTX")]
+
+
+@pytest.mark.parametrize(
+    ("images", "device", "force_ptx", "picked"),
+    [
+        (PICKER_IMAGES, 90, False, 2),  # the exact cubin
+        (PICKER_IMAGES, 90, True, 3),  # forced: the PTX of the same arch
+        (PICKER_IMAGES, 80, False, 0),
+        (PICKER_IMAGES, 86, False, 0),  # sm_80 SASS runs on 8.6: no JIT needed
+        (PICKER_IMAGES, 86, True, 1),
+        (PICKER_IMAGES, 89, True, 1),
+        (PICKER_IMAGES, 100, False, 1),  # another major: sm_80's PTX (sm_90a's runs on 9.0 only)
+        (PICKER_IMAGES, 120, False, 1),
+        (PICKER_IMAGES, 75, False, -1),  # older than every image
+        ([(90, True, "CUBIN"), (90, True, "PTX")], 100, False, -1),  # arch-specific images only
+        ([(90, False, "CUBIN")], 100, False, -1),  # a cubin of another major never runs
+        ([(90, False, "CUBIN")], 90, True, -1),  # forced PTX and none there
+        ([(80, False, "PTX"), (90, False, "PTX"), (100, False, "PTX")], 103, False, 2),  # the newest PTX <= device
+        ([(80, False, "PTX"), (90, False, "PTX"), (100, False, "PTX")], 90, False, 1),
+    ],
+)
+def test_the_loader_picks_the_image_for_the_device(tmp_path, images, device, force_ptx, picked):
+    """sdk::pickImage (cubin_launch.h), compiled with the host compiler and run for a fake device arch."""
+    table = ", ".join(
+        f"{{{arch}, {str(exact).lower()}, ttp::sdk::ImageKind::k{kind}, nullptr, 0}}" for arch, exact, kind in images
+    )
+    program = (
+        f"ttp::sdk::CubinImage const images[] = {{{table}}};"
+        f" ttp::sdk::CubinImage const* p = ttp::sdk::pickImage(images, {len(images)}, {device}, "
+        f'{str(force_ptx).lower()}); std::printf("%d\\n", p == nullptr ? -1 : static_cast<int>(p - images));'
+    )
+    assert _run_cxx(tmp_path, program) == [picked]
+
+
 def test_autotune_configs_become_tactics():
     import triton
 
@@ -269,6 +348,19 @@ def test_an_autotune_hook_the_launcher_would_ignore_is_refused(autotune, message
 
 def _evaluate_in_cxx(tmp_path, expressions, dims) -> list[int]:
     """The generated C++ of token ``expressions``, compiled with the host compiler and run on inputs of ``dims``."""
+    values = ", ".join(kernel_source._cxx_expr(e) for e in expressions)
+    tensors = ", ".join(
+        f"{{nullptr, ttp::DType::kFLOAT32, {len(d)}, {{{', '.join(map(str, d)) or '0'}}}}}" for d in dims
+    )
+    return _run_cxx(
+        tmp_path,
+        f"ttp::sdk::Tensor inputs[] = {{{tensors}}}; ttp::sdk::LaunchArgs args{{inputs, {len(dims)}}};"
+        f' long long values[] = {{{values}}}; for (long long v : values) std::printf("%lld\\n", v);',
+    )
+
+
+def _run_cxx(tmp_path, body: str) -> list[int]:
+    """``body`` as main() over the SDK's headers, compiled with the host compiler and run: the ints it prints."""
     import shutil
 
     from torchtrt_plugins import sdk
@@ -276,14 +368,9 @@ def _evaluate_in_cxx(tmp_path, expressions, dims) -> list[int]:
     compiler = shutil.which("g++") or shutil.which("c++")
     if compiler is None:
         pytest.skip("no host C++ compiler (g++)")
-    values = ", ".join(kernel_source._cxx_expr(e) for e in expressions)
-    tensors = ", ".join(
-        f"{{nullptr, ttp::DType::kFLOAT32, {len(d)}, {{{', '.join(map(str, d)) or '0'}}}}}" for d in dims
-    )
     (tmp_path / "e.cpp").write_text(
         '#include "sdk/cubin_launch.h"\n#include "sdk/ttp_sdk.h"\n#include <algorithm>\n#include <cstdio>\n'
-        f"int main() {{ ttp::sdk::Tensor inputs[] = {{{tensors}}}; ttp::sdk::LaunchArgs args{{inputs, {len(dims)}}};"
-        f' long long values[] = {{{values}}}; for (long long v : values) std::printf("%lld\\n", v); }}\n'
+        f"int main() {{ {body} }}\n"
     )
     includes = [f"-I{d}" for d in [sdk.include_dir(), *kernel_compile._cuda_include_dirs()]]
     build = subprocess.run(

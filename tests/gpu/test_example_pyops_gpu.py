@@ -90,13 +90,10 @@ def test_eager_op_replays_in_a_cuda_graph():
     _close(py.LIGER_RMS_NORM, (y, rstd), py.reference_liger_rms_norm(x, w))
 
 
-def test_a_library_without_this_architecture_names_op_kernel_and_architectures(monkeypatch):
+def _scale_declaration(library_name):
     import aot_ops
 
-    major, minor = torch.cuda.get_device_capability()
-    other = "80" if major != 8 else "90"
-    monkeypatch.setenv("TORCHTRT_PLUGINS_CUDA_ARCHS", other)
-    library = sdk.PluginLibrary("aot_arch_test", sources=[])
+    library = sdk.PluginLibrary(library_name, sources=[])
     kernel = describe.triton_kernel(
         aot_ops.scale_kernel,
         grid=lambda x: (-(-x.numel() // 256),),
@@ -105,8 +102,68 @@ def test_a_library_without_this_architecture_names_op_kernel_and_architectures(m
     )
     declaration = Declaration("aot_test::scale", launcher=kernel, library=library, dtypes={"x": (torch.float32,)})
     library.add(declaration)
+    return declaration
+
+
+def _other_arch() -> tuple[str, str]:
+    """(this device's arch, an arch whose cubin cannot run here): sm_80 on a 9.x or newer device, else sm_90."""
+    major, minor = torch.cuda.get_device_capability()
+    return f"{major}{minor}", "80" if major != 8 else "90"
+
+
+def test_a_library_without_this_architecture_names_op_kernel_and_architectures(monkeypatch):
+    here, other = _other_arch()
+    monkeypatch.setenv("TORCHTRT_PLUGINS_CUDA_ARCHS", other)
+    monkeypatch.setenv("TORCHTRT_PLUGINS_PTX", "0")
+    declaration = _scale_declaration("aot_arch_test_no_ptx")
     with pytest.raises(
         RuntimeError,
-        match=rf"aot_test::scale: kernel 'scale_kernel': no cubin for this device \(sm_{major}{minor}\).*sm_{other}",
+        match=rf"aot_test::scale: kernel 'scale_kernel': no image for this device \(sm_{here}\).*sm_{other} cubin",
     ):
         sdk.launch(declaration, torch.randn(10, device="cuda"), 2.0)
+
+
+def test_a_library_for_an_older_architecture_runs_here_through_its_ptx(monkeypatch):
+    _, other = _other_arch()
+    if int(other) > torch.cuda.get_device_capability()[0] * 10 + torch.cuda.get_device_capability()[1]:
+        pytest.skip(f"sm_{other}'s PTX cannot run on an older device")
+    monkeypatch.setenv("TORCHTRT_PLUGINS_CUDA_ARCHS", other)
+    declaration = _scale_declaration("aot_arch_test_ptx")
+    x = torch.randn(1000, device="cuda")
+    torch.testing.assert_close(sdk.launch(declaration, x, 2.0), x * 2.0)
+
+
+_FORCED = """
+import sys, torch
+sys.path[:0] = {paths!r}
+import test_example_pyops_gpu as t
+from torchtrt_plugins import sdk
+x = torch.randn(1000, device="cuda")
+try:
+    torch.testing.assert_close(sdk.launch(t._scale_declaration({name!r}), x, 2.0), x * 2.0)
+    print("LAUNCHED")
+except RuntimeError as err:
+    print("ERROR", err)
+"""
+
+
+@pytest.mark.parametrize("ptx", ["1", "0"])
+def test_forced_ptx_takes_the_ptx_where_a_cubin_fits(ptx):
+    """TORCHTRT_PLUGINS_FORCE_PTX=1 (read once per process: a subprocess) on a library built for this device: with
+    PTX the kernel runs (JIT-compiled from it), without PTX the loader refuses the cubin that fits and says why."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here, _ = _other_arch()
+    env = {**os.environ, "TORCHTRT_PLUGINS_FORCE_PTX": "1", "TORCHTRT_PLUGINS_PTX": ptx}
+    env["TORCHTRT_PLUGINS_CUDA_ARCHS"] = here
+    paths = [str(Path(__file__).parent), str(Path(__file__).parent.parent), *sys.path]
+    script = _FORCED.format(paths=paths, name=f"aot_forced_ptx{ptx}")
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    if ptx == "1":
+        assert "LAUNCHED" in run.stdout, run.stdout[-3000:]
+    else:
+        assert f"no image for this device (sm_{here}, TORCHTRT_PLUGINS_FORCE_PTX=1)" in run.stdout, run.stdout[-3000:]

@@ -193,18 +193,30 @@ def test_intermediates_over_a_dynamic_batch_at_two_batch_sizes_of_one_profile():
     _harness_at_batches(declaration, lambda b: (torch.randn(b, 64),), profile, (BATCH_MIN, 33))
 
 
+def _assert_matmul_of_segment_close(declaration, got, want, x, weight, y):
+    """``Unsupported``'s first output, ``relu(values) @ y`` with ``values`` the generated op's: Inductor's kernels and
+    ATen's round fp32 differently (seen on the H200: 1.6e-5 at a value of 2.2, within the op's declared tolerance,
+    which check_op holds it to), and the matmul sums 32 such values of both signs, so where they cancel its relative
+    difference is far larger (6.1e-5 seen). The bound is the op's tolerance carried through the matmul,
+    ``(atol + rtol * |values|) @ |y|``, plus the matmul's own rounding of its 32 terms."""
+    tolerance = declaration.spec.tolerance(torch.float32)
+    values = torch.cummax(torch.special.erfcx(x) * weight, 1).values.relu().detach()
+    rounding = 32 * torch.finfo(torch.float32).eps * (values @ y.abs())
+    bound = (tolerance.atol + tolerance.rtol * values) @ y.abs() + rounding
+    excess = ((got - want).abs() / bound).max().item()
+    assert excess <= 1.0, f"{declaration.qualname}: the graph's matmul output is {excess:.3g}x its error bound"
+
+
 def test_the_dynamic_eager_op_equals_the_segment_and_refuses_a_batch_outside_its_range(dynamic):
     gm, declaration, weight, y = dynamic
     samples = [(torch.randn(b, 32), weight) for b in (BATCH_MIN, 7, BATCH_MAX)]
     check_op(declaration.overload, samples, reference=declaration.reference, checks=("eager",))
     model = Unsupported().cuda().eval()
     cuda = _on_cuda(gm)
-    # Inductor's kernels and ATen's round fp32 differently (seen on the H200: 1.6e-5 at a value of 2.2): the
-    # generated op's declared tolerance, as check_op uses.
-    tolerance = declaration.spec.tolerance(torch.float32)
     for batch in (5, 48):
         x = torch.randn(batch, 32, device="cuda")
-        got = cuda(x, y.cuda())
-        torch.testing.assert_close(got, model(x, y.cuda()), atol=tolerance.atol, rtol=tolerance.rtol)
+        got, want = cuda(x, y.cuda()), model(x, y.cuda())
+        _assert_matmul_of_segment_close(declaration, got[0], want[0], x, model.weight, y.cuda())
+        torch.testing.assert_close(got[1], want[1])
     with pytest.raises(Exception, match=rf"outside \[{BATCH_MIN}, {BATCH_MAX}\]"):
         declaration.overload(torch.randn(BATCH_MAX + 1, 32, device="cuda"), weight.cuda())

@@ -22,7 +22,7 @@ import torch
 from .. import _build
 from ..declaration import Declaration
 from ..declare import declare
-from ..kernels.compile import parse_archs
+from ..kernels.compile import parse_archs, with_ptx
 from ..sdk.library import PluginLibrary
 from . import inductor_code, launcher
 from .segments import Segment, carried, on_device, segment_module
@@ -38,11 +38,12 @@ def _metas(nodes: Sequence[torch.fx.Node]) -> list[torch.Tensor]:
 
 
 def digest(module: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> str:
-    """What the generated op depends on: the segment's code, its inputs' shapes and dtypes, torch and Triton, and this
-    package's sources (its library's build is cached under the op's name)."""
+    """What the generated op depends on: the segment's code, its inputs' shapes and dtypes, torch and Triton, whether
+    its kernels carry PTX, and this package's sources (its library's build is cached under the op's name)."""
     import triton
 
     described = [module.code, *inductor_code.describe_inputs(inputs), torch.__version__, triton.__version__]
+    described.append(f"ptx={with_ptx()}")
     described += [path.read_text() for path in sorted(Path(__file__).parent.glob("*.py"))]
     return hashlib.sha256("|".join(described).encode()).hexdigest()[:16]
 

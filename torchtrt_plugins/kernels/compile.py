@@ -1,24 +1,27 @@
-"""Python kernels compiled ahead of time to cubin: Triton's own compiler (no GPU) and NVRTC for CUDA source."""
+"""Python kernels compiled ahead of time to cubin, each with its PTX beside it (unless ``TORCHTRT_PLUGINS_PTX=0``):
+Triton's own compiler (no GPU) and NVRTC for CUDA source."""
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from .. import _build, _derive
 from ..declaration import Declaration
+from . import ptx
 from .describe import _TRITON_DTYPES, ALIGNMENT, CudaKernel, KernelError, TritonKernel, Variant
 
 
 def fingerprint(declarations: Sequence[Declaration], archs: str | None = None) -> str:
     """What the generated kernel source depends on, without compiling (a build's cache key)."""
-    digest = hashlib.sha256(repr(archs).encode())
+    digest = hashlib.sha256(repr((archs, with_ptx())).encode())
     for d in declarations:
         for value, (kernel, index) in sorted(getattr(d, "aot_kernels", {}).items(), key=lambda kv: kv[0]):
             digest.update(f"{d.qualname}|{value}|{index}|{kernel.fingerprint()}".encode())
@@ -43,13 +46,34 @@ def parse_archs(archs: str) -> list[tuple[int, bool]]:
     return out
 
 
+def with_ptx() -> bool:
+    """Whether kernels carry their PTX beside each cubin: unless ``TORCHTRT_PLUGINS_PTX=0`` (smaller libraries that
+    run only on the architectures compiled for)."""
+    return os.environ.get("TORCHTRT_PLUGINS_PTX", "1") != "0"
+
+
 # ---------------------------------------------------------------------------------------------- compilation
+
+
+class Image(NamedTuple):
+    """One image of a compiled kernel: ``kind`` "cubin" (SASS) or "ptx" (text the driver JIT-compiles, without its
+    terminating nul); ``exact`` for an arch-specific one (sm_90a), which runs on that compute capability only."""
+
+    arch: int
+    exact: bool
+    kind: str
+    data: bytes
+
+
+def _ptx_target_is_exact(ptx: str) -> bool:
+    target = re.search(r"\.target\s+sm_(\d+)([af]?)", ptx)
+    return bool(target and target.group(2) == "a")
 
 
 @dataclass
 class _Compiled:
     function: str
-    images: list[tuple[int, bool, bytes]]
+    images: list[Image]
     block: tuple[int, int, int]
     shared: int
     num_ctas: int = 1
@@ -129,9 +153,10 @@ def _triton_compile(kernel: TritonKernel, variant: Variant, case: _Case, archs: 
 def triton_images(
     compile_for: Callable[[int], Any], archs: list[tuple[int, bool]], fail: Callable[[str], Exception]
 ) -> _Compiled:
-    """A Triton kernel's cubin for each of ``archs`` (``compile_for(arch)`` gives Triton's compiled kernel), checked
-    for what the generated launchers cannot provide; ``fail(why)`` makes the error to raise."""
-    images, first = [], None
+    """A Triton kernel's cubin for each of ``archs`` (``compile_for(arch)`` gives Triton's compiled kernel), and its
+    PTX (:func:`with_ptx`), checked for what the generated launchers cannot provide; ``fail(why)`` makes the error to
+    raise."""
+    images, first, ptxas = [], None, ptx.ptxas_path() if with_ptx() else None
     for arch, _ in archs:
         compiled = compile_for(arch)
         md = compiled.metadata
@@ -140,9 +165,11 @@ def triton_images(
                 raise fail(f"the compiled kernel needs {what} {getattr(md, what)}; scratch is not provided yet")
         if getattr(md, "tensordesc_meta", None):
             raise fail("the compiled kernel takes tensor descriptors (TMA), which the launcher cannot pass")
-        target = re.search(r"\.target\s+sm_(\d+)([af]?)", compiled.asm.get("ptx", ""))
-        exact = bool(target and target.group(2) == "a")
-        images.append((arch, exact, bytes(compiled.asm["cubin"])))
+        text = compiled.asm.get("ptx", "")
+        exact = _ptx_target_is_exact(text)
+        images.append(Image(arch, exact, "cubin", bytes(compiled.asm["cubin"])))
+        if with_ptx():
+            images.append(Image(arch, exact, "ptx", ptx.lower_version(text, arch, exact, ptxas).encode()))
         first = first or md
     return _Compiled(first.name, images, (32 * first.num_warps, 1, 1), first.shared, getattr(first, "num_ctas", 1))
 
@@ -195,8 +222,34 @@ def _nvrtc_compile(kernel: CudaKernel, case: _Case, archs: list[tuple[int, bool]
                 raise kernel.fail(f"NVRTC could not compile it for sm_{arch} ({' '.join(options)}):\n{log}") from err
             if kernel.names:
                 lowered = nvrtc.getLoweredName(program, function)
-            images.append((arch, exact, bytes(nvrtc.getCUBIN(program))))
+            images.append(Image(arch, exact, "cubin", bytes(nvrtc.getCUBIN(program))))
         finally:
             nvrtc.destroyProgram(program)
+        if with_ptx():
+            images.append(Image(arch, exact, "ptx", _nvrtc_ptx(kernel, function, options, arch, exact)))
     block = (*kernel.block, 1, 1)[:3]
     return _Compiled(lowered, images, block, kernel.shared_mem)
+
+
+def _nvrtc_ptx(kernel: CudaKernel, function: str, options: list[str], arch: int, exact: bool) -> bytes:
+    """The kernel's PTX for the virtual architecture ``compute_<arch>[a]`` (NVRTC gives PTX, not SASS, for a
+    virtual one), compiled with the same options as its cubin."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    virtual = [*options[:-1], f"-arch=compute_{arch}{'a' if exact else ''}"]
+    program = nvrtc.createProgram(kernel.code, f"{kernel.name}.cu", [], [])
+    try:
+        if kernel.names:
+            nvrtc.addNameExpression(program, function)
+        try:
+            nvrtc.compileProgram(program, virtual)
+        except Exception as err:  # noqa: BLE001 - a compile error: NVRTC's log says why
+            log = nvrtc.getProgramLog(program)
+            raise kernel.fail(
+                f"NVRTC could not compile it to PTX for compute_{arch} ({' '.join(virtual)}):\n{log}"
+            ) from err
+        text = nvrtc.getPTX(program)
+        text = (text.decode() if isinstance(text, bytes) else text).rstrip("\0")
+        return ptx.lower_version(text, arch, exact, ptx.ptxas_path()).encode()
+    finally:
+        nvrtc.destroyProgram(program)

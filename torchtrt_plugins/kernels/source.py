@@ -1,5 +1,5 @@
-"""The generated C++ launchers of Python kernels: the cubins embedded, and their grid and parameters as expressions
-of the op's arguments evaluated per call (derived once, symbolically)."""
+"""The generated C++ launchers of Python kernels: the cubins and their PTX embedded, and their grid and parameters as
+expressions of the op's arguments evaluated per call (derived once, symbolically)."""
 
 from __future__ import annotations
 
@@ -200,12 +200,17 @@ def _bytes(data: bytes) -> str:
 
 
 def cubin_kernel_cxx(variable: str, op: str, kernel_name: str, compiled: _Compiled) -> list[str]:
-    """C++ defining ``::ttp::sdk::CubinKernel const <variable>`` (``sdk/cubin_launch.h``) with its embedded images,
-    registered for ``loadCubinKernels`` (the plugin loads them before its first enqueue)."""
+    """C++ defining ``::ttp::sdk::CubinKernel const <variable>`` (``sdk/cubin_launch.h``) with its embedded images
+    (each cubin, and each PTX as ``<variable>_sm<arch>_ptx``), registered for ``loadCubinKernels`` (the plugin loads
+    them before its first enqueue)."""
     out, images = [], []
-    for arch, exact, data in compiled.images:
-        out.append(f"alignas(8) unsigned char const {variable}_sm{arch}[] = {{\n{_bytes(data)}}};")
-        images.append(f"{{{arch}, {str(exact).lower()}, {variable}_sm{arch}, sizeof({variable}_sm{arch})}}")
+    for image in compiled.images:
+        # PTX is text that cuModuleLoadData reads to its nul: the array carries one.
+        name = f"{variable}_sm{image.arch}" + ("_ptx" if image.kind == "ptx" else "")
+        data = image.data + b"\0" if image.kind == "ptx" else image.data
+        kind = "::ttp::sdk::ImageKind::kPTX" if image.kind == "ptx" else "::ttp::sdk::ImageKind::kCUBIN"
+        out.append(f"alignas(8) unsigned char const {name}[] = {{\n{_bytes(data)}}};")
+        images.append(f"{{{image.arch}, {str(image.exact).lower()}, {kind}, {name}, sizeof({name})}}")
     out.append(f"::ttp::sdk::CubinImage const {variable}_images[] = {{{', '.join(images)}}};")
     block = ", ".join(f"{b}u" for b in compiled.block)
     out.append(
