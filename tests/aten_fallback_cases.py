@@ -122,7 +122,7 @@ class Cumulative(torch.nn.Module):
 
 
 #: Input dtypes of the Cumulative cases: ties everywhere (few distinct values), floats with NaNs.
-CUMULATIVE_DTYPES = ("float32", "int64", "bool")
+CUMULATIVE_DTYPES = ("float32", "float16", "int32", "int64", "bool")
 
 
 def cumulative_inputs(dtype: str, shape: tuple[int, ...] = (3, 7, 5), device: str = "cpu") -> list[torch.Tensor]:
@@ -130,6 +130,8 @@ def cumulative_inputs(dtype: str, shape: tuple[int, ...] = (3, 7, 5), device: st
     x = torch.randint(0, 4, shape, generator=generator)
     if dtype == "bool":
         x = x > 1
-    elif dtype == "float32":
-        x = x.float().masked_fill(torch.rand(shape, generator=generator) < 0.08, float("nan"))
+    elif dtype.startswith("float"):
+        x = x.to(getattr(torch, dtype)).masked_fill(torch.rand(shape, generator=generator) < 0.08, float("nan"))
+    else:
+        x = x.to(getattr(torch, dtype))
     return [x.to(device)]
