@@ -90,3 +90,48 @@ class Keep(torch.nn.Module):
 def keep_inputs(device: str = "cpu") -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(0)
     return [torch.rand(40, generator=generator).to(device), torch.randn(40, 4, generator=generator).to(device)]
+
+
+class IsIn(torch.nn.Module):
+    """GroundingDino's special-token mask: ``torch.isin(input_ids, special_tokens)`` (a buffer), or one token."""
+
+    def __init__(self, invert: bool = False, scalar: bool = False):
+        super().__init__()
+        self.invert, self.scalar = invert, scalar
+        self.register_buffer("special", torch.tensor([1, 3, 4]))
+
+    def forward(self, ids):
+        test = 3 if self.scalar else self.special
+        return torch.isin(ids, test, invert=self.invert) & (ids > 0)
+
+
+def isin_inputs(device: str = "cpu") -> list[torch.Tensor]:
+    return [torch.randint(0, 6, (2, 9), generator=torch.Generator().manual_seed(0)).to(device)]
+
+
+class Cumulative(torch.nn.Module):
+    """``torch.cummax`` or ``torch.cummin`` along ``dim`` (GroundingDino's previous and next special token)."""
+
+    def __init__(self, op: str, dim: int):
+        super().__init__()
+        self.op, self.dim = getattr(torch, op), dim
+
+    def forward(self, x):
+        values, indices = self.op(x, self.dim)
+        return values, indices + 1
+
+
+#: Input dtypes of the Cumulative cases: ties everywhere (few distinct values), floats with NaNs.
+CUMULATIVE_DTYPES = ("float32", "float16", "int32", "int64", "bool")
+
+
+def cumulative_inputs(dtype: str, shape: tuple[int, ...] = (3, 7, 5), device: str = "cpu") -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 4, shape, generator=generator)
+    if dtype == "bool":
+        x = x > 1
+    elif dtype.startswith("float"):
+        x = x.to(getattr(torch, dtype)).masked_fill(torch.rand(shape, generator=generator) < 0.08, float("nan"))
+    else:
+        x = x.to(getattr(torch, dtype))
+    return [x.to(device)]

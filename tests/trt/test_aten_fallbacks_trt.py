@@ -6,12 +6,17 @@ import torch
 from aten_fallback_cases import (
     ATTENTION_MASKS,
     BADDBMM_SCALES,
+    CUMULATIVE_DTYPES,
     Attention,
     Baddbmm,
+    Cumulative,
+    IsIn,
     Pool,
     TopHalf,
     attention_inputs,
     baddbmm_inputs,
+    cumulative_inputs,
+    isin_inputs,
     top_half_dynamic_shapes,
 )
 from fixtures import assert_no_fallback, compile_trt
@@ -75,3 +80,23 @@ def test_topk_of_a_symbolic_k(largest):
         assert values.shape == (n // 2,)
         torch.testing.assert_close(values, expected_values, **TOL)
         torch.testing.assert_close(scores.sigmoid()[indices.long()] * 2, values, **TOL)
+
+
+@pytest.mark.parametrize(
+    "invert, scalar", [(False, False), (True, False), (False, True)], ids=["tensor", "invert", "scalar"]
+)
+def test_isin(invert, scalar):
+    model, inputs = IsIn(invert, scalar).cuda().eval(), isin_inputs("cuda")
+    assert torch.equal(_one_engine(model, inputs, "isin")(*inputs), model(*inputs))
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+@pytest.mark.parametrize("dtype", CUMULATIVE_DTYPES)
+@pytest.mark.parametrize("dim, shape", [(0, (3, 7, 5)), (1, (3, 7, 5)), (-1, (3, 7, 5)), (1, (2, 900))])
+def test_cumulative_extremum_values_and_indices(op, dtype, dim, shape):
+    """Values and PyTorch's indices exactly (ties take the later index; NaN from its first on, the last NaN's index),
+    on a short dim and on one near the length limit."""
+    model, inputs = Cumulative(op, dim).eval(), cumulative_inputs(dtype, shape, "cuda")
+    got = _one_engine(model, inputs, op)(*inputs)
+    for g, e in zip(got, model(*inputs)):
+        torch.testing.assert_close(g, e, rtol=0, atol=0, equal_nan=True)

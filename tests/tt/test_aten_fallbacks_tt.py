@@ -12,13 +12,18 @@ import tt_helpers as tt
 from aten_fallback_cases import (
     ATTENTION_MASKS,
     BADDBMM_SCALES,
+    CUMULATIVE_DTYPES,
     Attention,
     Baddbmm,
+    Cumulative,
+    IsIn,
     Keep,
     Pool,
     TopHalf,
     attention_inputs,
     baddbmm_inputs,
+    cumulative_inputs,
+    isin_inputs,
     keep_inputs,
     top_half_dynamic_shapes,
 )
@@ -28,6 +33,7 @@ BADDBMM = "aten.baddbmm.default"
 ATTENTION = "aten.scaled_dot_product_attention.default"
 TOPK = "aten.topk.default"
 INDEX = "aten.index.Tensor"
+ISIN = {False: "aten.isin.Tensor_Tensor", True: "aten.isin.Tensor_Scalar"}
 
 
 def _by_place(partitioned: torch.fx.GraphModule, target: str) -> dict[str, int]:
@@ -256,3 +262,71 @@ def test_index_by_a_boolean_mask_plan_builds(mask_dims):
         plan = tt.serialized_engine(program, inputs)
     assert len(plan) > 0
     assert [call.creator_key[0] for call in calls] == ["MaskedRows", "MaskedRows"]
+
+
+def _isin_case(invert: bool = False, scalar: bool = False):
+    model, inputs = IsIn(invert, scalar).eval(), isin_inputs()
+    return model, torch.export.export(model, tuple(inputs)), inputs
+
+
+ISIN_CASES = pytest.mark.parametrize(
+    "invert, scalar", [(False, False), (True, False), (False, True)], ids=["tensor", "invert", "scalar"]
+)
+
+
+@ISIN_CASES
+def test_isin_joins_the_engine(invert, scalar):
+    model, program, inputs = _isin_case(invert, scalar)
+    partitioned = tt.dryrun(program, inputs)
+    assert _by_place(partitioned, ISIN[scalar]) == {"trt": 1, "torch": 0}
+    torch.testing.assert_close(partitioned(*inputs), model(*inputs))
+    assert _by_place(_without_us(program, inputs), ISIN[scalar]) == {"trt": 0, "torch": 1}
+
+
+@ISIN_CASES
+def test_isin_plan_builds(invert, scalar):
+    _, program, inputs = _isin_case(invert, scalar)
+    assert len(tt.serialized_engine(program, inputs)) > 0
+
+
+def _cumulative_case(op: str, dim: int, dtype: str = "float32", shape: tuple[int, ...] = (3, 7, 5)):
+    model, inputs = Cumulative(op, dim).eval(), cumulative_inputs(dtype, shape)
+    return model, torch.export.export(model, tuple(inputs)), inputs
+
+
+CUMULATIVE = pytest.mark.parametrize("op", ["cummax", "cummin"])
+
+
+@CUMULATIVE
+@pytest.mark.parametrize("dtype", CUMULATIVE_DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumulative_extremum_joins_the_engine(op, dtype, dim):
+    model, program, inputs = _cumulative_case(op, dim, dtype)
+    target = f"aten.{op}.default"
+    partitioned = tt.dryrun(program, inputs)
+    assert _by_place(partitioned, target) == {"trt": 1, "torch": 0}
+    for got, expected in zip(partitioned(*inputs), model(*inputs)):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+    assert _by_place(_without_us(program, inputs), target) == {"trt": 0, "torch": 1}
+
+
+@CUMULATIVE
+def test_cumulative_extremum_past_the_length_limit_stays_in_pytorch(op):
+    from torchtrt_plugins.converters import aten_fallbacks
+
+    _, program, inputs = _cumulative_case(op, 1, shape=(2, aten_fallbacks.CUMULATIVE_MAX_LENGTH + 1))
+    assert _by_place(tt.dryrun(program, inputs), f"aten.{op}.default") == {"trt": 0, "torch": 1}
+
+
+@CUMULATIVE
+def test_cumulative_extremum_along_a_symbolic_dim_stays_in_pytorch(op):
+    model, inputs = Cumulative(op, 1).eval(), cumulative_inputs("float32", (2, 9))
+    program = torch.export.export(model, tuple(inputs), dynamic_shapes=({1: torch.export.Dim("n", min=2, max=64)},))
+    assert _by_place(tt.dryrun(program, inputs), f"aten.{op}.default") == {"trt": 0, "torch": 1}
+
+
+@CUMULATIVE
+@pytest.mark.parametrize("dtype", CUMULATIVE_DTYPES)
+def test_cumulative_extremum_plan_builds(op, dtype):
+    _, program, inputs = _cumulative_case(op, 1, dtype)
+    assert len(tt.serialized_engine(program, inputs)) > 0

@@ -26,6 +26,18 @@ validator rejects it (the registry tries converters in order), so it never shado
   k > 1 picks the same elements, in the same (row-major) order, as a 1-D mask over x's first k dims flattened into
   one, so x and the mask are reshaped to that (shuffle layers) and masked_rows runs on them; the dims past the
   mask's must be static (one inferred dim in the reshape).
+- ``aten.isin.Tensor_Tensor`` and ``aten.isin.Tensor_Scalar`` (GroundingDino's special-token masks,
+  ``torch.isin(input_ids, special_tokens)``): Torch-TensorRT 2.13 has no converter and does not decompose them. The
+  elements, unsqueezed by one trailing axis, are compared with the test elements flattened (an equality layer
+  broadcasting to ``(*elements.shape, M)``), and a reduce over that axis says whether any matched; ``invert`` negates
+  it; ``assume_unique`` changes no result. The test elements' count must be static and at least 1.
+- ``aten.cummax`` / ``aten.cummin`` (GroundingDino's previous and next special token): Torch-TensorRT 2.13 has no
+  converter; TensorRT's ``ICumulativeLayer`` sums only. Along a dim of static length N at most
+  ``CUMULATIVE_MAX_LENGTH``, an N x N lower-triangular mask (``j <= i``) selects each prefix and a max (min) reduce
+  gives the values; the index is the largest ``j <= i`` whose element equals the value (NaN matching NaN), which is
+  PyTorch's rule (a tie takes the later index; from a NaN on, the value is NaN and the index the last NaN's). The
+  layers hold ``N * N`` elements per row along the dim (``N <= 1024``: 4 MiB of int32 per row set); longer or
+  symbolic dims stay in PyTorch.
 """
 
 from __future__ import annotations
@@ -41,14 +53,21 @@ __all__ = [
     "attention_value_dim_differs",
     "avg_pool2d_ceil_is_floor",
     "baddbmm_has_no_converter",
+    "cumulative_extremum_is_static",
     "disabled",
     "index_by_mask_is_masked_rows",
+    "isin_has_no_converter",
     "register",
     "topk_k_is_bounded_symint",
 ]
 
 #: ``ITopKLayer``'s largest ``k``.
 TOPK_MAX_K = 3840
+#: The longest dim ``aten.cummax`` / ``aten.cummin`` take (their layers hold N * N elements per row).
+CUMULATIVE_MAX_LENGTH = 1024
+#: Element dtypes of ``aten.isin`` and of ``aten.cummax`` / ``aten.cummin`` (bool: these two only, through int32).
+_ISIN_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64)
+_CUMULATIVE_DTYPES = (*_ISIN_DTYPES, torch.bool)
 
 _registered = False
 _disabled = False
@@ -234,6 +253,108 @@ def convert_topk_symint_k(ctx: Any, target: Any, args: tuple, kwargs: dict, name
     )
 
 
+def isin_has_no_converter(node: torch.fx.Node, settings: Any = None) -> bool:
+    """True for an ``aten.isin`` node (Torch-TensorRT has no converter of it) whose elements and test elements share
+    a dtype of ``_ISIN_DTYPES`` and whose test elements' count is static and at least 1."""
+    elements, test = _value(node.args[0]), node.args[1]
+    if _disabled or elements is None or elements.dtype not in _ISIN_DTYPES:
+        return False
+    if node.target == torch.ops.aten.isin.Tensor_Scalar:
+        return isinstance(test, (int, float)) and not isinstance(test, bool)
+    test = _value(test)
+    return test is not None and test.dtype == elements.dtype and isinstance(test.numel(), int) and test.numel() >= 1
+
+
+def convert_isin(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):
+    from torch_tensorrt.dynamo._SourceIR import SourceIR
+    from torch_tensorrt.dynamo.conversion import impl
+    from torch_tensorrt.dynamo.conversion.converter_utils import get_trt_tensor
+
+    ir = SourceIR.ATEN
+    elements = get_trt_tensor(ctx, args[0], f"{name}_elements")
+    if target == torch.ops.aten.isin.Tensor_Scalar:
+        found = impl.elementwise.eq(ctx, target, ir, f"{name}_eq", elements, args[1])
+    else:
+        test = get_trt_tensor(ctx, args[1], f"{name}_test")
+        test = impl.shuffle.reshape(ctx, target, ir, f"{name}_test_row", test, [1] * len(elements.shape) + [-1])
+        column = impl.unsqueeze.unsqueeze(ctx, target, ir, f"{name}_column", elements, len(elements.shape))
+        matches = impl.elementwise.eq(ctx, target, ir, f"{name}_eq", column, test)
+        found = impl.reduce.any(ctx, target, ir, f"{name}_any", matches, len(elements.shape), False)
+    if kwargs.get("invert", False):
+        found = impl.unary.logical_not(ctx, target, ir, f"{name}_invert", found)
+    return found
+
+
+def _cumulative_dim(node: torch.fx.Node) -> int | None:
+    value = _value(node.args[0])
+    if value is None or value.dim() == 0 or value.dtype not in _CUMULATIVE_DTYPES:
+        return None
+    dim = node.args[1] % value.dim()
+    length = value.shape[dim]
+    return dim if isinstance(length, int) and 1 <= length <= CUMULATIVE_MAX_LENGTH else None
+
+
+def cumulative_extremum_is_static(node: torch.fx.Node, settings: Any = None) -> bool:
+    """True for an ``aten.cummax`` / ``aten.cummin`` node (Torch-TensorRT has no converter of them) of a rank >= 1
+    tensor of ``_CUMULATIVE_DTYPES`` along a dim of static length at most ``CUMULATIVE_MAX_LENGTH``."""
+    return not _disabled and _cumulative_dim(node) is not None
+
+
+def convert_cumulative_extremum(ctx: Any, target: Any, args: tuple, kwargs: dict, name: str):
+    import numpy as np
+    import tensorrt as trt
+    from torch_tensorrt.dynamo._SourceIR import SourceIR
+    from torch_tensorrt.dynamo.conversion import impl
+    from torch_tensorrt.dynamo.conversion.converter_utils import cast_trt_tensor, get_trt_tensor, set_layer_name
+
+    ir = SourceIR.ATEN
+    x = get_trt_tensor(ctx, args[0], f"{name}_input")
+    rank, is_bool = len(x.shape), x.dtype == trt.bool
+    dim = args[1] % rank
+    length = x.shape[dim]
+    if is_bool:
+        x = cast_trt_tensor(ctx, x, trt.int32, f"{name}_as_int32", target, ir)
+    floating = x.dtype in (trt.float32, trt.float16, trt.bfloat16)
+    operation = trt.ReduceOperation.MAX if target == torch.ops.aten.cummax.default else trt.ReduceOperation.MIN
+
+    def reduce_j(tensor, operation, part):  # over axis dim + 1 (j), in the tensor's own dtype
+        layer = ctx.net.add_reduce(tensor, operation, 1 << (dim + 1), False)
+        set_layer_name(layer, target, f"{name}_{part}", ir)
+        return layer.get_output(0)
+
+    def around(matrix):  # an (N, N) constant shaped to broadcast over axes (dim, dim + 1) = (i, j)
+        return matrix.reshape([1] * dim + list(matrix.shape) + [1] * (rank - dim - 1))
+
+    positions = np.arange(length, dtype=np.int32)
+    prefix = get_trt_tensor(ctx, around(positions[None, :] <= positions[:, None]), f"{name}_prefix")
+    x_j = impl.unsqueeze.unsqueeze(ctx, target, ir, f"{name}_x_j", x, dim)  # (.., 1, N, ..)
+    x_i = impl.unsqueeze.unsqueeze(ctx, target, ir, f"{name}_x_i", x, dim + 1)  # (.., N, 1, ..)
+    # Past i, x[i] stands in: it is in the prefix, so the extremum does not change (no dtype's extreme needed).
+    values = reduce_j(impl.condition.where(ctx, target, ir, f"{name}_in_prefix", x_j, x_i, prefix), operation, "values")
+    if floating:  # from a NaN on the value is NaN, whatever the reduce does with one
+        nan_j = impl.unary.isnan(ctx, target, ir, f"{name}_nan_j", x_j)
+        nan_in_prefix = impl.elementwise.logical_and(ctx, target, ir, f"{name}_nan_in_prefix", nan_j, prefix)
+        seen_nan = impl.reduce.any(ctx, target, ir, f"{name}_seen_nan", nan_in_prefix, dim + 1, False)
+        nan = get_trt_tensor(ctx, float("nan"), f"{name}_nan", x.dtype)
+        values = impl.condition.where(ctx, target, ir, f"{name}_nan_values", nan, values, seen_nan)
+    value_i = impl.unsqueeze.unsqueeze(ctx, target, ir, f"{name}_value_i", values, dim + 1)
+    hits = impl.elementwise.eq(ctx, target, ir, f"{name}_hits", x_j, value_i)
+    if floating:
+        nan_i = impl.unary.isnan(ctx, target, ir, f"{name}_nan_i", value_i)
+        both_nan = impl.elementwise.logical_and(ctx, target, ir, f"{name}_both_nan", nan_j, nan_i)
+        hits = impl.elementwise.logical_or(ctx, target, ir, f"{name}_hits_or_nan", hits, both_nan)
+    hits = impl.elementwise.logical_and(ctx, target, ir, f"{name}_hits_in_prefix", hits, prefix)
+    j = get_trt_tensor(ctx, positions.reshape([1] * (dim + 1) + [length] + [1] * (rank - dim - 1)), f"{name}_j")
+    none = get_trt_tensor(ctx, np.array([-1], dtype=np.int32), f"{name}_none")
+    last = reduce_j(
+        impl.condition.where(ctx, target, ir, f"{name}_hit_j", j, none, hits), trt.ReduceOperation.MAX, "last"
+    )
+    indices = cast_trt_tensor(ctx, last, trt.int64, f"{name}_indices", target, ir)
+    if is_bool:
+        values = cast_trt_tensor(ctx, values, trt.bool, f"{name}_as_bool", target, ir)
+    return values, indices
+
+
 def _masked_rows_entry() -> Any:
     from ..plan import entry_for_target
 
@@ -317,6 +438,10 @@ def register() -> bool:
             convert_attention_value_dim_differs,
         ),
         (torch.ops.aten.topk.default, topk_k_is_bounded_symint, convert_topk_symint_k),
+        (torch.ops.aten.isin.Tensor_Tensor, isin_has_no_converter, convert_isin),
+        (torch.ops.aten.isin.Tensor_Scalar, isin_has_no_converter, convert_isin),
+        (torch.ops.aten.cummax.default, cumulative_extremum_is_static, convert_cumulative_extremum),
+        (torch.ops.aten.cummin.default, cumulative_extremum_is_static, convert_cumulative_extremum),
     ):
         dynamo_tensorrt_converter(target, capability_validator=validator, supports_dynamic_shapes=True)(converter)
     dynamo_tensorrt_converter(
