@@ -590,9 +590,11 @@ def build_eager_kernel(
     quiet: bool = False,
     extra_flags: Sequence[str] = (),
     compiler: str | None = None,
+    objects: Path | None = None,
 ) -> Path:
     """Compile the ``flavour`` C++ eager kernel into ``output`` (the wheel's prebuild and the first-use build). Raises
-    BuildError.
+    BuildError. ``objects``: a folder that keeps the compiled objects, named by their compile commands, and gives
+    them back to a later build (another link of the same compile, e.g. with ``-static-libstdc++``, compiles nothing).
 
     It exports its ``ttp_eager_*`` entry points and nothing else: a compiler that links libstdc++ statically by
     default (the H100 machine's ``CXX``) would otherwise export that copy's symbols, which then mix with the
@@ -632,15 +634,22 @@ def build_eager_kernel(
     output.parent.mkdir(parents=True, exist_ok=True)
     # Compiled, then linked: the manylinux_2_28 compiler compiles with g++ and links with zig, one step each.
     with tempfile.TemporaryDirectory(dir=output.parent) as work:
-        objects = []
+        kept = Path(work) if objects is None else objects
+        kept.mkdir(parents=True, exist_ok=True)
+        compiled = []
         for source in (s for s in eager_kernel_sources(flavour) if s.suffix == ".cpp"):
-            objects.append(str(Path(work) / f"{source.stem}.o"))
-            run([cxx, *compile_flags, "-c", str(source), "-o", objects[-1]])
+            command = [cxx, *compile_flags, "-c", str(source)]
+            digest = hashlib.sha256("\0".join(command).encode() + source.read_bytes()).hexdigest()[:16]
+            compiled.append(kept / f"{source.stem}-{digest}.o")
+            if not compiled[-1].is_file():
+                partial = Path(work) / f"{compiled[-1].name}.partial"
+                run([*command, "-o", str(partial)])
+                os.replace(partial, compiled[-1])
         run(
             [
                 cxx,
                 "-shared",
-                *objects,
+                *map(str, compiled),
                 f"-L{torch_dir / 'lib'}",
                 *libraries,
                 "-ldl",

@@ -306,6 +306,25 @@ def _copy_library(tmp_path, name: str, launcher: str):
     return library
 
 
+def _plain_shapes(x, y, alpha=1.0):
+    return torch.empty_like(x)
+
+
+def test_declarations_of_the_same_generated_sources_share_one_build(tmp_path):
+    """Before: a build was keyed on the rules' fingerprints only, so that the same fake kernel's shapes from another
+    file (torchvision's nms fake once torchvision is imported, against ours) built the whole library again."""
+    first = _copy_library(tmp_path, "decl_test_shared", "decl_test::copy")
+    second = _copy_library(tmp_path, "decl_test_shared", "decl_test::copy")
+    second.declarations[0] = ttp.Declaration(
+        PLAIN, library=second, launcher="decl_test::copy", dtypes={"x": (torch.float32,)}, outputs=_plain_shapes
+    )
+    assert first.declarations[0].rules_fingerprint() != second.declarations[0].rules_fingerprint()
+    built = first.build()
+    again = second.build()
+    assert not again.built_now and again.directory == built.directory.resolve()
+    assert again.plugins.resolve() == built.plugins.resolve()
+
+
 def test_a_misspelt_launcher_is_named_with_its_op_by_the_build(tmp_path):
     """Before: the build failed with the linker's `undefined reference to r26::misspelt(ttp::sdk::LaunchArgs
     const&)` and nothing else."""

@@ -98,12 +98,22 @@ def test_prebuilt_native_flavour_serves_only_the_torch_it_names(tmp_path, monkey
     assert eager_kernel._prebuilt("native") is None
 
 
-def test_exports_only_its_entry_points_even_with_a_static_libstdcxx(flavour, tmp_path):
+def test_exports_only_its_entry_points_even_with_a_static_libstdcxx(flavour, tmp_path, monkeypatch):
     # The H100 machine's compiler links libstdc++ statically: the library then exported that copy's symbols, which
     # mixed with torch's libstdc++ in the process and crashed in the first std::ostream call (seen there).
+    # The same objects as the library under test where it was built here (not prebuilt), linked again.
+    kept = eager_kernel.library_path(flavour).parent / eager_kernel.OBJECTS
+    run, commands = _build.run, []
+    monkeypatch.setattr(_build, "run", lambda command: (commands.append(command), run(command))[1])
     static = _build.build_eager_kernel(
-        tmp_path / "libstatic.so", flavour=flavour, quiet=True, extra_flags=["-static-libstdc++"]
+        tmp_path / "libstatic.so",
+        flavour=flavour,
+        quiet=True,
+        extra_flags=["-static-libstdc++"],
+        objects=kept if kept.is_dir() else tmp_path / eager_kernel.OBJECTS,
     )
+    if eager_kernel._prebuilt(flavour) is None:
+        assert [c for c in commands if "-c" in c] == []  # before: both sources compiled again for this link
     for library in (eager_kernel.library_path(flavour), static):
         assert _exported(library) == [
             "ttp_eager_flavour",

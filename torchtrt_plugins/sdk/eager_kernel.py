@@ -116,6 +116,10 @@ def _prebuilt(flavour: str) -> Path | None:
     return path if info.get(NATIVE_TORCH_KEY) == torch_identity() else None
 
 
+#: The folder beside a first-use build's library that keeps its compiled objects (``_build.build_eager_kernel``).
+OBJECTS = "objects"
+
+
 def _cached(flavour: str) -> Path:
     """Where the first-use build of ``flavour`` goes: per torch (the native flavour: per torch_identity), compiler
     and source."""
@@ -137,7 +141,7 @@ def library_path(flavour: str = "stable") -> Path:
     output = _cached(flavour)
     with _build._locked(output.parent):
         if not output.is_file():
-            _build.build_eager_kernel(output, flavour=flavour)
+            _build.build_eager_kernel(output, flavour=flavour, objects=output.parent / OBJECTS)
     return output
 
 

@@ -18,7 +18,9 @@ generated ahead of time, and the wheel carries them), so nothing is compiled at 
 from __future__ import annotations
 
 import ctypes
+import os
 import re
+import shutil
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -145,31 +147,43 @@ class PluginLibrary:
             raise _build.BuildError(f"cannot build plugin library {self.name}: " + "; ".join(missing))
         include, nvcc = _build.tensorrt_include_dir(), _build.nvcc_path()
         archs = _build.cuda_archs()
-        # Keyed on the rules' fingerprints: deriving the shape programs takes seconds, and only a build needs them.
+        # Looked up by the rules' fingerprints (deriving the shape programs takes seconds, and only a build needs
+        # them), built under the generated sources' digest: fingerprints that differ with the same sources (another
+        # file's fake kernel of the same shapes: torchvision's nms once torchvision is imported) share one build.
         key = [
             generate_op_tables(self.declarations, programs=lambda d: [int(d.rules_fingerprint(), 16)]),
             generate_launcher_table(self.declarations, programs=lambda d: [int(d.rules_fingerprint(), 16)]),
             fingerprint(self.declarations, archs),
         ]
-        directory = _build.cache_dir() / f"sdk-{self.name}-{self._inputs_hash(include, nvcc, archs, key)}"
-        plugins = directory / f"lib{self.name}_plugins.so"
-        launchers = directory / f"lib{self.name}_launchers.so"
-        with _build._locked(directory):
-            built_now = not (plugins.is_file() and launchers.is_file()) or force
-            if built_now:
-                _build._message(f"building plugin library {self.name} for sm_{archs} into {directory}")
-                directory.mkdir(parents=True, exist_ok=True)
-                try:
-                    sources = generated_sources(self.declarations, archs)
-                except KernelError as err:  # a kernel that does not compile: its declaration withdraws itself
-                    withdraw = getattr(getattr(err, "declaration", None), "withdraw", None)
-                    if withdraw is not None:
-                        withdraw()
-                        self._build = None
-                    raise
-                for file_name, text in sources.items():
-                    (directory / file_name).write_text(text)
-                self._compile(directory, include, nvcc, archs, plugins, launchers)
+        alias = _build.cache_dir() / f"sdk-{self.name}-{self._inputs_hash(include, nvcc, archs, key)}"
+        with _build._locked(alias):
+            if not force and _library_files(alias, self.name) is not None:
+                plugins, launchers = _library_files(alias, self.name)
+                self._build = LibraryBuild(alias.resolve(), plugins, launchers, built_now=False)
+                return self._build
+            try:
+                sources = generated_sources(self.declarations, archs)
+            except KernelError as err:  # a kernel that does not compile: its declaration withdraws itself
+                withdraw = getattr(getattr(err, "declaration", None), "withdraw", None)
+                if withdraw is not None:
+                    withdraw()
+                    self._build = None
+                raise
+            digest = self._inputs_hash(
+                include, nvcc, archs, [*(f"{name}\n{text}" for name, text in sorted(sources.items())), key[2]]
+            )
+            directory = _build.cache_dir() / f"sdk-{self.name}-sources-{digest}"
+            plugins = directory / f"lib{self.name}_plugins.so"
+            launchers = directory / f"lib{self.name}_launchers.so"
+            with _build._locked(directory):
+                built_now = _library_files(directory, self.name) is None or force
+                if built_now:
+                    _build._message(f"building plugin library {self.name} for sm_{archs} into {directory}")
+                    directory.mkdir(parents=True, exist_ok=True)
+                    for file_name, text in sources.items():
+                        (directory / file_name).write_text(text)
+                    self._compile(directory, include, nvcc, archs, plugins, launchers)
+            _point_to(alias, directory)
         self._build = LibraryBuild(directory, plugins, launchers, built_now)
         return self._build
 
@@ -247,6 +261,24 @@ class PluginLibrary:
             )
         except _build.BuildError as err:
             raise _build.BuildError(_undefined_functions(self, str(err)) + str(err)) from None
+
+
+def _library_files(directory: Path, name: str) -> tuple[Path, Path] | None:
+    """The two libraries of a finished build in ``directory`` (or a link to one), else None."""
+    plugins, launchers = directory / f"lib{name}_plugins.so", directory / f"lib{name}_launchers.so"
+    return (plugins, launchers) if plugins.is_file() and launchers.is_file() else None
+
+
+def _point_to(alias: Path, directory: Path) -> None:
+    """Make ``alias`` a link to the build in ``directory`` (replacing a failed build's folder left there)."""
+    if alias.is_symlink() and alias.resolve() == directory.resolve():
+        return
+    if alias.is_dir() and not alias.is_symlink():
+        shutil.rmtree(alias)
+    link = alias.with_name(f"{alias.name}.{os.getpid()}.link")
+    link.unlink(missing_ok=True)
+    link.symlink_to(directory.name)
+    os.replace(link, alias)
 
 
 _UNDEFINED = re.compile(r"undefined reference to `([\w:]+)\(ttp::sdk::LaunchArgs const&\)'")
