@@ -3,11 +3,12 @@ Triton's own compiler (no GPU) and NVRTC for CUDA source."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -203,53 +204,42 @@ def _nvrtc_compile(kernel: CudaKernel, case: _Case, archs: list[tuple[int, bool]
     function = kernel.function_for(dtype) if kernel.names else kernel.function_name
     images, lowered = [], function
     for arch, exact in archs:
-        try:
-            program = nvrtc.createProgram(kernel.code, f"{kernel.name}.cu", [], [])
-        except Exception as err:  # noqa: BLE001 - libnvrtc missing or unusable
-            raise kernel.fail(f"NVRTC is not usable (pip install nvidia-cuda-nvrtc): {err}") from err
-        try:
-            if kernel.names:
-                nvrtc.addNameExpression(program, function)
-            options = [
-                *kernel.options,
-                *(f"-I{d}" for d in _cuda_include_dirs()),
-                f"-arch=sm_{arch}{'a' if exact else ''}",
-            ]
-            try:
-                nvrtc.compileProgram(program, options)
-            except Exception as err:  # noqa: BLE001 - a compile error: NVRTC's log says why
-                log = nvrtc.getProgramLog(program)
-                raise kernel.fail(f"NVRTC could not compile it for sm_{arch} ({' '.join(options)}):\n{log}") from err
+        options = [*kernel.options, *(f"-I{d}" for d in _cuda_include_dirs()), f"-arch=sm_{arch}{'a' if exact else ''}"]
+        with _nvrtc_program(nvrtc, kernel, function, options, f"for sm_{arch}") as program:
             if kernel.names:
                 lowered = nvrtc.getLoweredName(program, function)
             images.append(Image(arch, exact, "cubin", bytes(nvrtc.getCUBIN(program))))
-        finally:
-            nvrtc.destroyProgram(program)
         if with_ptx():
-            images.append(Image(arch, exact, "ptx", _nvrtc_ptx(kernel, function, options, arch, exact)))
+            images.append(Image(arch, exact, "ptx", _nvrtc_ptx(nvrtc, kernel, function, options, arch, exact)))
     block = (*kernel.block, 1, 1)[:3]
     return _Compiled(lowered, images, block, kernel.shared_mem)
 
 
-def _nvrtc_ptx(kernel: CudaKernel, function: str, options: list[str], arch: int, exact: bool) -> bytes:
-    """The kernel's PTX for the virtual architecture ``compute_<arch>[a]`` (NVRTC gives PTX, not SASS, for a
-    virtual one), compiled with the same options as its cubin."""
-    from cupy_backends.cuda.libs import nvrtc
-
-    virtual = [*options[:-1], f"-arch=compute_{arch}{'a' if exact else ''}"]
-    program = nvrtc.createProgram(kernel.code, f"{kernel.name}.cu", [], [])
+@contextlib.contextmanager
+def _nvrtc_program(nvrtc: Any, kernel: CudaKernel, function: str, options: list[str], target: str) -> Iterator[Any]:
+    """The kernel's NVRTC program compiled with ``options`` (``target`` says for what, in errors), destroyed after."""
+    try:
+        program = nvrtc.createProgram(kernel.code, f"{kernel.name}.cu", [], [])
+    except Exception as err:  # noqa: BLE001 - libnvrtc missing or unusable
+        raise kernel.fail(f"NVRTC is not usable (pip install nvidia-cuda-nvrtc): {err}") from err
     try:
         if kernel.names:
             nvrtc.addNameExpression(program, function)
         try:
-            nvrtc.compileProgram(program, virtual)
+            nvrtc.compileProgram(program, options)
         except Exception as err:  # noqa: BLE001 - a compile error: NVRTC's log says why
             log = nvrtc.getProgramLog(program)
-            raise kernel.fail(
-                f"NVRTC could not compile it to PTX for compute_{arch} ({' '.join(virtual)}):\n{log}"
-            ) from err
-        text = nvrtc.getPTX(program)
-        text = (text.decode() if isinstance(text, bytes) else text).rstrip("\0")
-        return ptx.lower_version(text, arch, exact, ptx.ptxas_path()).encode()
+            raise kernel.fail(f"NVRTC could not compile it {target} ({' '.join(options)}):\n{log}") from err
+        yield program
     finally:
         nvrtc.destroyProgram(program)
+
+
+def _nvrtc_ptx(nvrtc: Any, kernel: CudaKernel, function: str, options: list[str], arch: int, exact: bool) -> bytes:
+    """The kernel's PTX for the virtual architecture ``compute_<arch>[a]`` (NVRTC gives PTX, not SASS, for a
+    virtual one), compiled with the same options as its cubin."""
+    virtual = [*options[:-1], f"-arch=compute_{arch}{'a' if exact else ''}"]
+    with _nvrtc_program(nvrtc, kernel, function, virtual, f"to PTX for compute_{arch}") as program:
+        text = nvrtc.getPTX(program)
+    text = (text.decode() if isinstance(text, bytes) else text).rstrip("\0")
+    return ptx.lower_version(text, arch, exact, ptx.ptxas_path()).encode()
