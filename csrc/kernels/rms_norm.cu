@@ -528,6 +528,9 @@ constexpr bool shortRows(int64_t hidden, int64_t elementBytes)
     return hidden % (16 / elementBytes) == 0 && hidden / (16 / elementBytes) >= 16 && hidden <= 1024;
 }
 
+// The shortest row the heuristic hands to the two-pass kernels (rmsNormHeuristic says why).
+constexpr int64_t kTwoPassRowBytes = 32 * 1024;
+
 // What the heuristic picks among tactics 1 and 2, and what tactic 3 runs where it has no form of its own (data not
 // 16-byte aligned, rows neither short nor of a compiled length, launches within the L2).
 RmsNormTactic rowTactic(int64_t hidden, int64_t elementBytes)
@@ -577,20 +580,16 @@ cudaError_t dispatch(void const* x, void const* w, void* y, int64_t rows, int64_
 
 RmsNormTactic rmsNormHeuristic(int64_t rows, int64_t hidden, DType dtype)
 {
-    // Tactic 3 where it has a form of its own and the launch is large: x past the L2 at a compiled row length, or
-    // short rows in more than one wave of warps (as many rows as every SM has warp slots). Elsewhere tactics 1 and 2.
+    // Tactic 3's two-pass form where x is past the L2 and a row holds at least 32 KiB at a compiled length; elsewhere
+    // tactics 1 and 2. Measured on the H200 (docs/results.md, rms_norm, 2026-12-02, do_bench % of copy): two-pass
+    // wins at fp32 8192 and 12288 (100 against block per row's 97 and 96), ties at 16-bit 8192 (99 / 99), loses at
+    // 16-bit 12288 (95 / 98) and at 4096 (bf16 88 / 96, fp32 72 / 97); tactic 3's short-row layout lost to tactics
+    // 1 and 2 at every short shape measured (bf16 32768x1024 87 / 103, 100000x128 84 / 106), so 0 never takes it.
     int64_t const elementBytes = dtypeSize(dtype);
-    if (hasTwoPassConfig(static_cast<int>(elementBytes), hidden) && rows * hidden * elementBytes > l2CacheBytes())
+    if (hasTwoPassConfig(static_cast<int>(elementBytes), hidden) && hidden * elementBytes >= kTwoPassRowBytes
+        && rows * hidden * elementBytes > l2CacheBytes())
     {
         return RmsNormTactic::kLARGE;
-    }
-    if (rows > kFewRows && shortRows(hidden, elementBytes))
-    {
-        int warpSlots = 0;
-        if (maxResidentBlocks(&warpSlots, kThreadsPerSm / kWarpSize) == cudaSuccess && rows >= warpSlots)
-        {
-            return RmsNormTactic::kLARGE;
-        }
     }
     return rowTactic(hidden, elementBytes);
 }
