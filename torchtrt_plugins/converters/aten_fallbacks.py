@@ -317,7 +317,9 @@ def convert_cumulative_extremum(ctx: Any, target: Any, args: tuple, kwargs: dict
     floating = x.dtype in (trt.float32, trt.float16, trt.bfloat16)
     operation = trt.ReduceOperation.MAX if target == torch.ops.aten.cummax.default else trt.ReduceOperation.MIN
 
-    def reduce_j(tensor, operation, part):  # over axis dim + 1 (j), in the tensor's own dtype
+    # Over axis dim + 1 (j), in the tensor's own dtype: Torch-TensorRT's impl.reduce.amax/amin cast int8/int32 to
+    # float32 first (inexact past 2**24, and cummax of int32 values must stay int32), so the layer is added here.
+    def reduce_j(tensor, operation, part):
         layer = ctx.net.add_reduce(tensor, operation, 1 << (dim + 1), False)
         set_layer_name(layer, target, f"{name}_{part}", ir)
         return layer.get_output(0)
