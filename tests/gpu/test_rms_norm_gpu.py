@@ -75,7 +75,8 @@ def _assert_matches_reference_with_and_without_offset(x: torch.Tensor, w: torch.
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("hidden", TWO_PASS_HIDDEN)
 def test_two_pass_rows_past_the_l2_match_reference(hidden, dtype, tactic):
-    """Tactic 3's two-pass kernels (and tactic 0, which takes them from 32 KiB rows), with and without Gemma's offset."""
+    """Tactic 3's two-pass kernels (and tactic 0, which takes them from 32 KiB rows), with and without Gemma's
+    offset."""
     x, w = rms_norm_inputs((rows_past_l2(hidden, dtype), hidden), dtype, seed=hidden)
     _assert_matches_reference_with_and_without_offset(x, w, tactic)
 
