@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check (docs/tiers.md), in steps so each device call stays under its time limit:
 #   bash scripts/gpu_check.sh [tests] [sanitizer] [fuzz] [bench] [bench-quick] [bench-graph] [multi-gpu] [pyops]
-#                             [results] [eager-host] [decoder-ab] [zoo]
+#                             [results] [eager-host] [decoder-ab] [zoo] [inductor-bench]
 #                                                                          (default: tests sanitizer bench)
 # Installs the checkout, builds the native pieces, runs the cpu+gpu(+trt when present) tiers,
 # compute-sanitizer memcheck over the harness gpu tests, and the benchmarks. Logs and results go to
@@ -27,6 +27,9 @@
 #   zoo         the detector zoo on the GPU: tests/gpu/test_zoo_gpu.py (each model's converted graph, declared ops
 #               through the harness, against eager CUDA), then `zoo --time` (eager vs converted, GPU and host time)
 #               into $OUT/zoo.csv
+#   inductor-bench  benchmarks.inductor_switch --quick: models with ops no converter takes, eager vs the converted
+#               graph with the Inductor plugins' switch off and on vs torch.compile (GPU and host time), into
+#               $OUT/inductor_switch.csv
 set -uo pipefail
 STEPS=${*:-tests sanitizer bench}
 OUT=${OUT:-/tmp/gpu_check}
@@ -71,6 +74,11 @@ if has zoo; then
   step "the detector zoo on the GPU"
   $PY -m pytest tests/gpu/test_zoo_gpu.py -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/zoo_tests.log" | tail -25
   $PY -m torchtrt_plugins zoo --time --csv "$OUT/zoo.csv" 2>&1 | tee "$OUT/zoo_time.log" | tail -90
+fi
+if has inductor-bench; then
+  step "the Inductor switch's benchmark"
+  $PY -m torchtrt_plugins.benchmarks.inductor_switch --quick --csv "$OUT/inductor_switch.csv" 2>&1 |
+    tee "$OUT/inductor_switch.log" | tail -60
 fi
 if has multi-gpu; then
   step "pytest multi-gpu"

@@ -1,8 +1,11 @@
-"""Models with ops no converter takes, for the inductor_plugins tests of every tier (cpu, rtx, tt, gpu)."""
+"""Models with ops no converter takes, for the inductor_plugins tests of every tier (cpu, rtx, tt, gpu). ``LongTail``
+ships with the Inductor switch's benchmark (``torchtrt_plugins.benchmarks.models``)."""
 
 from __future__ import annotations
 
 import torch
+
+from torchtrt_plugins.benchmarks.models import LongTail  # noqa: F401  (the tiers' long-tail model)
 
 #: What the cpu and rtx tiers' stand-in for Torch-TensorRT's converter registry has no converter for.
 UNSUPPORTED = {
@@ -72,21 +75,6 @@ class WithIntermediates(torch.nn.Module):
     def forward(self, x):
         a = torch.special.erfcx(x)
         return (torch.cumsum(a, 0) * a.sum(0)).sum(1)
-
-
-class LongTail(torch.nn.Module):
-    """Ops no converter takes in Torch-TensorRT 2.13 with us (special.erfcx, logcumsumexp, bucketize) between ops it
-    converts."""
-
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("boundaries", torch.linspace(-2.0, 2.0, 9))
-
-    def forward(self, x):
-        h = torch.tanh(x * 1.5)
-        values = torch.logcumsumexp(torch.special.erfcx(h), 1)
-        buckets = torch.bucketize(values, self.boundaries).to(torch.float32)
-        return torch.relu(values + buckets) * 0.5
 
 
 #: What the stand-in registry has no converter for in ``BoolEdges``.

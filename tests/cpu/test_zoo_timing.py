@@ -30,9 +30,9 @@ def test_rows_of_a_model_eager_and_converted(tmp_path):
 
 def test_outputs_that_differ_are_a_mismatch():
     same = (torch.ones(3), torch.zeros(2, 2))
-    assert zoo_timing._mismatch(same, tuple(t.clone() for t in same)) is None
-    assert "output 1" in zoo_timing._mismatch(same, (torch.ones(3), torch.ones(2, 2)))
-    assert "1 outputs, eager has 2" in zoo_timing._mismatch(same[:1], same)
+    assert zoo_timing.mismatch(same, tuple(t.clone() for t in same)) is None
+    assert "output 1" in zoo_timing.mismatch(same, (torch.ones(3), torch.ones(2, 2)))
+    assert "1 outputs, eager has 2" in zoo_timing.mismatch(same[:1], same)
 
 
 def test_unknown_models_are_named():

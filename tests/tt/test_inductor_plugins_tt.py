@@ -26,6 +26,18 @@ def test_without_the_switch_the_unsupported_ops_cut_the_engine():
     assert {"aten.logcumsumexp.default", "aten.bucketize.Tensor"} <= set(counted.fallback), counted.fallback
 
 
+def test_the_benchmarks_no_converter_targets_are_what_falls_back_without_the_switch():
+    # benchmarks.inductor_switch stands in for Torch-TensorRT's registry with this list where the GPU is
+    from torchtrt_plugins.benchmarks import inductor_switch
+
+    model = inductor_switch.MODELS["LongTail"]
+    for size in model.sizes:
+        program, _, inputs = model.export(size)
+        with inductor_plugins.switched(False):
+            counted = zoo.count(dryrun(program, list(inputs)))
+        assert set(counted.fallback) == model.no_converter, (size, counted.fallback_text())
+
+
 def test_with_the_switch_the_model_is_one_engine():
     require_plugin_library()
     counted, partitioned_out, eager_out = _partition(True)

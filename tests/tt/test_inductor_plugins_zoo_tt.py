@@ -43,6 +43,18 @@ def test_grounding_dino_is_one_engine_with_the_inductor_plugins():
         torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4, equal_nan=True)
 
 
+def test_the_benchmarks_no_converter_targets_are_what_falls_back_without_the_switch():
+    # benchmarks.inductor_switch stands in for Torch-TensorRT's registry with this list where the GPU is
+    zoo = _zoo()
+    from torchtrt_plugins.benchmarks import inductor_switch
+    from torchtrt_plugins.converters import aten_fallbacks
+
+    program, _, inputs = zoo.export(NAME)
+    with aten_fallbacks.disabled():
+        ours = zoo.partition(program, inputs, ours=True)
+    assert set(ours.fallback) == inductor_switch.MODELS[NAME].no_converter, ours.fallback_text()
+
+
 def test_the_cli_prints_the_inductor_plugins_column():
     import contextlib
     import io

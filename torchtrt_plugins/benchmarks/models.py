@@ -1,8 +1,10 @@
-"""The decoder block the model benchmark runs (``bench_model``), written the way people write it.
+"""The models the benchmarks run, written the way people write them: the decoder block of the model benchmark
+(``bench_model``) and the long-tail model of the Inductor switch's benchmark (``inductor_switch``).
 
 ``LlamaRMSNorm`` follows Hugging Face's line for line, since the lowering must recognize exactly what it produces.
 ``LlamaDecoderBlock`` is a pre-norm transformer block with two norms around a plain softmax attention and a SwiGLU
-MLP; the lowering tests build it with each RMSNorm style they cover.
+MLP; the lowering tests build it with each RMSNorm style they cover. ``LongTail`` holds ops no converter takes, for
+the Inductor plugins' tests of every tier and their benchmark.
 """
 
 from __future__ import annotations
@@ -82,3 +84,18 @@ class LlamaDecoderBlock(nn.Module):
         h = x + self.attention(self.input_layernorm(x))
         normed = self.post_attention_layernorm(h)
         return h + self.down_proj(F.silu(self.gate_proj(normed)) * self.up_proj(normed))
+
+
+class LongTail(nn.Module):
+    """Ops no converter takes in Torch-TensorRT 2.13 with us (special.erfcx, logcumsumexp, bucketize) between ops it
+    converts."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("boundaries", torch.linspace(-2.0, 2.0, 9))
+
+    def forward(self, x):
+        h = torch.tanh(x * 1.5)
+        values = torch.logcumsumexp(torch.special.erfcx(h), 1)
+        buckets = torch.bucketize(values, self.boundaries).to(torch.float32)
+        return torch.relu(values + buckets) * 0.5
