@@ -83,7 +83,7 @@ def test_two_pass_rows_past_the_l2_match_reference(hidden, dtype, tactic):
 
 @pytest.mark.parametrize("tactic", [0, 3])
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows", [3, 9001])  # 9001: past one wave of warps on the H200 (132 SMs x 64), tactic 0's bar
+@pytest.mark.parametrize("rows", [3, 9001])  # 9001: past one wave of warps on the H200 (132 SMs x 64)
 @pytest.mark.parametrize("hidden", [*SHORT_HIDDEN, 2048])
 def test_short_rows_match_reference(hidden, rows, dtype, tactic):
     """Tactic 3's short-row layout: groups with several rows in flight and whole warps per block, on odd row counts
