@@ -13,6 +13,19 @@ __global__ void scaleKernel(T const* x, T* y, int64_t n, float scale, KernelFaul
     int64_t const i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n)
     {
+        if (fault == KernelFault::kTRAP_ON_FILL)
+        {
+            auto const* bytes = reinterpret_cast<unsigned char const*>(x + i);
+            bool fill = true;
+            for (size_t b = 0; b < sizeof(T); ++b)
+            {
+                fill = fill && bytes[b] == 0xCD;
+            }
+            if (fill)
+            {
+                __trap();
+            }
+        }
         y[i] = static_cast<T>(static_cast<float>(x[i]) * scale);
         if (fault == KernelFault::kMODIFY_INPUT)
         {

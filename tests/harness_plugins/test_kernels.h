@@ -11,7 +11,9 @@ enum class KernelFault : int32_t
 {
     kNONE,
     kWRITE_PAST_END, // also writes y[n]
-    kMODIFY_INPUT    // also overwrites x
+    kMODIFY_INPUT,   // also overwrites x
+    kTRAP_ON_FILL    // traps where an element of x is the harness's fill pattern (bytes 0xCD): read before it was
+                     // written, where a plugin indexing by it would fault
 };
 
 // y = x * scale over n elements of float (half when `half`), `threads` per block.
