@@ -38,6 +38,16 @@ __global__ void scaleKernel(T const* x, T* y, int64_t n, float scale, KernelFaul
     }
 }
 
+template <typename T>
+__global__ void copyDownwardKernel(T const* x, T* y, int64_t n)
+{
+    int64_t const i = n - 1 - (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+    if (i >= 0)
+    {
+        y[i] = x[i];
+    }
+}
+
 __global__ void positivesKernel(float const* x, float* values, void* count, int64_t n, float threshold, bool asFloat)
 {
     int64_t k = 0;
@@ -78,6 +88,24 @@ cudaError_t scale(
     {
         scaleKernel<<<blocks, threads, 0, stream>>>(
             static_cast<float const*>(x), static_cast<float*>(y), n, scale, fault);
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t copyDownward(void const* x, void* y, int64_t n, bool half, cudaStream_t stream)
+{
+    if (n == 0)
+    {
+        return cudaSuccess;
+    }
+    auto const blocks = static_cast<unsigned>((n + 255) / 256);
+    if (half)
+    {
+        copyDownwardKernel<<<blocks, 256, 0, stream>>>(static_cast<__half const*>(x), static_cast<__half*>(y), n);
+    }
+    else
+    {
+        copyDownwardKernel<<<blocks, 256, 0, stream>>>(static_cast<float const*>(x), static_cast<float*>(y), n);
     }
     return cudaGetLastError();
 }

@@ -20,6 +20,10 @@ enum class KernelFault : int32_t
 cudaError_t scale(
     void const* x, void* y, int64_t n, float scale, bool half, int32_t threads, KernelFault fault, cudaStream_t stream);
 
+// y = x over n elements of 4 (or 2, when `half`) bytes, the highest first: block b copies the b-th run of 256 from
+// the end, so the first writes land where a fill of y running upwards from its start arrives last.
+cudaError_t copyDownward(void const* x, void* y, int64_t n, bool half, cudaStream_t stream);
+
 // values = the elements of x greater than threshold, in order; *count = how many (int64, or float when
 // `countAsFloat`). One thread: these run on test-sized inputs only.
 cudaError_t positives(

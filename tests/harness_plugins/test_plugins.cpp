@@ -213,7 +213,7 @@ cudaError_t ScalePlugin<F>::run(nvinfer1::PluginTensorDesc const* inputDesc,
     {
         int64_t const n = tp::volume(inputDesc[0].dims);
         bool const half = inputDesc[0].type == nvinfer1::DataType::kHALF;
-        cudaError_t const copied = scale(inputs[0], workspace, n, 1.0F, half, 256, KernelFault::kNONE, stream);
+        cudaError_t const copied = copyDownward(inputs[0], workspace, n, half, stream);
         return copied != cudaSuccess
                    ? copied
                    : scale(workspace, outputs[0], n, value, half, 256, KernelFault::kTRAP_ON_FILL, stream);

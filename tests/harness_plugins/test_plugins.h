@@ -38,8 +38,8 @@ enum class Fault : int32_t
     kSIZE_TENSOR_1D,          // Positives: the size tensor is declared with shape [1]
     kSIZE_TENSOR_FLOAT,       // Positives: the size tensor is FLOAT
     kSYNCS_HOST,              // enqueue synchronizes its stream with the host (no CUDA graph can capture it)
-    kTRUSTS_WORKSPACE,        // correct: y = x * scale through its workspace (x copied in, then scaled out);
-                              // the second kernel traps where it reads the workspace before the first wrote it
+    kTRUSTS_WORKSPACE,        // correct: y = x * scale through its workspace (x copied in from the top down, then
+                              // scaled out); the second kernel traps where it reads the workspace's fill instead
 };
 
 constexpr char const* scaleName(Fault fault)
