@@ -578,6 +578,10 @@ DEFORM_CONV2D = declare(
     plugin_version="1",
     plugin_namespace="torchtrt_vision",
     launcher="ttp::vision::deformConv2d",
+    # Tactic 0, the heuristic, samples the NCHW planes as tactic 1 does; tactic 2 samples a channels-last copy (the
+    # workspace) with vector loads where whole taps fill a K-chunk (csrc/kernels/deform_conv2d.h).
+    tactics={1: "ttp::vision::deformConv2dPlanes", 2: "ttp::vision::deformConv2dChannelsLast"},
+    workspace="ttp::vision::deformConv2dWorkspaceSize",
     # The launcher's grid holds a weight group per block column (at most 65535), and its index arithmetic is 32-bit.
     ranges={
         **{

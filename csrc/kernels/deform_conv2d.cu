@@ -106,15 +106,8 @@ __device__ __forceinline__ SamplePoint samplePoint(float y, float x, int height,
 // The sample of one channel plane at `s`, in torchvision's order: the corners' weighted sum, then the mask. The four
 // loads are issued unconditionally (an outside corner reads the plane's first element, then counts as zero), so that
 // the loads of many samples are in flight at once.
-template <typename T>
-__device__ __forceinline__ float sampleAt(T const* plane, SamplePoint const& s)
+__device__ __forceinline__ float blend(float const (&corner)[4], SamplePoint const& s)
 {
-    float corner[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-    {
-        corner[q] = toFloat(plane[s.corner[q] > 0 ? s.corner[q] : 0]);
-    }
     float value = 0.0F;
 #pragma unroll
     for (int q = 0; q < 4; ++q)
@@ -127,6 +120,79 @@ __device__ __forceinline__ float sampleAt(T const* plane, SamplePoint const& s)
     return s.mask * value;
 }
 
+template <typename T>
+__device__ __forceinline__ float sampleAt(T const* plane, SamplePoint const& s)
+{
+    float corner[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+    {
+        corner[q] = toFloat(plane[s.corner[q] > 0 ? s.corner[q] : 0]);
+    }
+    return blend(corner, s);
+}
+
+// The samples of RUN consecutive channels at `s` from a channels-last image (`pixels` at the run's first channel,
+// `channels` elements a pixel): each corner's run in 16-byte loads, all four corners' loads issued before the sums
+// (an outside corner reads pixel 0, then counts as zero), each channel summed as sampleAt sums it.
+template <typename T, int RUN>
+__device__ __forceinline__ void sampleRun(T const* pixels, int channels, SamplePoint const& s, float (&samples)[RUN])
+{
+    constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+    static_assert(RUN % kVec == 0, "a run is whole 16-byte vectors");
+    using Load = Vec<T, kVec>;
+    Load corner[4][RUN / kVec];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+    {
+        auto const* run = reinterpret_cast<Load const*>(
+            pixels + static_cast<int64_t>(s.corner[q] > 0 ? s.corner[q] : 0) * channels);
+#pragma unroll
+        for (int v = 0; v < RUN / kVec; ++v)
+        {
+            corner[q][v] = run[v];
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < RUN; ++j)
+    {
+        float const values[4] = {toFloat(corner[0][j / kVec].v[j % kVec]), toFloat(corner[1][j / kVec].v[j % kVec]),
+            toFloat(corner[2][j / kVec].v[j % kVec]), toFloat(corner[3][j / kVec].v[j % kVec])};
+        samples[j] = blend(values, s);
+    }
+}
+
+// (N, C, H, W) -> (N, H, W, C), 32 x 32 tiles through shared memory: the channels-last copy sampleRun reads.
+template <typename T>
+__global__ void toChannelsLastKernel(T const* input, T* output, int channels, int planeSize)
+{
+    __shared__ T tile[32][33];
+    int64_t const image = blockIdx.z;
+    int const pixel0 = static_cast<int>(blockIdx.x) * 32;
+    int const channel0 = static_cast<int>(blockIdx.y) * 32;
+    T const* from = input + image * channels * planeSize;
+    T* to = output + image * channels * planeSize;
+    for (int i = static_cast<int>(threadIdx.y); i < 32; i += static_cast<int>(blockDim.y))
+    {
+        int const channel = channel0 + i;
+        int const pixel = pixel0 + static_cast<int>(threadIdx.x);
+        if (channel < channels && pixel < planeSize)
+        {
+            tile[i][threadIdx.x] = from[static_cast<int64_t>(channel) * planeSize + pixel];
+        }
+    }
+    __syncthreads();
+    for (int i = static_cast<int>(threadIdx.y); i < 32; i += static_cast<int>(blockDim.y))
+    {
+        int const pixel = pixel0 + i;
+        int const channel = channel0 + static_cast<int>(threadIdx.x);
+        if (channel < channels && pixel < planeSize)
+        {
+            to[static_cast<int64_t>(pixel) * channels + channel] = tile[threadIdx.x][i];
+        }
+    }
+}
+
 // One block of NT threads: BM output pixels (GEMM rows, across images) x BN output channels of weight group
 // blockIdx.z. Warps tile the block as (BM / 32) x (NT / 32 / (BM / 32)), each warp 32 rows and an equal share of the
 // columns, in 16 x 16 fragments.
@@ -134,9 +200,11 @@ __device__ __forceinline__ float sampleAt(T const* plane, SamplePoint const& s)
 // computes its pixel's sampling point once per tap (and offset group) and samples every channel with it. The next
 // chunk's samples and weights are read into registers before the current chunk's products, so their loads overlap
 // the tensor-core work.
-template <typename T, int BM, int BN, int NT>
-__global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
-    T const* input, T const* weight, T const* offset, T const* mask, T const* bias, T* output, Problem p)
+// CHANNELS_LAST (whole taps only): `channelsLast` is the input as (N, H, W, C), and each thread samples a run of
+// kSamples consecutive channels of its pixel (sampleRun's vector loads) instead of every kStep-th channel's plane.
+template <typename T, int BM, int BN, int NT, bool CHANNELS_LAST>
+__global__ void __launch_bounds__(NT, 2) deformConv2dKernel(T const* input, T const* channelsLast, T const* weight,
+    T const* offset, T const* mask, T const* bias, T* output, Problem p)
 {
     using Traits = MmaTraits<T>;
     constexpr int kWarpsM = BM / 32;
@@ -161,11 +229,13 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
     int const warpRow = (warp % kWarpsM) * 32;
     int const warpColumn = (warp / kWarpsM) * (BN / kWarpsN);
 
-    // Each thread samples one pixel (tile row) for every kStep-th k of a chunk ...
+    // Each thread samples one pixel (tile row) for every kStep-th k of a chunk (channels last: kSamples consecutive
+    // k's) ...
     constexpr int kStep = NT / BM;
     constexpr int kSamples = kChunk / kStep;
     int const sampleRow = static_cast<int>(threadIdx.x) % BM;
     int const sampleFirst = static_cast<int>(threadIdx.x) / BM;
+    auto const sampleK = [&](int j) { return CHANNELS_LAST ? sampleFirst * kSamples + j : sampleFirst + j * kStep; };
     // ... and reads one k of the weight tile (the same kk for every column it reads, as NT % kChunk == 0).
     constexpr int kWeights = BN * kChunk / NT;
     int const weightK = static_cast<int>(threadIdx.x) % kChunk;
@@ -187,6 +257,9 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
     int64_t const planeSize = static_cast<int64_t>(p.height) * p.width;
     T const* imagePlanes = input + (static_cast<int64_t>(image) * p.channels + group * p.groupChannels) * planeSize;
     T const* groupWeight = weight + static_cast<int64_t>(group) * p.groupOutChannels * p.depth;
+    T const* imagePixels = CHANNELS_LAST ? channelsLast + static_cast<int64_t>(image) * planeSize * p.channels
+                                               + group * p.groupChannels + sampleFirst * kSamples
+                                         : nullptr;
 
     SamplePoint point{};
     int pointKey = -1; // tap * offset_groups + offset group of `point`
@@ -213,7 +286,24 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
     bool const wholeTaps = p.groupChannels % kChunk == 0 && p.offsetGroups == 1;
     auto readChunk = [&](int k0)
     {
-        if (wholeTaps)
+        if constexpr (CHANNELS_LAST)
+        {
+            int const tap = k0 / p.groupChannels;
+            updatePoint(tap, 0);
+            if (rowValid)
+            {
+                sampleRun(imagePixels + (k0 - tap * p.groupChannels), p.channels, point, samples);
+            }
+            else
+            {
+#pragma unroll
+                for (int j = 0; j < kSamples; ++j)
+                {
+                    samples[j] = 0.0F;
+                }
+            }
+        }
+        else if (wholeTaps)
         {
             int const tap = k0 / p.groupChannels;
             updatePoint(tap, 0);
@@ -260,7 +350,7 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
 #pragma unroll
         for (int j = 0; j < kSamples; ++j)
         {
-            tileA[(sampleFirst + j * kStep) * kLdA + sampleRow] = fromFloat<T>(samples[j]);
+            tileA[sampleK(j) * kLdA + sampleRow] = fromFloat<T>(samples[j]);
         }
 #pragma unroll
         for (int j = 0; j < kWeights; ++j)
@@ -388,7 +478,7 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
 }
 
 template <typename T, int BM, int BN, int NT>
-cudaError_t launchTile(sdk::LaunchArgs const& a, Problem const& p)
+cudaError_t launchTile(sdk::LaunchArgs const& a, Problem const& p, T const* channelsLast)
 {
     int64_t const rowBlocks = (p.rows + BM - 1) / BM;
     int64_t const columnBlocks = (p.groupOutChannels + BN - 1) / BN;
@@ -398,19 +488,71 @@ cudaError_t launchTile(sdk::LaunchArgs const& a, Problem const& p)
     }
     dim3 const grid(
         static_cast<unsigned>(rowBlocks), static_cast<unsigned>(columnBlocks), static_cast<unsigned>(p.groups));
-    deformConv2dKernel<T, BM, BN, NT><<<grid, NT, 0, a.stream>>>(static_cast<T const*>(a.inputs[0].data),
+    auto* const kernel
+        = channelsLast != nullptr ? deformConv2dKernel<T, BM, BN, NT, true> : deformConv2dKernel<T, BM, BN, NT, false>;
+    kernel<<<grid, NT, 0, a.stream>>>(static_cast<T const*>(a.inputs[0].data), channelsLast,
         static_cast<T const*>(a.inputs[1].data), static_cast<T const*>(a.inputs[2].data),
         static_cast<T const*>(a.inputs[3].data), static_cast<T const*>(a.inputs[4].data),
         static_cast<T*>(a.outputs[0].data), p);
     return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t launch(sdk::LaunchArgs const& a, Problem const& p)
+// Where the input is sampled from.
+enum class Sampling
 {
+    kAUTO,          // tactic 0: the heuristic's choice (the planes, until the H200 benchmark settles it)
+    kPLANES,        // the NCHW input, one scattered load per corner and channel
+    kCHANNELS_LAST, // a channels-last copy in the workspace, where it applies (else the planes)
+};
+
+// The channels-last copy's bytes where its path applies: whole taps per chunk, and every corner run's start (the
+// group's first channel, a pixel's stride of C) on a 16-byte boundary.
+int64_t channelsLastBytes(Problem const& p, int64_t elementSize)
+{
+    bool const applies = p.groupChannels % kChunk == 0 && p.offsetGroups == 1 && p.groupChannels * elementSize % 16 == 0
+                         && p.channels * elementSize % 16 == 0;
+    return applies ? static_cast<int64_t>(p.batch) * p.channels * p.height * p.width * elementSize : 0;
+}
+
+// The channels-last copy of the input, written to the workspace on the launch's stream; null where that path does
+// not apply or the workspace cannot hold it (the planes path then runs).
+template <typename T>
+T const* channelsLastCopy(sdk::LaunchArgs const& a, Problem const& p, cudaError_t& err)
+{
+    auto const bytes = channelsLastBytes(p, sizeof(T));
+    int64_t const pixelBlocks = (static_cast<int64_t>(p.height) * p.width + 31) / 32;
+    int64_t const channelBlocks = (p.channels + 31) / 32;
+    if (bytes == 0 || a.workspace == nullptr || a.workspaceSize < static_cast<size_t>(bytes)
+        || reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0 || pixelBlocks > std::numeric_limits<int32_t>::max()
+        || channelBlocks > 65535 || p.batch > 65535)
+    {
+        return nullptr;
+    }
+    auto* copy = static_cast<T*>(a.workspace);
+    dim3 const grid(
+        static_cast<unsigned>(pixelBlocks), static_cast<unsigned>(channelBlocks), static_cast<unsigned>(p.batch));
+    toChannelsLastKernel<T><<<grid, dim3(32, 8), 0, a.stream>>>(
+        static_cast<T const*>(a.inputs[0].data), copy, p.channels, p.height * p.width);
+    err = cudaGetLastError();
+    return copy;
+}
+
+template <typename T>
+cudaError_t launch(sdk::LaunchArgs const& a, Problem const& p, Sampling sampling)
+{
+    T const* channelsLast = nullptr;
+    if (sampling == Sampling::kCHANNELS_LAST)
+    {
+        cudaError_t err = cudaSuccess;
+        channelsLast = channelsLastCopy<T>(a, p, err);
+        if (err != cudaSuccess)
+        {
+            return err;
+        }
+    }
     if (p.groupOutChannels >= 128)
     {
-        return launchTile<T, 64, 128, 256>(a, p);
+        return launchTile<T, 64, 128, 256>(a, p, channelsLast);
     }
     // Small problems (e.g. one image of 64 x 64): 32-row tiles, so that the grid still covers every SM twice.
     int sms = 0;
@@ -419,7 +561,8 @@ cudaError_t launch(sdk::LaunchArgs const& a, Problem const& p)
         return err;
     }
     int64_t const blocks = (p.rows + 63) / 64 * ((p.groupOutChannels + 63) / 64) * p.groups;
-    return blocks < 2 * static_cast<int64_t>(sms) ? launchTile<T, 32, 64, 128>(a, p) : launchTile<T, 64, 64, 256>(a, p);
+    return blocks < 2 * static_cast<int64_t>(sms) ? launchTile<T, 32, 64, 128>(a, p, channelsLast)
+                                                  : launchTile<T, 64, 64, 256>(a, p, channelsLast);
 }
 
 bool fitsInt(int64_t v)
@@ -427,9 +570,8 @@ bool fitsInt(int64_t v)
     return v >= 0 && v <= std::numeric_limits<int32_t>::max();
 }
 
-} // namespace
-
-cudaError_t deformConv2d(sdk::LaunchArgs const& a)
+// The launch arguments checked and read into `p`; cudaErrorInvalidValue where they do not describe a deform_conv2d.
+cudaError_t readProblem(sdk::LaunchArgs const& a, Problem& p)
 {
     namespace fields = torchvision::fields::deform_conv2d;
     if (a.nbInputs != 5 || a.nbOutputs != 1 || a.nbScalars != fields::kNB_SCALARS)
@@ -482,7 +624,7 @@ cudaError_t deformConv2d(sdk::LaunchArgs const& a)
             return cudaErrorInvalidValue;
         }
     }
-    Problem p{};
+    p = Problem{};
     p.batch = static_cast<int>(input.dims[0]);
     p.channels = static_cast<int>(input.dims[1]);
     p.height = static_cast<int>(input.dims[2]);
@@ -527,11 +669,48 @@ cudaError_t deformConv2d(sdk::LaunchArgs const& a)
     p.pixels = static_cast<int>(pixels);
     p.depth = static_cast<int>(depth);
     p.rows = static_cast<int64_t>(p.batch) * p.pixels;
+    return cudaSuccess;
+}
+
+cudaError_t run(sdk::LaunchArgs const& a, Sampling sampling)
+{
+    Problem p;
+    if (cudaError_t err = readProblem(a, p); err != cudaSuccess)
+    {
+        return err;
+    }
     if (p.rows == 0 || p.outChannels == 0)
     {
         return cudaSuccess;
     }
-    return withFloatType(input.dtype, [&](auto zero) { return launch<decltype(zero)>(a, p); });
+    return withFloatType(a.inputs[0].dtype, [&](auto zero) { return launch<decltype(zero)>(a, p, sampling); });
+}
+
+} // namespace
+
+size_t deformConv2dWorkspaceSize(sdk::LaunchArgs const& a)
+{
+    Problem p;
+    if (readProblem(a, p) != cudaSuccess || p.rows == 0 || p.outChannels == 0)
+    {
+        return 0;
+    }
+    return static_cast<size_t>(channelsLastBytes(p, dtypeSize(a.inputs[0].dtype)));
+}
+
+cudaError_t deformConv2d(sdk::LaunchArgs const& a)
+{
+    return run(a, Sampling::kAUTO);
+}
+
+cudaError_t deformConv2dPlanes(sdk::LaunchArgs const& a)
+{
+    return run(a, Sampling::kPLANES);
+}
+
+cudaError_t deformConv2dChannelsLast(sdk::LaunchArgs const& a)
+{
+    return run(a, Sampling::kCHANNELS_LAST);
 }
 
 } // namespace ttp::vision

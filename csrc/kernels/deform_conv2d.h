@@ -12,6 +12,13 @@
 // weights, mask) is computed once per tap and serves every channel; the next chunk is read into registers while the
 // current one is multiplied. fp16 and bf16 multiply in their own type; fp32 as three TF32
 // products (the operands split into a TF32 part and a TF32 remainder), which keeps about fp32's accuracy.
+//
+// Tactics: 0 (deformConv2d) the heuristic: for now the planes; 1 (deformConv2dPlanes) samples the NCHW input, a
+// scattered load per corner and channel; 2 (deformConv2dChannelsLast) transposes the input into the workspace as
+// (N, H, W, C) first and samples runs of consecutive channels with 16-byte loads, where K-chunks hold whole taps
+// (C / groups a multiple of 32, one offset group), else as tactic 1.
+// Workspace: deformConv2dWorkspaceSize: the channels-last copy (N * C * H * W elements) where tactic 2's path applies,
+//            else nothing.
 #pragma once
 
 #include "sdk/ttp_sdk.h"
@@ -19,6 +26,9 @@
 namespace ttp::vision
 {
 
+size_t deformConv2dWorkspaceSize(sdk::LaunchArgs const& args);
 cudaError_t deformConv2d(sdk::LaunchArgs const& args);
+cudaError_t deformConv2dPlanes(sdk::LaunchArgs const& args);
+cudaError_t deformConv2dChannelsLast(sdk::LaunchArgs const& args);
 
 } // namespace ttp::vision

@@ -74,6 +74,8 @@ def test_declaration_comes_from_the_schema():
     assert fields["use_mask"].boolean and fields["stride_h"].min == 1 and fields["pad_w"].min == 0
     assert (spec.plugin_namespace, spec.plugin_name, spec.plugin_version) == ("torchtrt_vision", "DeformConv2d", "1")
     assert vision.DEFORM_CONV2D.spec.input("mask").dtypes == vision.DEFORM_CONV2D_FLOATS
+    assert [t.value for t in spec.tactics] == [1, 2]
+    assert vision.DEFORM_CONV2D.workspace == "ttp::vision::deformConv2dWorkspaceSize"
 
 
 CONFIGS = {
@@ -196,12 +198,22 @@ def test_plan_gives_the_scalars_as_fields_and_builds_in_the_harness():
 
 def test_benchmark_is_listed_and_says_why_it_cannot_run(tmp_path):
     from torchtrt_plugins import cli
-    from torchtrt_plugins.benchmarks import common
+    from torchtrt_plugins.benchmarks import bench_deform_conv2d, common
 
     benchmarks, failures = cli.load_benchmarks()
     assert not failures
     (benchmark,) = [b for b in benchmarks if b.name == "deform_conv2d"]
-    assert benchmark.provider_names == ["torchvision", "conv2d", "torchtrt", "plugin_enqueue"]
+    # Every declared tactic its own provider, eager and in the plugin.
+    assert bench_deform_conv2d.TACTICS == tuple(t.value for t in vision.DEFORM_CONV2D.spec.tactics)
+    forced = [f"[tactic {t}]" for t in bench_deform_conv2d.TACTICS]
+    assert benchmark.provider_names == [
+        "torchvision",
+        "conv2d",
+        "torchtrt",
+        *(f"torchtrt{t}" for t in forced),
+        "plugin_enqueue",
+        *(f"plugin_enqueue{t}" for t in forced),
+    ]
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the benchmark would run")
     report = common.run_suite(

@@ -1,6 +1,6 @@
-"""Our deform_conv2d kernel on a GPU: eagerly through the launcher against the reference (every dtype, every tile
-shape the launcher picks, odd sizes), against torchvision's own CUDA op where it is installed, and through the
-plugin's enqueue in the harness."""
+"""Our deform_conv2d kernel on a GPU: eagerly through the launcher against the reference (every dtype, every tactic,
+every tile shape the launcher picks, odd sizes), against torchvision's own CUDA op where it is installed, and through
+the plugin's enqueue in the harness."""
 
 from __future__ import annotations
 
@@ -38,28 +38,35 @@ CONFIGS = {
     "offset_groups": {"offset_groups": 3, "channels": 6, "size": (12, 10)},
     "far": {"spread": 8.0},
     "5x5": {"kernel": (5, 5), "pad": (2, 2), "channels": 3},
+    # Where tactic 2 samples its channels-last copy: whole taps per K-chunk (channels per group a multiple of 32).
+    "channels_last": {"channels": 64, "out_channels": 130, "size": (9, 13)},
+    "channels_last_groups": {"batch": 3, "channels": 64, "groups": 2, "out_channels": 14, "size": (5, 11)},
+    "channels_last_far": {"channels": 32, "out_channels": 64, "size": (40, 33), "spread": 8.0, "use_mask": False},
 }
 DTYPES = vision.DEFORM_CONV2D_FLOATS
+TACTICS = (0, *(t.value for t in vision.DEFORM_CONV2D.spec.tactics))
 
 
+@pytest.mark.parametrize("tactic", TACTICS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
-def test_eager_matches_the_reference(config, dtype):
+def test_eager_matches_the_reference(config, dtype, tactic):
     args = make_args(**config, dtype=dtype)
-    got = sdk.launch(vision.DEFORM_CONV2D, *_cuda(args))
+    got = sdk.launch(vision.DEFORM_CONV2D, *_cuda(args), tactic=tactic)
     tolerance = vision.DEFORM_CONV2D.spec.tolerance(dtype)
     assert got.dtype == dtype and got.is_contiguous()
     torch.testing.assert_close(got.float().cpu(), _reference(args), atol=tolerance.atol, rtol=tolerance.rtol)
 
 
+@pytest.mark.parametrize("tactic", TACTICS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", [(1, 64, 64, 64), (8, 256, 32, 32)], ids=str)
-def test_benchmark_shapes_match_the_reference(shape, dtype):
+def test_benchmark_shapes_match_the_reference(shape, dtype, tactic):
     batch, channels, height, width = shape
     args = make_args(batch=batch, channels=channels, out_channels=channels, size=(height, width), dtype=dtype)
     weight = (args[1].float() / (channels * 9) ** 0.5).to(dtype)  # outputs of order one, as in a trained layer
     args = (args[0], weight, *args[2:])
-    got = sdk.launch(vision.DEFORM_CONV2D, *_cuda(args))
+    got = sdk.launch(vision.DEFORM_CONV2D, *_cuda(args), tactic=tactic)
     tolerance = vision.DEFORM_CONV2D.spec.tolerance(dtype)
     torch.testing.assert_close(got.float().cpu(), _reference(args), atol=tolerance.atol, rtol=tolerance.rtol)
 
@@ -82,6 +89,15 @@ def test_repeated_calls_agree_bit_for_bit():
     args = _cuda(make_args(**CONFIGS["tile_64x64"], dtype=torch.float16))
     first = sdk.launch(vision.DEFORM_CONV2D, *args)
     assert torch.equal(first, sdk.launch(vision.DEFORM_CONV2D, *args))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_channels_last_samples_round_as_the_planes_do(dtype):
+    """The two sampling paths form each sample in the same order and round it to the input's type alike: their
+    products then differ only by the GEMM's accumulation order, which they share, so the outputs agree bit for bit."""
+    args = _cuda(make_args(**CONFIGS["channels_last_groups"], dtype=dtype))
+    planes = sdk.launch(vision.DEFORM_CONV2D, *args, tactic=1)
+    assert torch.equal(planes, sdk.launch(vision.DEFORM_CONV2D, *args, tactic=2))
 
 
 def _samples(dtype):

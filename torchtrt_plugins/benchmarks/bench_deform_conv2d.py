@@ -5,7 +5,8 @@ Providers: ``torchvision`` (``torch.ops.torchvision.deform_conv2d``: deformable 
 GEMM), ``conv2d`` (``F.conv2d`` with the same input, weight and bias: cuDNN, what the op would cost without its
 sampling; not checked, it computes another function), ``torchtrt`` (our launcher, ``csrc/kernels/deform_conv2d.cu``,
 called as the plugin's ``enqueue`` calls it, on buffers made once) and ``plugin_enqueue`` (the TensorRT plugin's
-``enqueue`` through the conformance harness).
+``enqueue`` through the conformance harness), each as the heuristic picks (tactic 0) and with every tactic forced:
+``[tactic 1]`` samples the NCHW planes, ``[tactic 2]`` a channels-last copy of the input, with vector loads.
 
 A size is ``(batch, channels, height, width)``: a 3 x 3 DCNv2 layer (with a mask), as many output channels as input
 channels, stride 1, padding 1, one offset group, offsets uniform in [-2, 2] pixels. Ours accumulates in fp32 and, in
@@ -72,7 +73,10 @@ def plain_conv2d(case: Case):
     return lambda: F.conv2d(image, weight, bias, padding=1)
 
 
-torchvision, *ours = common.torchvision_providers("deform_conv2d")
+#: The declaration's tactics past 0 (torchtrt_plugins.vision, imported only when the benchmark runs; a cpu test
+#: checks these against it).
+TACTICS = (1, 2)
+torchvision, *ours = common.torchvision_providers("deform_conv2d", tactics=TACTICS)
 PROVIDERS = [torchvision, Provider("conv2d", plain_conv2d, (common.needs_cuda,), check=False), *ours]
 
 BENCHMARK = common.Benchmark(

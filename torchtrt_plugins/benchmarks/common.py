@@ -372,14 +372,15 @@ def plugin_nbytes(entry: Any) -> Callable[[Case], int | None]:
 
 
 def plugin_enqueue_providers(
-    entry: Any, name: str = "plugin_enqueue", requires: tuple[Requirement, ...] = ()
+    entry: Any, name: str = "plugin_enqueue", requires: tuple[Requirement, ...] = (), tactics: Sequence[int] = ()
 ) -> list[Provider]:
     """The op's TensorRT plugin run through the conformance harness, timing ``enqueue`` only.
 
     One provider for the plugin's own tactic choice and one per tactic in the spec. Inputs with a
     ``plugin_dtype`` are cast before the timing starts (see :func:`plugin_inputs`). An op declared with
     ``torchtrt_plugins.declare`` runs from its own plugin library (``entry.library``). ``entry`` may also be a
-    function returning it, called only when the benchmark runs: then the plugin's own tactic choice alone is timed.
+    function returning it, called only when the benchmark runs: then the plugin's own tactic choice is timed, and
+    each of ``tactics`` (``<name>[tactic <value>]``).
     """
     resolve = (lambda: entry) if hasattr(entry, "spec") else entry
 
@@ -411,15 +412,21 @@ def plugin_enqueue_providers(
             Provider(f"{name}[{t.name}]", requires=requires, measure=measure_for(t.value), nbytes=nbytes)
             for t in entry.spec.tactics
         ]
+    else:
+        providers += [
+            Provider(f"{name}[tactic {t}]", requires=requires, measure=measure_for(t), nbytes=nbytes) for t in tactics
+        ]
     return providers
 
 
-def torchvision_providers(op: str) -> list[Provider]:
-    """A torchvision op we declare (``torchtrt_plugins.vision``; ``op`` is ``nms`` or ``roi_align``) against
-    torchvision's own: ``torchvision`` (its eager op; the peer, so its output is not checked: its half kernels compute
-    in half), ``torchtrt`` (our launcher as the plugin's ``enqueue`` calls it, on buffers made once: an
-    :class:`sdk.PreparedLaunch`) and ``plugin_enqueue`` (the plugin, through the harness). A case's inputs are the op's
-    tensors, its kwargs the op's scalars by name."""
+def torchvision_providers(op: str, tactics: Sequence[int] = ()) -> list[Provider]:
+    """A torchvision op we declare (``torchtrt_plugins.vision``; ``op`` is ``nms``, ``roi_align`` or
+    ``deform_conv2d``) against torchvision's own: ``torchvision`` (its eager op; the peer, so its output is not
+    checked: its half kernels compute in half), ``torchtrt`` (our launcher as the plugin's ``enqueue`` calls it, on
+    buffers made once: an :class:`sdk.PreparedLaunch`) and ``plugin_enqueue`` (the plugin, through the harness), each
+    also as ``<provider>[tactic <value>]`` for each of the declaration's ``tactics`` (named here by value: the
+    declaration is imported only when a benchmark runs; a value it does not declare fails the run). A case's inputs are
+    the op's tensors, its kwargs the op's scalars by name."""
 
     def declaration() -> Any:
         return getattr(vision(), op.upper())
@@ -428,13 +435,14 @@ def torchvision_providers(op: str) -> list[Provider]:
         function = getattr(torch.ops.torchvision, op)
         return lambda: function(*case.inputs, **case.kwargs)
 
-    def ours(case: Case) -> Callable[[], Any]:
-        return PreparedLaunch(declaration(), *case.inputs, **case.kwargs)
+    def ours(tactic: int) -> Callable[[Case], Callable[[], Any]]:
+        return lambda case: PreparedLaunch(declaration(), *case.inputs, tactic=tactic, **case.kwargs)
 
     return [
         Provider("torchvision", peer, (needs_torchvision,), check=False),
-        Provider("torchtrt", ours, (needs_cuda, needs_sdk_build)),
-        *plugin_enqueue_providers(declaration, requires=(needs_sdk_build,)),
+        Provider("torchtrt", ours(0), (needs_cuda, needs_sdk_build)),
+        *(Provider(f"torchtrt[tactic {t}]", ours(t), (needs_cuda, needs_sdk_build)) for t in tactics),
+        *plugin_enqueue_providers(declaration, requires=(needs_sdk_build,), tactics=tactics),
     ]
 
 
