@@ -190,8 +190,8 @@ Execution Executor::execute(Handles const& h, std::string const& phase, int32_t 
     }
     // Kernels are loaded lazily (CUDA_MODULE_LOADING=LAZY): a kernel's first launch waits for the device to go
     // idle, which it never does while the gate holds a stream. An ungated warm-up enqueue loads them; the checked
-    // enqueue then runs on fresh buffers. The buffers' fills and the inputs' copies are queued on the legacy stream,
-    // which a non-blocking stream does not wait for: they must have landed before the warm-up enqueue reads them.
+    // enqueue then runs on fresh buffers. The buffers were filled and the inputs copied in on the legacy stream, which
+    // the plugin's non-blocking stream is not ordered after: the device is synchronized before the warm-up too.
     cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     enqueue();
     cudaError_t const warmStatus = cudaDeviceSynchronize();

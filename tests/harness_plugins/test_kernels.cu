@@ -13,19 +13,6 @@ __global__ void scaleKernel(T const* x, T* y, int64_t n, float scale, KernelFaul
     int64_t const i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n)
     {
-        if (fault == KernelFault::kTRAP_ON_FILL)
-        {
-            auto const* bytes = reinterpret_cast<unsigned char const*>(x + i);
-            bool fill = true;
-            for (size_t b = 0; b < sizeof(T); ++b)
-            {
-                fill = fill && bytes[b] == 0xCD;
-            }
-            if (fill)
-            {
-                __trap();
-            }
-        }
         y[i] = static_cast<T>(static_cast<float>(x[i]) * scale);
         if (fault == KernelFault::kMODIFY_INPUT)
         {
@@ -35,16 +22,6 @@ __global__ void scaleKernel(T const* x, T* y, int64_t n, float scale, KernelFaul
     if (i == n && fault == KernelFault::kWRITE_PAST_END)
     {
         y[n] = static_cast<T>(1.0F);
-    }
-}
-
-template <typename T>
-__global__ void copyDownwardKernel(T const* x, T* y, int64_t n)
-{
-    int64_t const i = n - 1 - (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
-    if (i >= 0)
-    {
-        y[i] = x[i];
     }
 }
 
@@ -88,24 +65,6 @@ cudaError_t scale(
     {
         scaleKernel<<<blocks, threads, 0, stream>>>(
             static_cast<float const*>(x), static_cast<float*>(y), n, scale, fault);
-    }
-    return cudaGetLastError();
-}
-
-cudaError_t copyDownward(void const* x, void* y, int64_t n, bool half, cudaStream_t stream)
-{
-    if (n == 0)
-    {
-        return cudaSuccess;
-    }
-    auto const blocks = static_cast<unsigned>((n + 255) / 256);
-    if (half)
-    {
-        copyDownwardKernel<<<blocks, 256, 0, stream>>>(static_cast<__half const*>(x), static_cast<__half*>(y), n);
-    }
-    else
-    {
-        copyDownwardKernel<<<blocks, 256, 0, stream>>>(static_cast<float const*>(x), static_cast<float*>(y), n);
     }
     return cudaGetLastError();
 }

@@ -191,33 +191,12 @@ void ScalePlugin<F>::configure(nvinfer1::DynamicPluginTensorDesc const* in, int3
 }
 
 template <Fault F>
-size_t ScalePlugin<F>::workspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t /*nbInputs*/,
-    nvinfer1::DynamicPluginTensorDesc const* /*outputs*/, int32_t /*nbOutputs*/) const
-{
-    if constexpr (F != Fault::kTRUSTS_WORKSPACE)
-    {
-        return 0;
-    }
-    size_t const element = inputs[0].desc.type == nvinfer1::DataType::kHALF ? 2 : 4;
-    return static_cast<size_t>(tp::volume(inputs[0].max)) * element;
-}
-
-template <Fault F>
 cudaError_t ScalePlugin<F>::run(nvinfer1::PluginTensorDesc const* inputDesc,
-    nvinfer1::PluginTensorDesc const* /*outputDesc*/, void const* const* inputs, void* const* outputs, void* workspace,
-    cudaStream_t stream) const
+    nvinfer1::PluginTensorDesc const* /*outputDesc*/, void const* const* inputs, void* const* outputs,
+    void* /*workspace*/, cudaStream_t stream) const
 {
     float const value = mResource != nullptr ? *mResource : *mScale;
     cudaStream_t const launchOn = F == Fault::kDEFAULT_STREAM ? cudaStream_t{nullptr} : stream;
-    if constexpr (F == Fault::kTRUSTS_WORKSPACE)
-    {
-        int64_t const n = tp::volume(inputDesc[0].dims);
-        bool const half = inputDesc[0].type == nvinfer1::DataType::kHALF;
-        cudaError_t const copied = copyDownward(inputs[0], workspace, n, half, stream);
-        return copied != cudaSuccess
-                   ? copied
-                   : scale(workspace, outputs[0], n, value, half, 256, KernelFault::kTRAP_ON_FILL, stream);
-    }
     cudaError_t const err = scale(inputs[0], outputs[0], tp::volume(inputDesc[0].dims), value,
         inputDesc[0].type == nvinfer1::DataType::kHALF, this->tactic() == 2 ? 128 : 256, kernelFault(F), launchOn);
     if constexpr (F == Fault::kSYNCS_HOST)
@@ -407,7 +386,7 @@ struct Register
 Register<ScalePlugin, Fault::kNONE, Fault::kTHROWS_IN_OUTPUT_SHAPES, Fault::kREADS_ABOVE_POS, Fault::kCLONE_ALLOCATES,
     Fault::kCLONE_SHARES_STATE, Fault::kWRITES_PAST_OUTPUT, Fault::kMODIFIES_INPUT, Fault::kDEFAULT_STREAM,
     Fault::kSERIALIZE_CHANGES_FIELD, Fault::kACCEPTS_INVALID_FIELD, Fault::kUSES_RESOURCE, Fault::kLEAKS_RESOURCE,
-    Fault::kSYNCS_HOST, Fault::kTRUSTS_WORKSPACE> const kScaleCreators{};
+    Fault::kSYNCS_HOST> const kScaleCreators{};
 Register<PositivesPlugin, Fault::kNONE, Fault::kSIZE_TENSOR_1D, Fault::kSIZE_TENSOR_FLOAT> const kPositivesCreators{};
 tp::CreatorRegistration<tp::CreatorBase<DimOpsPlugin>> const kDimOpsCreator{};
 

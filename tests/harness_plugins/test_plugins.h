@@ -38,8 +38,6 @@ enum class Fault : int32_t
     kSIZE_TENSOR_1D,          // Positives: the size tensor is declared with shape [1]
     kSIZE_TENSOR_FLOAT,       // Positives: the size tensor is FLOAT
     kSYNCS_HOST,              // enqueue synchronizes its stream with the host (no CUDA graph can capture it)
-    kTRUSTS_WORKSPACE,        // correct: y = x * scale through its workspace (x copied in from the top down, then
-                              // scaled out); the second kernel traps where it reads the workspace's fill instead
 };
 
 constexpr char const* scaleName(Fault fault)
@@ -61,7 +59,6 @@ constexpr char const* scaleName(Fault fault)
     case Fault::kSIZE_TENSOR_1D: return "PositivesSizeTensor1D";
     case Fault::kSIZE_TENSOR_FLOAT: return "PositivesSizeTensorFloat";
     case Fault::kSYNCS_HOST: return "ScaleSyncsHost";
-    case Fault::kTRUSTS_WORKSPACE: return "ScaleTrustsWorkspace";
     }
     return "Unknown";
 }
@@ -96,8 +93,6 @@ public:
 
     void configure(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs);
-    size_t workspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const;
 
     int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
         int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
