@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check (docs/tiers.md), in steps so each device call stays under its time limit:
 #   bash scripts/gpu_check.sh [tests] [sanitizer] [fuzz] [bench] [bench-quick] [bench-graph] [multi-gpu] [pyops]
-#                             [results] [eager-host] [decoder-ab] [zoo] [inductor-bench]
+#                             [results] [eager-host] [decoder-ab] [zoo] [inductor-bench] [detection]
 #                                                                          (default: tests sanitizer bench)
 # Installs the checkout, builds the native pieces, runs the cpu+gpu(+trt when present) tiers,
 # compute-sanitizer memcheck over the harness gpu tests, and the benchmarks. Logs and results go to
@@ -30,6 +30,8 @@
 #   inductor-bench  benchmarks.inductor_switch --quick: models with ops no converter takes, eager vs the converted
 #               graph with the Inductor plugins' switch off and on vs torch.compile (GPU and host time), into
 #               $OUT/inductor_switch.csv
+#   detection   the detection ops (issue 46): compute-sanitizer memcheck over each one's gpu tests, one sanitized
+#               process a file, all at once (memcheck_<file>.log), then their benchmarks (do_bench, 3 repeats)
 set -uo pipefail
 STEPS=${*:-tests sanitizer bench}
 OUT=${OUT:-/tmp/gpu_check}
@@ -113,6 +115,22 @@ bench() {  # bench <name> <args...>
 has bench && bench bench
 has bench-quick && bench bench --quick
 has bench-graph && bench bench_graph --timer graph
+if has detection; then
+  step "detection ops: memcheck over their gpu tests, one process a file"
+  declare -A MEMCHECK=()
+  for f in efficient_nms multi_scale_deformable_attention multi_scale_deformable_attention_lowering deform_conv2d \
+    multi_scale_roi_align; do
+    compute-sanitizer --tool memcheck --error-exitcode 99 $PY -m pytest "tests/gpu/test_${f}_gpu.py" -q -rs \
+      -p no:cacheprovider > "$OUT/memcheck_$f.log" 2>&1 &
+    MEMCHECK[$f]=$!
+  done
+  for f in "${!MEMCHECK[@]}"; do
+    wait "${MEMCHECK[$f]}"
+    echo "memcheck $f: exit $? ($(tail -1 "$OUT/memcheck_$f.log"))"
+  done
+  bench detection --repeats 3 --timer do_bench \
+    --ops deform_conv2d,multi_scale_deformable_attention,efficient_nms,multi_scale_roi_align
+fi
 RESULTS=${RESULTS:-rms_bf16 rms_fp32 pad masked masked_widths add_rms vision decoder}
 result() { [[ " $RESULTS " == *" $1 "* ]] && bench "$@"; }
 if has results; then
