@@ -3,8 +3,10 @@
 #include "op_fields.h"
 #include "type_utils.cuh"
 
+#include <algorithm>
 #include <limits>
 #include <mma.h>
+#include <type_traits>
 
 namespace ttp::vision
 {
@@ -132,32 +134,47 @@ __device__ __forceinline__ float sampleAt(T const* plane, SamplePoint const& s)
     return blend(corner, s);
 }
 
-// The samples of RUN consecutive channels at `s` from a channels-last image (`pixels` at the run's first channel,
-// `channels` elements a pixel): each corner's run in 16-byte loads, all four corners' loads issued before the sums
-// (an outside corner reads pixel 0, then counts as zero), each channel summed as sampleAt sums it.
+// The four corners' runs of RUN consecutive channels at `s` in a channels-last image (`pixels` at the run's first
+// channel, `channels` elements a pixel), in 16-byte loads, all issued before any is used (an outside corner reads
+// pixel 0, then counts as zero).
 template <typename T, int RUN>
-__device__ __forceinline__ void sampleRun(T const* pixels, int channels, SamplePoint const& s, float (&samples)[RUN])
+struct CornerRuns
 {
-    constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+    static constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     static_assert(RUN % kVec == 0, "a run is whole 16-byte vectors");
-    using Load = Vec<T, kVec>;
-    Load corner[4][RUN / kVec];
+    Vec<T, kVec> v[4][RUN / kVec];
+};
+
+template <typename T, int RUN>
+__device__ __forceinline__ void loadCornerRuns(
+    T const* pixels, int channels, SamplePoint const& s, CornerRuns<T, RUN>& runs)
+{
+    using Runs = CornerRuns<T, RUN>;
+    using Load = Vec<T, Runs::kVec>;
 #pragma unroll
     for (int q = 0; q < 4; ++q)
     {
         auto const* run = reinterpret_cast<Load const*>(
             pixels + static_cast<int64_t>(s.corner[q] > 0 ? s.corner[q] : 0) * channels);
 #pragma unroll
-        for (int v = 0; v < RUN / kVec; ++v)
+        for (int v = 0; v < RUN / Runs::kVec; ++v)
         {
-            corner[q][v] = run[v];
+            runs.v[q][v] = run[v];
         }
     }
+}
+
+// Each channel of `runs` summed as sampleAt sums it.
+template <typename T, int RUN>
+__device__ __forceinline__ void blendCornerRuns(
+    CornerRuns<T, RUN> const& runs, SamplePoint const& s, float (&samples)[RUN])
+{
+    constexpr int kVec = CornerRuns<T, RUN>::kVec;
 #pragma unroll
     for (int j = 0; j < RUN; ++j)
     {
-        float const values[4] = {toFloat(corner[0][j / kVec].v[j % kVec]), toFloat(corner[1][j / kVec].v[j % kVec]),
-            toFloat(corner[2][j / kVec].v[j % kVec]), toFloat(corner[3][j / kVec].v[j % kVec])};
+        float const values[4] = {toFloat(runs.v[0][j / kVec].v[j % kVec]), toFloat(runs.v[1][j / kVec].v[j % kVec]),
+            toFloat(runs.v[2][j / kVec].v[j % kVec]), toFloat(runs.v[3][j / kVec].v[j % kVec])};
         samples[j] = blend(values, s);
     }
 }
@@ -193,6 +210,207 @@ __global__ void toChannelsLastKernel(T const* input, T* output, int channels, in
     }
 }
 
+// (O, C / groups, kh, kw) -> (O, kh, kw, C / groups): the weight in the GEMM's K order (tap-major), so that a
+// chunk's k's of one output channel are consecutive elements (16-byte copies) rather than a tap's stride apart.
+template <typename T>
+__global__ void toTapMajorKernel(T const* weight, T* output, int64_t total, int groupChannels, int taps)
+{
+    int64_t const depth = static_cast<int64_t>(groupChannels) * taps;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    {
+        int64_t const column = i / depth;
+        int const k = static_cast<int>(i - column * depth);
+        int const tap = k / groupChannels;
+        output[i] = weight[column * depth + static_cast<int64_t>(k - tap * groupChannels) * taps + tap];
+    }
+}
+
+// 16 bytes from global to shared memory without passing through registers (cp.async, sm_80 and later); zeros where
+// `inside` is false (nothing is read from `from` then).
+__device__ __forceinline__ void copyAsync16(void* to, void const* from, bool inside)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    auto const address = static_cast<unsigned>(__cvta_generic_to_shared(to));
+    int const bytes = inside ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(address), "l"(from), "r"(bytes) : "memory");
+#else
+    *static_cast<uint4*>(to) = inside ? *static_cast<uint4 const*>(from) : make_uint4(0, 0, 0, 0);
+#endif
+}
+
+__device__ __forceinline__ void commitCopies()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void waitCopies()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+}
+
+// An output pixel of GEMM row `row` (image, pixel within it, the input coordinates of its kernel window's origin);
+// `valid` false past the last row (image and pixel 0 then, so that reads stay inside the tensors).
+struct OutputPixel
+{
+    int image, pixel;
+    float baseY, baseX;
+    bool valid;
+};
+
+__device__ __forceinline__ OutputPixel outputPixel(Problem const& p, int64_t row)
+{
+    OutputPixel out{0, 0, 0.0F, 0.0F, row < p.rows};
+    if (out.valid)
+    {
+        out.image = static_cast<int>(row / p.pixels);
+        out.pixel = static_cast<int>(row - static_cast<int64_t>(out.image) * p.pixels);
+    }
+    int const outY = out.pixel / p.outW;
+    out.baseY = static_cast<float>(outY * p.strideH - p.padH);
+    out.baseX = static_cast<float>((out.pixel - outY * p.outW) * p.strideW - p.padW);
+    return out;
+}
+
+// The sampling point of kernel tap `tap` and offset group `offsetGroup` at `out`: its offset and mask read here.
+template <typename T>
+__device__ __forceinline__ SamplePoint tapPoint(
+    Problem const& p, T const* offset, T const* mask, OutputPixel const& out, int tap, int offsetGroup)
+{
+    int64_t const site = (static_cast<int64_t>(out.image) * p.offsetGroups + offsetGroup) * p.taps + tap;
+    T const* displacement = offset + site * 2 * p.pixels + out.pixel;
+    int const tapY = tap / p.kernelW;
+    float const y = out.baseY + static_cast<float>(tapY * p.dilationH) + toFloat(displacement[0]);
+    float const x
+        = out.baseX + static_cast<float>((tap - tapY * p.kernelW) * p.dilationW) + toFloat(displacement[p.pixels]);
+    return samplePoint(y, x, p.height, p.width, p.useMask ? toFloat(mask[site * p.pixels + out.pixel]) : 1.0F);
+}
+
+template <typename T, int FRAGS_N>
+using Accumulators = wmma::fragment<wmma::accumulator, 16, 16, MmaTraits<T>::kK, float>[2][FRAGS_N];
+
+// acc += the chunk's samples (tileA: column-major [k][row], or row-major [row][k] with ROW_MAJOR_A; LDA) x weights
+// (tileB, column-major [column][k], LDB), for the warp's 32 rows from warpRow and FRAGS_N 16-column fragments from
+// warpColumn.
+template <typename T, int LDA, int LDB, int FRAGS_N, bool ROW_MAJOR_A = false>
+__device__ __forceinline__ void multiplyChunk(
+    T const* tileA, T const* tileB, int warpRow, int warpColumn, Accumulators<T, FRAGS_N>& acc)
+{
+    using Traits = MmaTraits<T>;
+    constexpr int kLdA = LDA;
+    constexpr int kLdB = LDB;
+    constexpr int kFragsN = FRAGS_N;
+    using LayoutA = std::conditional_t<ROW_MAJOR_A, wmma::row_major, wmma::col_major>;
+#pragma unroll
+    for (int ks = 0; ks < kChunk; ks += Traits::kK)
+    {
+        using Operand = typename Traits::Operand;
+        wmma::fragment<wmma::matrix_a, 16, 16, Traits::kK, Operand, LayoutA> a[2];
+        wmma::fragment<wmma::matrix_b, 16, 16, Traits::kK, Operand, wmma::col_major> b[kFragsN];
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+        {
+            int const row = warpRow + i * 16;
+            wmma::load_matrix_sync(a[i], ROW_MAJOR_A ? tileA + row * kLdA + ks : tileA + ks * kLdA + row, kLdA);
+        }
+#pragma unroll
+        for (int j = 0; j < kFragsN; ++j)
+        {
+            wmma::load_matrix_sync(b[j], tileB + (warpColumn + j * 16) * kLdB + ks, kLdB);
+        }
+        if constexpr (Traits::kSplit)
+        {
+            wmma::fragment<wmma::matrix_a, 16, 16, Traits::kK, Operand, LayoutA> aSmall[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, Traits::kK, Operand, wmma::col_major> bSmall[kFragsN];
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+            {
+#pragma unroll
+                for (int e = 0; e < a[i].num_elements; ++e)
+                {
+                    float const big = wmma::__float_to_tf32(a[i].x[e]);
+                    aSmall[i].x[e] = wmma::__float_to_tf32(a[i].x[e] - big);
+                    a[i].x[e] = big;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kFragsN; ++j)
+            {
+#pragma unroll
+                for (int e = 0; e < b[j].num_elements; ++e)
+                {
+                    float const big = wmma::__float_to_tf32(b[j].x[e]);
+                    bSmall[j].x[e] = wmma::__float_to_tf32(b[j].x[e] - big);
+                    b[j].x[e] = big;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+            {
+#pragma unroll
+                for (int j = 0; j < kFragsN; ++j)
+                {
+                    // The small products first: they would vanish next to the large one's running sum.
+                    wmma::mma_sync(acc[i][j], aSmall[i], b[j], acc[i][j]);
+                    wmma::mma_sync(acc[i][j], a[i], bSmall[j], acc[i][j]);
+                    wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+                }
+            }
+        }
+        else
+        {
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+            {
+#pragma unroll
+                for (int j = 0; j < kFragsN; ++j)
+                {
+                    wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+                }
+            }
+        }
+    }
+}
+
+// The block's BM x BN results plus the bias into the (N, O, out_h, out_w) output, through `tileC` (shared memory no
+// longer read by any product).
+template <typename T, int BM, int BN, int NT, int FRAGS_N>
+__device__ __forceinline__ void storeResult(float* tileC, int warpRow, int warpColumn, Accumulators<T, FRAGS_N>& acc,
+    int64_t rowBase, int columnBase, int group, T const* bias, T* output, Problem const& p)
+{
+    constexpr int kLdC = BM + 4; // column-major: [column][row], rows contiguous as in the output
+    constexpr int kFragsN = FRAGS_N;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+    {
+#pragma unroll
+        for (int j = 0; j < kFragsN; ++j)
+        {
+            wmma::store_matrix_sync(
+                tileC + (warpColumn + j * 16) * kLdC + warpRow + i * 16, acc[i][j], kLdC, wmma::mem_col_major);
+        }
+    }
+    __syncthreads();
+    for (int i = static_cast<int>(threadIdx.x); i < BN * BM; i += NT)
+    {
+        int const column = i / BM;
+        int const r = i - column * BM;
+        int64_t const outRow = rowBase + r;
+        if (outRow < p.rows && columnBase + column < p.groupOutChannels)
+        {
+            int const outChannel = group * p.groupOutChannels + columnBase + column;
+            int64_t const outImage = outRow / p.pixels;
+            int64_t const outPixel = outRow - outImage * p.pixels;
+            output[(outImage * p.outChannels + outChannel) * p.pixels + outPixel]
+                = fromFloat<T>(tileC[column * kLdC + r] + toFloat(bias[outChannel]));
+        }
+    }
+}
+
 // One block of NT threads: BM output pixels (GEMM rows, across images) x BN output channels of weight group
 // blockIdx.z. Warps tile the block as (BM / 32) x (NT / 32 / (BM / 32)), each warp 32 rows and an equal share of the
 // columns, in 16 x 16 fragments.
@@ -200,21 +418,17 @@ __global__ void toChannelsLastKernel(T const* input, T* output, int channels, in
 // computes its pixel's sampling point once per tap (and offset group) and samples every channel with it. The next
 // chunk's samples and weights are read into registers before the current chunk's products, so their loads overlap
 // the tensor-core work.
-// CHANNELS_LAST (whole taps only): `channelsLast` is the input as (N, H, W, C), and each thread samples a run of
-// kSamples consecutive channels of its pixel (sampleRun's vector loads) instead of every kStep-th channel's plane.
-template <typename T, int BM, int BN, int NT, bool CHANNELS_LAST>
-__global__ void __launch_bounds__(NT, 2) deformConv2dKernel(T const* input, T const* channelsLast, T const* weight,
-    T const* offset, T const* mask, T const* bias, T* output, Problem p)
+template <typename T, int BM, int BN, int NT>
+__global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
+    T const* input, T const* weight, T const* offset, T const* mask, T const* bias, T* output, Problem p)
 {
-    using Traits = MmaTraits<T>;
     constexpr int kWarpsM = BM / 32;
     constexpr int kWarpsN = NT / kWarpSize / kWarpsM;
     constexpr int kFragsN = BN / kWarpsN / 16;
     constexpr int kLdA = BM + kPad;     // samples, column-major: [k][row]
     constexpr int kLdB = kChunk + kPad; // weights, column-major: [column][k]
-    constexpr int kLdC = BM + 4;        // results, column-major: [column][row], rows contiguous as in the output
     constexpr int kTileBytes = (kChunk * kLdA + BN * kLdB) * static_cast<int>(sizeof(T));
-    constexpr int kResultBytes = BN * kLdC * static_cast<int>(sizeof(float));
+    constexpr int kResultBytes = BN * (BM + 4) * static_cast<int>(sizeof(float));
     static_assert(kFragsN >= 1 && kWarpsM * kWarpsN * kWarpSize == NT, "unsupported tile");
     static_assert(NT % kChunk == 0 && (BN * kChunk) % NT == 0 && (BM * kChunk) % NT == 0, "tile");
     __shared__ __align__(128) unsigned char shared[kTileBytes > kResultBytes ? kTileBytes : kResultBytes];
@@ -229,37 +443,23 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(T const* input, T co
     int const warpRow = (warp % kWarpsM) * 32;
     int const warpColumn = (warp / kWarpsM) * (BN / kWarpsN);
 
-    // Each thread samples one pixel (tile row) for every kStep-th k of a chunk (channels last: kSamples consecutive
-    // k's) ...
+    // Each thread samples one pixel (tile row) for every kStep-th k of a chunk ...
     constexpr int kStep = NT / BM;
     constexpr int kSamples = kChunk / kStep;
     int const sampleRow = static_cast<int>(threadIdx.x) % BM;
     int const sampleFirst = static_cast<int>(threadIdx.x) / BM;
-    auto const sampleK = [&](int j) { return CHANNELS_LAST ? sampleFirst * kSamples + j : sampleFirst + j * kStep; };
     // ... and reads one k of the weight tile (the same kk for every column it reads, as NT % kChunk == 0).
     constexpr int kWeights = BN * kChunk / NT;
     int const weightK = static_cast<int>(threadIdx.x) % kChunk;
     int const weightColumn = static_cast<int>(threadIdx.x) / kChunk;
     constexpr int kWeightColumnStep = NT / kChunk;
 
-    int64_t const row = rowBase + sampleRow;
-    bool const rowValid = row < p.rows;
-    int image = 0;
-    int pixel = 0;
-    if (rowValid)
-    {
-        image = static_cast<int>(row / p.pixels);
-        pixel = static_cast<int>(row - static_cast<int64_t>(image) * p.pixels);
-    }
-    int const outY = pixel / p.outW;
-    float const baseY = static_cast<float>(outY * p.strideH - p.padH);
-    float const baseX = static_cast<float>((pixel - outY * p.outW) * p.strideW - p.padW);
+    OutputPixel const out = outputPixel(p, rowBase + sampleRow);
+    bool const rowValid = out.valid;
+    int const image = out.image;
     int64_t const planeSize = static_cast<int64_t>(p.height) * p.width;
     T const* imagePlanes = input + (static_cast<int64_t>(image) * p.channels + group * p.groupChannels) * planeSize;
     T const* groupWeight = weight + static_cast<int64_t>(group) * p.groupOutChannels * p.depth;
-    T const* imagePixels = CHANNELS_LAST ? channelsLast + static_cast<int64_t>(image) * planeSize * p.channels
-                                               + group * p.groupChannels + sampleFirst * kSamples
-                                         : nullptr;
 
     SamplePoint point{};
     int pointKey = -1; // tap * offset_groups + offset group of `point`
@@ -272,13 +472,7 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(T const* input, T co
         {
             return;
         }
-        int64_t const site = (static_cast<int64_t>(image) * p.offsetGroups + offsetGroup) * p.taps + tap;
-        T const* displacement = offset + site * 2 * p.pixels + pixel;
-        int const tapY = tap / p.kernelW;
-        float const y = baseY + static_cast<float>(tapY * p.dilationH) + toFloat(displacement[0]);
-        float const x
-            = baseX + static_cast<float>((tap - tapY * p.kernelW) * p.dilationW) + toFloat(displacement[p.pixels]);
-        point = samplePoint(y, x, p.height, p.width, p.useMask ? toFloat(mask[site * p.pixels + pixel]) : 1.0F);
+        point = tapPoint(p, offset, mask, out, tap, offsetGroup);
         pointKey = key;
     };
     // Whole taps per chunk (C / groups a multiple of kChunk, one offset group): every k of a chunk has the same tap,
@@ -286,24 +480,7 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(T const* input, T co
     bool const wholeTaps = p.groupChannels % kChunk == 0 && p.offsetGroups == 1;
     auto readChunk = [&](int k0)
     {
-        if constexpr (CHANNELS_LAST)
-        {
-            int const tap = k0 / p.groupChannels;
-            updatePoint(tap, 0);
-            if (rowValid)
-            {
-                sampleRun(imagePixels + (k0 - tap * p.groupChannels), p.channels, point, samples);
-            }
-            else
-            {
-#pragma unroll
-                for (int j = 0; j < kSamples; ++j)
-                {
-                    samples[j] = 0.0F;
-                }
-            }
-        }
-        else if (wholeTaps)
+        if (wholeTaps)
         {
             int const tap = k0 / p.groupChannels;
             updatePoint(tap, 0);
@@ -350,7 +527,7 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(T const* input, T co
 #pragma unroll
         for (int j = 0; j < kSamples; ++j)
         {
-            tileA[sampleK(j) * kLdA + sampleRow] = fromFloat<T>(samples[j]);
+            tileA[(sampleFirst + j * kStep) * kLdA + sampleRow] = fromFloat<T>(samples[j]);
         }
 #pragma unroll
         for (int j = 0; j < kWeights; ++j)
@@ -359,7 +536,7 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(T const* input, T co
         }
     };
 
-    wmma::fragment<wmma::accumulator, 16, 16, Traits::kK, float> acc[2][kFragsN];
+    Accumulators<T, kFragsN> acc;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
     {
@@ -379,106 +556,137 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(T const* input, T co
         {
             readChunk(k0 + kChunk);
         }
-#pragma unroll
-        for (int ks = 0; ks < kChunk; ks += Traits::kK)
-        {
-            using Operand = typename Traits::Operand;
-            wmma::fragment<wmma::matrix_a, 16, 16, Traits::kK, Operand, wmma::col_major> a[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, Traits::kK, Operand, wmma::col_major> b[kFragsN];
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-            {
-                wmma::load_matrix_sync(a[i], tileA + ks * kLdA + warpRow + i * 16, kLdA);
-            }
-#pragma unroll
-            for (int j = 0; j < kFragsN; ++j)
-            {
-                wmma::load_matrix_sync(b[j], tileB + (warpColumn + j * 16) * kLdB + ks, kLdB);
-            }
-            if constexpr (Traits::kSplit)
-            {
-                wmma::fragment<wmma::matrix_a, 16, 16, Traits::kK, Operand, wmma::col_major> aSmall[2];
-                wmma::fragment<wmma::matrix_b, 16, 16, Traits::kK, Operand, wmma::col_major> bSmall[kFragsN];
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-                {
-#pragma unroll
-                    for (int e = 0; e < a[i].num_elements; ++e)
-                    {
-                        float const big = wmma::__float_to_tf32(a[i].x[e]);
-                        aSmall[i].x[e] = wmma::__float_to_tf32(a[i].x[e] - big);
-                        a[i].x[e] = big;
-                    }
-                }
-#pragma unroll
-                for (int j = 0; j < kFragsN; ++j)
-                {
-#pragma unroll
-                    for (int e = 0; e < b[j].num_elements; ++e)
-                    {
-                        float const big = wmma::__float_to_tf32(b[j].x[e]);
-                        bSmall[j].x[e] = wmma::__float_to_tf32(b[j].x[e] - big);
-                        b[j].x[e] = big;
-                    }
-                }
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-                {
-#pragma unroll
-                    for (int j = 0; j < kFragsN; ++j)
-                    {
-                        // The small products first: they would vanish next to the large one's running sum.
-                        wmma::mma_sync(acc[i][j], aSmall[i], b[j], acc[i][j]);
-                        wmma::mma_sync(acc[i][j], a[i], bSmall[j], acc[i][j]);
-                        wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-                    }
-                }
-            }
-            else
-            {
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-                {
-#pragma unroll
-                    for (int j = 0; j < kFragsN; ++j)
-                    {
-                        wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-                    }
-                }
-            }
-        }
+        multiplyChunk<T, kLdA, kLdB, kFragsN>(tileA, tileB, warpRow, warpColumn, acc);
         __syncthreads();
     }
 
+    storeResult<T, BM, BN, NT, kFragsN>(tileC, warpRow, warpColumn, acc, rowBase, columnBase, group, bias, output, p);
+}
+
+// Tactic 2: the channels-last path in two shared-memory stages. A block computes BM output pixels x BN output channels
+// of weight group blockIdx.z as deformConv2dKernel does, from the channels-last input and the tap-major weight (both
+// in the workspace; whole taps per chunk, so K is a multiple of kChunk). The samples tile is row-major ([row][k]): the
+// kStep threads of a row are adjacent lanes, so a warp's corner loads touch kStep times fewer lines than with a row a
+// lane, and each thread stores its run as vectors. The next chunk's weight tile is copied into the other stage with
+// cp.async and its corner runs loaded into registers before the current chunk's products; they are blended into
+// samples after them. One barrier a chunk.
+template <typename T, int BM, int BN, int NT>
+__global__ void __launch_bounds__(NT, 2) deformConv2dPipelinedKernel(
+    T const* channelsLast, T const* tapMajorWeight, T const* offset, T const* mask, T const* bias, T* output, Problem p)
+{
+    constexpr int kWarpsM = BM / 32;
+    constexpr int kWarpsN = NT / kWarpSize / kWarpsM;
+    constexpr int kFragsN = BN / kWarpsN / 16;
+    constexpr int kLdA = kChunk + kPad; // samples, row-major: [row][k]
+    constexpr int kLdB = kChunk + kPad; // weights, column-major: [column][k]
+    constexpr int kTileAElements = BM * kLdA;
+    constexpr int kStageElements = kTileAElements + BN * kLdB;
+    constexpr int kStep = NT / BM;       // threads a tile row
+    constexpr int kRun = kChunk / kStep; // consecutive channels a thread samples a chunk
+    constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+    constexpr int kColumnVectors = kChunk / kVec;
+    constexpr int kWeightVectors = BN * kColumnVectors / NT;
+    static_assert(kFragsN >= 1 && kWarpsM * kWarpsN * kWarpSize == NT, "unsupported tile");
+    static_assert(NT % BM == 0 && kChunk % kStep == 0 && (BN * kColumnVectors) % NT == 0, "tile");
+    static_assert((kStageElements * sizeof(T)) % 128 == 0 && (kTileAElements * sizeof(T)) % 32 == 0, "alignment");
+    extern __shared__ __align__(128) unsigned char dynamicShared[];
+    T* const stages = reinterpret_cast<T*>(dynamicShared);
+    auto* const tileC = reinterpret_cast<float*>(dynamicShared); // reused once the last product has read the stages
+
+    int const tid = static_cast<int>(threadIdx.x);
+    int const group = static_cast<int>(blockIdx.z);
+    int64_t const rowBase = static_cast<int64_t>(blockIdx.x) * BM;
+    int const columnBase = static_cast<int>(blockIdx.y) * BN;
+    int const warp = tid / kWarpSize;
+    int const warpRow = (warp % kWarpsM) * 32;
+    int const warpColumn = (warp / kWarpsM) * (BN / kWarpsN);
+    int const sampleRow = tid / kStep;
+    int const sampleFirst = tid % kStep * kRun;
+
+    OutputPixel const out = outputPixel(p, rowBase + sampleRow);
+    T const* const imagePixels = channelsLast + static_cast<int64_t>(out.image) * p.height * p.width * p.channels
+                                 + group * p.groupChannels + sampleFirst;
+    T const* const groupWeight = tapMajorWeight + static_cast<int64_t>(group) * p.groupOutChannels * p.depth;
+
+    auto copyWeights = [&](int k0, T* tileB)
+    {
+#pragma unroll
+        for (int j = 0; j < kWeightVectors; ++j)
+        {
+            int const v = tid + j * NT;
+            int const column = v / kColumnVectors;
+            int const part = v - column * kColumnVectors;
+            bool const inside = columnBase + column < p.groupOutChannels;
+            T const* from = inside
+                                ? groupWeight + static_cast<int64_t>(columnBase + column) * p.depth + k0 + part * kVec
+                                : groupWeight;
+            copyAsync16(tileB + column * kLdB + part * kVec, from, inside);
+        }
+        commitCopies();
+    };
+    SamplePoint point{{-1, -1, -1, -1}, {0.0F, 0.0F, 0.0F, 0.0F}, 0.0F}; // zeros past the last row
+    int pointTap = -1;
+    CornerRuns<T, kRun> corners;
+    auto loadChunk = [&](int k0)
+    {
+        int const tap = k0 / p.groupChannels;
+        if (tap != pointTap && out.valid)
+        {
+            point = tapPoint(p, offset, mask, out, tap, 0);
+        }
+        pointTap = tap;
+        loadCornerRuns(imagePixels + (k0 - tap * p.groupChannels), p.channels, point, corners);
+    };
+    auto storeSamples = [&](T* tileA)
+    {
+        float samples[kRun];
+        blendCornerRuns(corners, point, samples);
+        auto* run = reinterpret_cast<Vec<T, kVec>*>(tileA + sampleRow * kLdA + sampleFirst);
+#pragma unroll
+        for (int v = 0; v < kRun / kVec; ++v)
+        {
+            Vec<T, kVec> packed;
+#pragma unroll
+            for (int e = 0; e < kVec; ++e)
+            {
+                packed.v[e] = fromFloat<T>(samples[v * kVec + e]);
+            }
+            run[v] = packed;
+        }
+    };
+
+    Accumulators<T, kFragsN> acc;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
     {
 #pragma unroll
         for (int j = 0; j < kFragsN; ++j)
         {
-            wmma::store_matrix_sync(
-                tileC + (warpColumn + j * 16) * kLdC + warpRow + i * 16, acc[i][j], kLdC, wmma::mem_col_major);
+            wmma::fill_fragment(acc[i][j], 0.0F);
         }
+    }
+    int const chunks = p.depth / kChunk;
+    copyWeights(0, stages + kTileAElements);
+    loadChunk(0);
+    for (int c = 0; c < chunks; ++c)
+    {
+        T* const tileA = stages + (c & 1) * kStageElements;
+        storeSamples(tileA);
+        waitCopies();
+        __syncthreads();
+        if (c + 1 < chunks)
+        {
+            copyWeights((c + 1) * kChunk, stages + ((c + 1) & 1) * kStageElements + kTileAElements);
+            loadChunk((c + 1) * kChunk);
+        }
+        multiplyChunk<T, kLdA, kLdB, kFragsN, true>(tileA, tileA + kTileAElements, warpRow, warpColumn, acc);
     }
     __syncthreads();
-    for (int i = static_cast<int>(threadIdx.x); i < BN * BM; i += NT)
-    {
-        int const column = i / BM;
-        int const r = i - column * BM;
-        int64_t const outRow = rowBase + r;
-        if (outRow < p.rows && columnBase + column < p.groupOutChannels)
-        {
-            int const outChannel = group * p.groupOutChannels + columnBase + column;
-            int64_t const outImage = outRow / p.pixels;
-            int64_t const outPixel = outRow - outImage * p.pixels;
-            output[(outImage * p.outChannels + outChannel) * p.pixels + outPixel]
-                = fromFloat<T>(tileC[column * kLdC + r] + toFloat(bias[outChannel]));
-        }
-    }
+    storeResult<T, BM, BN, NT, kFragsN>(tileC, warpRow, warpColumn, acc, rowBase, columnBase, group, bias, output, p);
 }
 
 template <typename T, int BM, int BN, int NT>
-cudaError_t launchTile(sdk::LaunchArgs const& a, Problem const& p, T const* channelsLast)
+cudaError_t launchTile(sdk::LaunchArgs const& a, Problem const& p)
 {
     int64_t const rowBlocks = (p.rows + BM - 1) / BM;
     int64_t const columnBlocks = (p.groupOutChannels + BN - 1) / BN;
@@ -488,9 +696,7 @@ cudaError_t launchTile(sdk::LaunchArgs const& a, Problem const& p, T const* chan
     }
     dim3 const grid(
         static_cast<unsigned>(rowBlocks), static_cast<unsigned>(columnBlocks), static_cast<unsigned>(p.groups));
-    auto* const kernel
-        = channelsLast != nullptr ? deformConv2dKernel<T, BM, BN, NT, true> : deformConv2dKernel<T, BM, BN, NT, false>;
-    kernel<<<grid, NT, 0, a.stream>>>(static_cast<T const*>(a.inputs[0].data), channelsLast,
+    deformConv2dKernel<T, BM, BN, NT><<<grid, NT, 0, a.stream>>>(static_cast<T const*>(a.inputs[0].data),
         static_cast<T const*>(a.inputs[1].data), static_cast<T const*>(a.inputs[2].data),
         static_cast<T const*>(a.inputs[3].data), static_cast<T const*>(a.inputs[4].data),
         static_cast<T*>(a.outputs[0].data), p);
@@ -500,28 +706,44 @@ cudaError_t launchTile(sdk::LaunchArgs const& a, Problem const& p, T const* chan
 // Where the input is sampled from.
 enum class Sampling
 {
-    kPLANES,        // the NCHW input, one scattered load per corner and channel
-    kCHANNELS_LAST, // a channels-last copy in the workspace, where it applies (else the planes)
+    kPLANES,        // the NCHW input, one scattered load per corner and channel (deformConv2dKernel)
+    kCHANNELS_LAST, // copies in the workspace (deformConv2dPipelinedKernel), where they apply; else the planes
 };
 
-// The channels-last copy's bytes where its path applies: whole taps per chunk, and every corner run's start (the
-// group's first channel, a pixel's stride of C) on a 16-byte boundary.
-int64_t channelsLastBytes(Problem const& p, int64_t elementSize)
+// The workspace: the channels-last copy of the input, then (256-byte aligned) the tap-major weight, where the
+// channels-last path applies: whole taps per chunk, and every corner run's start (the group's first channel, a
+// pixel's stride of C) on a 16-byte boundary. Empty elsewhere.
+struct Workspace
+{
+    int64_t channelsLastBytes = 0;
+    int64_t weightOffset = 0;
+    int64_t bytes = 0;
+};
+
+Workspace workspaceOf(Problem const& p, int64_t elementSize)
 {
     bool const applies = p.groupChannels % kChunk == 0 && p.offsetGroups == 1 && p.groupChannels * elementSize % 16 == 0
                          && p.channels * elementSize % 16 == 0;
-    return applies ? static_cast<int64_t>(p.batch) * p.channels * p.height * p.width * elementSize : 0;
+    if (!applies)
+    {
+        return {};
+    }
+    Workspace w;
+    w.channelsLastBytes = static_cast<int64_t>(p.batch) * p.channels * p.height * p.width * elementSize;
+    w.weightOffset = (w.channelsLastBytes + 255) / 256 * 256;
+    w.bytes = w.weightOffset + static_cast<int64_t>(p.outChannels) * p.depth * elementSize;
+    return w;
 }
 
-// The channels-last copy of the input, written to the workspace on the launch's stream; null where that path does
-// not apply or the workspace cannot hold it (the planes path then runs).
+// The channels-last copy of the input and the tap-major weight, written to the workspace on the launch's stream; the
+// copy, or null where that path does not apply or the workspace cannot hold them (the planes path then runs).
 template <typename T>
-T const* channelsLastCopy(sdk::LaunchArgs const& a, Problem const& p, cudaError_t& err)
+T const* workspaceCopies(sdk::LaunchArgs const& a, Problem const& p, T const*& tapMajor, cudaError_t& err)
 {
-    auto const bytes = channelsLastBytes(p, sizeof(T));
+    Workspace const w = workspaceOf(p, sizeof(T));
     int64_t const pixelBlocks = (static_cast<int64_t>(p.height) * p.width + 31) / 32;
     int64_t const channelBlocks = (p.channels + 31) / 32;
-    if (bytes == 0 || a.workspace == nullptr || a.workspaceSize < static_cast<size_t>(bytes)
+    if (w.bytes == 0 || a.workspace == nullptr || a.workspaceSize < static_cast<size_t>(w.bytes)
         || reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0 || pixelBlocks > std::numeric_limits<int32_t>::max()
         || channelBlocks > 65535 || p.batch > 65535)
     {
@@ -532,36 +754,94 @@ T const* channelsLastCopy(sdk::LaunchArgs const& a, Problem const& p, cudaError_
         static_cast<unsigned>(pixelBlocks), static_cast<unsigned>(channelBlocks), static_cast<unsigned>(p.batch));
     toChannelsLastKernel<T><<<grid, dim3(32, 8), 0, a.stream>>>(
         static_cast<T const*>(a.inputs[0].data), copy, p.channels, p.height * p.width);
+    auto* weight = reinterpret_cast<T*>(static_cast<unsigned char*>(a.workspace) + w.weightOffset);
+    int64_t const total = static_cast<int64_t>(p.outChannels) * p.depth;
+    auto const blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));
+    toTapMajorKernel<T>
+        <<<blocks, 256, 0, a.stream>>>(static_cast<T const*>(a.inputs[1].data), weight, total, p.groupChannels, p.taps);
+    tapMajor = weight;
     err = cudaGetLastError();
     return copy;
 }
 
-template <typename T>
-cudaError_t launch(sdk::LaunchArgs const& a, Problem const& p, Sampling sampling)
+template <typename T, int BM, int BN, int NT>
+cudaError_t launchPipelined(sdk::LaunchArgs const& a, Problem const& p, T const* channelsLast, T const* tapMajor)
 {
-    T const* channelsLast = nullptr;
-    if (sampling == Sampling::kCHANNELS_LAST)
+    int64_t const rowBlocks = (p.rows + BM - 1) / BM;
+    int64_t const columnBlocks = (p.groupOutChannels + BN - 1) / BN;
+    if (rowBlocks > std::numeric_limits<int32_t>::max() || columnBlocks > 65535 || p.groups > 65535)
     {
-        cudaError_t err = cudaSuccess;
-        channelsLast = channelsLastCopy<T>(a, p, err);
-        if (err != cudaSuccess)
+        return cudaErrorInvalidValue;
+    }
+    constexpr int kStageBytes = (BM + BN) * (kChunk + kPad) * static_cast<int>(sizeof(T));
+    constexpr int kResultBytes = BN * (BM + 4) * static_cast<int>(sizeof(float));
+    constexpr int kBytes = 2 * kStageBytes > kResultBytes ? 2 * kStageBytes : kResultBytes;
+    auto* const kernel = deformConv2dPipelinedKernel<T, BM, BN, NT>;
+    if (kBytes > 48 * 1024)
+    {
+        if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+            err != cudaSuccess)
         {
             return err;
         }
     }
-    if (p.groupOutChannels >= 128)
-    {
-        return launchTile<T, 64, 128, 256>(a, p, channelsLast);
-    }
-    // Small problems (e.g. one image of 64 x 64): 32-row tiles, so that the grid still covers every SM twice.
+    dim3 const grid(
+        static_cast<unsigned>(rowBlocks), static_cast<unsigned>(columnBlocks), static_cast<unsigned>(p.groups));
+    kernel<<<grid, NT, kBytes, a.stream>>>(channelsLast, tapMajor, static_cast<T const*>(a.inputs[2].data),
+        static_cast<T const*>(a.inputs[3].data), static_cast<T const*>(a.inputs[4].data),
+        static_cast<T*>(a.outputs[0].data), p);
+    return cudaGetLastError();
+}
+
+// Whether a grid of 64 x 64 tiles covers every SM less than twice (e.g. one image of 64 x 64): 32-row tiles then.
+cudaError_t smallProblem(Problem const& p, bool& small)
+{
     int sms = 0;
     if (cudaError_t err = currentDeviceAttribute(cudaDevAttrMultiProcessorCount, &sms); err != cudaSuccess)
     {
         return err;
     }
     int64_t const blocks = (p.rows + 63) / 64 * ((p.groupOutChannels + 63) / 64) * p.groups;
-    return blocks < 2 * static_cast<int64_t>(sms) ? launchTile<T, 32, 64, 128>(a, p, channelsLast)
-                                                  : launchTile<T, 64, 64, 256>(a, p, channelsLast);
+    small = blocks < 2 * static_cast<int64_t>(sms);
+    return cudaSuccess;
+}
+
+template <typename T>
+cudaError_t launch(sdk::LaunchArgs const& a, Problem const& p, Sampling sampling)
+{
+    T const* channelsLast = nullptr;
+    T const* tapMajor = nullptr;
+    if (sampling == Sampling::kCHANNELS_LAST)
+    {
+        cudaError_t err = cudaSuccess;
+        channelsLast = workspaceCopies<T>(a, p, tapMajor, err);
+        if (err != cudaSuccess)
+        {
+            return err;
+        }
+    }
+    bool small = false;
+    if (p.groupOutChannels < 128)
+    {
+        if (cudaError_t err = smallProblem(p, small); err != cudaSuccess)
+        {
+            return err;
+        }
+    }
+    if (channelsLast != nullptr)
+    {
+        if (p.groupOutChannels >= 128)
+        {
+            return launchPipelined<T, 64, 128, 256>(a, p, channelsLast, tapMajor);
+        }
+        return small ? launchPipelined<T, 32, 64, 128>(a, p, channelsLast, tapMajor)
+                     : launchPipelined<T, 64, 64, 256>(a, p, channelsLast, tapMajor);
+    }
+    if (p.groupOutChannels >= 128)
+    {
+        return launchTile<T, 64, 128, 256>(a, p);
+    }
+    return small ? launchTile<T, 32, 64, 128>(a, p) : launchTile<T, 64, 64, 256>(a, p);
 }
 
 bool fitsInt(int64_t v)
@@ -694,11 +974,10 @@ size_t deformConv2dWorkspaceSize(sdk::LaunchArgs const& a)
     {
         return 0;
     }
-    return static_cast<size_t>(channelsLastBytes(p, dtypeSize(a.inputs[0].dtype)));
+    return static_cast<size_t>(workspaceOf(p, dtypeSize(a.inputs[0].dtype)).bytes);
 }
 
-// Tactic 0, the heuristic: the channels-last copy where it applies (faster than the planes at every H200 benchmark
-// shape, docs/results.md).
+// Tactic 0, the heuristic: tactic 2 (faster than the planes at every H200 benchmark shape, docs/results.md).
 cudaError_t deformConv2d(sdk::LaunchArgs const& a)
 {
     return run(a, Sampling::kCHANNELS_LAST);
