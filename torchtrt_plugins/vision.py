@@ -578,9 +578,10 @@ DEFORM_CONV2D = declare(
     plugin_version="1",
     plugin_namespace="torchtrt_vision",
     launcher="ttp::vision::deformConv2d",
-    # Tactic 1 samples the NCHW planes; tactic 2 a channels-last copy (the workspace) with vector loads where whole
-    # taps fill a K-chunk, else the planes (csrc/kernels/deform_conv2d.h). Tactic 0, the heuristic, runs 2: faster
-    # at every shape of the H200 benchmark (docs/results.md).
+    # Tactic 1 samples the NCHW planes; tactic 2 a channels-last copy of the input with a tap-major copy of the weight
+    # (the workspace), in a two-stage kernel, where whole taps fill a K-chunk, else the planes
+    # (csrc/kernels/deform_conv2d.h). Tactic 0, the heuristic, runs 2: faster at every shape of the H200 benchmark
+    # (docs/results.md).
     tactics={
         1: "ttp::vision::deformConv2dPlanes",
         2: "ttp::vision::deformConv2dChannelsLast",

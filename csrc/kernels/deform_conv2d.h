@@ -15,10 +15,12 @@
 //
 // Tactics: 0 (deformConv2d) the heuristic: as tactic 2 (faster than 1 at every shape measured on the H200);
 // 1 (deformConv2dPlanes) samples the NCHW input, a scattered load per corner and channel; 2 (deformConv2dChannelsLast)
-// transposes the input into the workspace as (N, H, W, C) first and samples runs of consecutive channels with 16-byte
-// loads, where K-chunks hold whole taps (C / groups a multiple of 32, one offset group), else as tactic 1.
-// Workspace: deformConv2dWorkspaceSize: the channels-last copy (N * C * H * W elements) where tactic 2's path applies,
-//            else nothing.
+// first writes the input as (N, H, W, C) and the weight tap-major ((O, kh, kw, C / groups)) into the workspace, then
+// runs a two-stage kernel: each weight tile copied into shared memory with cp.async, the next chunk's corner runs (8
+// consecutive channels, 16-byte loads) loaded before the current chunk's products and blended after them. It applies
+// where K-chunks hold whole taps (C / groups a multiple of 32, one offset group), else it runs as tactic 1.
+// Workspace: deformConv2dWorkspaceSize: the channels-last copy (N * C * H * W elements) and the tap-major weight
+// (O * C / groups * kh * kw elements) where tactic 2's path applies, else nothing.
 #pragma once
 
 #include "sdk/ttp_sdk.h"

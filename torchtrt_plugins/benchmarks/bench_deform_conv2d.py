@@ -6,7 +6,8 @@ GEMM), ``conv2d`` (``F.conv2d`` with the same input, weight and bias: cuDNN, wha
 sampling; not checked, it computes another function), ``torchtrt`` (our launcher, ``csrc/kernels/deform_conv2d.cu``,
 called as the plugin's ``enqueue`` calls it, on buffers made once) and ``plugin_enqueue`` (the TensorRT plugin's
 ``enqueue`` through the conformance harness), each as the heuristic picks (tactic 0) and with every tactic forced:
-``[tactic 1]`` samples the NCHW planes, ``[tactic 2]`` a channels-last copy of the input, with vector loads.
+``[tactic 1]`` samples the NCHW planes, ``[tactic 2]`` a channels-last copy of the input (a tap-major copy of the
+weight beside it) in a two-stage kernel.
 
 A size is ``(batch, channels, height, width)``: a 3 x 3 DCNv2 layer (with a mask), as many output channels as input
 channels, stride 1, padding 1, one offset group, offsets uniform in [-2, 2] pixels. Ours accumulates in fp32 and, in
