@@ -290,6 +290,19 @@ __device__ __forceinline__ SamplePoint tapPoint(
     return samplePoint(y, x, p.height, p.width, p.useMask ? toFloat(mask[site * p.pixels + out.pixel]) : 1.0F);
 }
 
+// A fragment of fp32 values split into its TF32 rounding (left in `big`) and the TF32 rounding of the remainder.
+template <typename Fragment>
+__device__ __forceinline__ void splitTf32(Fragment& big, Fragment& small)
+{
+#pragma unroll
+    for (int e = 0; e < big.num_elements; ++e)
+    {
+        float const rounded = wmma::__float_to_tf32(big.x[e]);
+        small.x[e] = wmma::__float_to_tf32(big.x[e] - rounded);
+        big.x[e] = rounded;
+    }
+}
+
 template <typename T, int FRAGS_N>
 using Accumulators = wmma::fragment<wmma::accumulator, 16, 16, MmaTraits<T>::kK, float>[2][FRAGS_N];
 
@@ -329,24 +342,12 @@ __device__ __forceinline__ void multiplyChunk(
 #pragma unroll
             for (int i = 0; i < 2; ++i)
             {
-#pragma unroll
-                for (int e = 0; e < a[i].num_elements; ++e)
-                {
-                    float const big = wmma::__float_to_tf32(a[i].x[e]);
-                    aSmall[i].x[e] = wmma::__float_to_tf32(a[i].x[e] - big);
-                    a[i].x[e] = big;
-                }
+                splitTf32(a[i], aSmall[i]);
             }
 #pragma unroll
             for (int j = 0; j < kFragsN; ++j)
             {
-#pragma unroll
-                for (int e = 0; e < b[j].num_elements; ++e)
-                {
-                    float const big = wmma::__float_to_tf32(b[j].x[e]);
-                    bSmall[j].x[e] = wmma::__float_to_tf32(b[j].x[e] - big);
-                    b[j].x[e] = big;
-                }
+                splitTf32(b[j], bSmall[j]);
             }
 #pragma unroll
             for (int i = 0; i < 2; ++i)
