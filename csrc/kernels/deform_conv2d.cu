@@ -306,6 +306,37 @@ __device__ __forceinline__ void splitTf32(Fragment& big, Fragment& small)
 template <typename T, int FRAGS_N>
 using Accumulators = wmma::fragment<wmma::accumulator, 16, 16, MmaTraits<T>::kK, float>[2][FRAGS_N];
 
+template <typename Fragments>
+__device__ __forceinline__ void zeroAccumulators(Fragments& acc)
+{
+#pragma unroll
+    for (auto& row : acc)
+    {
+#pragma unroll
+        for (auto& fragment : row)
+        {
+            wmma::fill_fragment(fragment, 0.0F);
+        }
+    }
+}
+
+// A block's place in the GEMM: BM rows (output pixels, across images) x BN columns (output channels) of weight group
+// blockIdx.z; its NT threads' warps tiled as (BM / 32) x (NT / 32 / (BM / 32)), each warp 32 rows and an equal share
+// of the columns, in 16 x 16 fragments.
+template <int BM, int BN, int NT>
+struct BlockTile
+{
+    static constexpr int kWarpsM = BM / 32;
+    static constexpr int kWarpsN = NT / kWarpSize / kWarpsM;
+    static constexpr int kFragsN = BN / kWarpsN / 16;
+
+    int group = static_cast<int>(blockIdx.z);
+    int64_t rowBase = static_cast<int64_t>(blockIdx.x) * BM;
+    int columnBase = static_cast<int>(blockIdx.y) * BN;
+    int warpRow = static_cast<int>(threadIdx.x) / kWarpSize % kWarpsM * 32;
+    int warpColumn = static_cast<int>(threadIdx.x) / kWarpSize / kWarpsM * (BN / kWarpsN);
+};
+
 // acc += the chunk's samples (tileA: column-major [k][row], or row-major [row][k] with ROW_MAJOR_A; LDA) x weights
 // (tileB, column-major [column][k], LDB), for the warp's 32 rows from warpRow and FRAGS_N 16-column fragments from
 // warpColumn.
@@ -379,12 +410,17 @@ __device__ __forceinline__ void multiplyChunk(
 
 // The block's BM x BN results plus the bias into the (N, O, out_h, out_w) output, through `tileC` (shared memory no
 // longer read by any product).
-template <typename T, int BM, int BN, int NT, int FRAGS_N>
-__device__ __forceinline__ void storeResult(float* tileC, int warpRow, int warpColumn, Accumulators<T, FRAGS_N>& acc,
-    int64_t rowBase, int columnBase, int group, T const* bias, T* output, Problem const& p)
+template <typename T, int BM, int BN, int NT>
+__device__ __forceinline__ void storeResult(float* tileC, BlockTile<BM, BN, NT> const& tile,
+    Accumulators<T, BlockTile<BM, BN, NT>::kFragsN>& acc, T const* bias, T* output, Problem const& p)
 {
     constexpr int kLdC = BM + 4; // column-major: [column][row], rows contiguous as in the output
-    constexpr int kFragsN = FRAGS_N;
+    constexpr int kFragsN = BlockTile<BM, BN, NT>::kFragsN;
+    int const warpRow = tile.warpRow;
+    int const warpColumn = tile.warpColumn;
+    int64_t const rowBase = tile.rowBase;
+    int const columnBase = tile.columnBase;
+    int const group = tile.group;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
     {
@@ -412,9 +448,7 @@ __device__ __forceinline__ void storeResult(float* tileC, int warpRow, int warpC
     }
 }
 
-// One block of NT threads: BM output pixels (GEMM rows, across images) x BN output channels of weight group
-// blockIdx.z. Warps tile the block as (BM / 32) x (NT / 32 / (BM / 32)), each warp 32 rows and an equal share of the
-// columns, in 16 x 16 fragments.
+// One block of NT threads computes a BlockTile: BM output pixels x BN output channels of one weight group.
 // K runs tap-major (k = tap * C / groups + channel), so the kChunk k's of a chunk mostly share one tap: each thread
 // computes its pixel's sampling point once per tap (and offset group) and samples every channel with it. The next
 // chunk's samples and weights are read into registers before the current chunk's products, so their loads overlap
@@ -423,26 +457,22 @@ template <typename T, int BM, int BN, int NT>
 __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
     T const* input, T const* weight, T const* offset, T const* mask, T const* bias, T* output, Problem p)
 {
-    constexpr int kWarpsM = BM / 32;
-    constexpr int kWarpsN = NT / kWarpSize / kWarpsM;
-    constexpr int kFragsN = BN / kWarpsN / 16;
+    using Tile = BlockTile<BM, BN, NT>;
+    constexpr int kFragsN = Tile::kFragsN;
     constexpr int kLdA = BM + kPad;     // samples, column-major: [k][row]
     constexpr int kLdB = kChunk + kPad; // weights, column-major: [column][k]
     constexpr int kTileBytes = (kChunk * kLdA + BN * kLdB) * static_cast<int>(sizeof(T));
     constexpr int kResultBytes = BN * (BM + 4) * static_cast<int>(sizeof(float));
-    static_assert(kFragsN >= 1 && kWarpsM * kWarpsN * kWarpSize == NT, "unsupported tile");
     static_assert(NT % kChunk == 0 && (BN * kChunk) % NT == 0 && (BM * kChunk) % NT == 0, "tile");
     __shared__ __align__(128) unsigned char shared[kTileBytes > kResultBytes ? kTileBytes : kResultBytes];
     T* tileA = reinterpret_cast<T*>(shared);
     T* tileB = tileA + kChunk * kLdA;
     auto* tileC = reinterpret_cast<float*>(shared); // reused once the last product has read the tiles
 
-    int const group = static_cast<int>(blockIdx.z);
-    int64_t const rowBase = static_cast<int64_t>(blockIdx.x) * BM;
-    int const columnBase = static_cast<int>(blockIdx.y) * BN;
-    int const warp = static_cast<int>(threadIdx.x) / kWarpSize;
-    int const warpRow = (warp % kWarpsM) * 32;
-    int const warpColumn = (warp / kWarpsM) * (BN / kWarpsN);
+    Tile const tile;
+    int const group = tile.group;
+    int64_t const rowBase = tile.rowBase;
+    int const columnBase = tile.columnBase;
 
     // Each thread samples one pixel (tile row) for every kStep-th k of a chunk ...
     constexpr int kStep = NT / BM;
@@ -538,15 +568,7 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
     };
 
     Accumulators<T, kFragsN> acc;
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-    {
-#pragma unroll
-        for (int j = 0; j < kFragsN; ++j)
-        {
-            wmma::fill_fragment(acc[i][j], 0.0F);
-        }
-    }
+    zeroAccumulators(acc);
 
     readChunk(0);
     for (int k0 = 0; k0 < p.depth; k0 += kChunk)
@@ -557,11 +579,11 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dKernel(
         {
             readChunk(k0 + kChunk);
         }
-        multiplyChunk<T, kLdA, kLdB, kFragsN>(tileA, tileB, warpRow, warpColumn, acc);
+        multiplyChunk<T, kLdA, kLdB, kFragsN>(tileA, tileB, tile.warpRow, tile.warpColumn, acc);
         __syncthreads();
     }
 
-    storeResult<T, BM, BN, NT, kFragsN>(tileC, warpRow, warpColumn, acc, rowBase, columnBase, group, bias, output, p);
+    storeResult(tileC, tile, acc, bias, output, p);
 }
 
 // Tactic 2: the channels-last path in two shared-memory stages. A block computes BM output pixels x BN output channels
@@ -575,9 +597,8 @@ template <typename T, int BM, int BN, int NT>
 __global__ void __launch_bounds__(NT, 2) deformConv2dPipelinedKernel(
     T const* channelsLast, T const* tapMajorWeight, T const* offset, T const* mask, T const* bias, T* output, Problem p)
 {
-    constexpr int kWarpsM = BM / 32;
-    constexpr int kWarpsN = NT / kWarpSize / kWarpsM;
-    constexpr int kFragsN = BN / kWarpsN / 16;
+    using Tile = BlockTile<BM, BN, NT>;
+    constexpr int kFragsN = Tile::kFragsN;
     constexpr int kLdA = kChunk + kPad; // samples, row-major: [row][k]
     constexpr int kLdB = kChunk + kPad; // weights, column-major: [column][k]
     constexpr int kTileAElements = BM * kLdA;
@@ -587,7 +608,6 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dPipelinedKernel(
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     constexpr int kColumnVectors = kChunk / kVec;
     constexpr int kWeightVectors = BN * kColumnVectors / NT;
-    static_assert(kFragsN >= 1 && kWarpsM * kWarpsN * kWarpSize == NT, "unsupported tile");
     static_assert(NT % BM == 0 && kChunk % kStep == 0 && (BN * kColumnVectors) % NT == 0, "tile");
     static_assert((kStageElements * sizeof(T)) % 128 == 0 && (kTileAElements * sizeof(T)) % 32 == 0, "alignment");
     extern __shared__ __align__(128) unsigned char dynamicShared[];
@@ -595,12 +615,10 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dPipelinedKernel(
     auto* const tileC = reinterpret_cast<float*>(dynamicShared); // reused once the last product has read the stages
 
     int const tid = static_cast<int>(threadIdx.x);
-    int const group = static_cast<int>(blockIdx.z);
-    int64_t const rowBase = static_cast<int64_t>(blockIdx.x) * BM;
-    int const columnBase = static_cast<int>(blockIdx.y) * BN;
-    int const warp = tid / kWarpSize;
-    int const warpRow = (warp % kWarpsM) * 32;
-    int const warpColumn = (warp / kWarpsM) * (BN / kWarpsN);
+    Tile const tile;
+    int const group = tile.group;
+    int64_t const rowBase = tile.rowBase;
+    int const columnBase = tile.columnBase;
     int const sampleRow = tid / kStep;
     int const sampleFirst = tid % kStep * kRun;
 
@@ -657,15 +675,7 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dPipelinedKernel(
     };
 
     Accumulators<T, kFragsN> acc;
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-    {
-#pragma unroll
-        for (int j = 0; j < kFragsN; ++j)
-        {
-            wmma::fill_fragment(acc[i][j], 0.0F);
-        }
-    }
+    zeroAccumulators(acc);
     int const chunks = p.depth / kChunk;
     copyWeights(0, stages + kTileAElements);
     loadChunk(0);
@@ -680,10 +690,10 @@ __global__ void __launch_bounds__(NT, 2) deformConv2dPipelinedKernel(
             copyWeights((c + 1) * kChunk, stages + ((c + 1) & 1) * kStageElements + kTileAElements);
             loadChunk((c + 1) * kChunk);
         }
-        multiplyChunk<T, kLdA, kLdB, kFragsN, true>(tileA, tileA + kTileAElements, warpRow, warpColumn, acc);
+        multiplyChunk<T, kLdA, kLdB, kFragsN, true>(tileA, tileA + kTileAElements, tile.warpRow, tile.warpColumn, acc);
     }
     __syncthreads();
-    storeResult<T, BM, BN, NT, kFragsN>(tileC, warpRow, warpColumn, acc, rowBase, columnBase, group, bias, output, p);
+    storeResult(tileC, tile, acc, bias, output, p);
 }
 
 template <typename T, int BM, int BN, int NT>
