@@ -31,7 +31,8 @@
 #               graph with the Inductor plugins' switch off and on vs torch.compile (GPU and host time), into
 #               $OUT/inductor_switch.csv
 #   detection   the detection ops (issue 46): compute-sanitizer memcheck over each one's gpu tests, one sanitized
-#               process a file, all at once (memcheck_<file>.log), then their benchmarks (do_bench, 3 repeats)
+#               process a file, all at once (memcheck_<file>.log; efficient_nms's takes the longest, about 150 s
+#               alone on the H200), then their benchmarks with roi_align's and nms's (do_bench, 3 repeats)
 set -uo pipefail
 STEPS=${*:-tests sanitizer bench}
 OUT=${OUT:-/tmp/gpu_check}
@@ -129,7 +130,7 @@ if has detection; then
     echo "memcheck $f: exit $? ($(tail -1 "$OUT/memcheck_$f.log"))"
   done
   bench detection --repeats 3 --timer do_bench \
-    --ops deform_conv2d,multi_scale_deformable_attention,efficient_nms,multi_scale_roi_align
+    --ops deform_conv2d,multi_scale_deformable_attention,efficient_nms,multi_scale_roi_align,roi_align,nms
 fi
 RESULTS=${RESULTS:-rms_bf16 rms_fp32 pad masked masked_widths add_rms vision decoder}
 result() { [[ " $RESULTS " == *" $1 "* ]] && bench "$@"; }
