@@ -179,7 +179,7 @@ __device__ __forceinline__ void blendCornerRuns(
     }
 }
 
-// (N, C, H, W) -> (N, H, W, C), 32 x 32 tiles through shared memory: the channels-last copy sampleRun reads.
+// (N, C, H, W) -> (N, H, W, C), 32 x 32 tiles through shared memory: the channels-last copy tactic 2 samples.
 template <typename T>
 __global__ void toChannelsLastKernel(T const* input, T* output, int channels, int planeSize)
 {
