@@ -582,10 +582,7 @@ DEFORM_CONV2D = declare(
     # (the workspace), in a two-stage kernel, where whole taps fill a K-chunk, else the planes
     # (csrc/kernels/deform_conv2d.h). Tactic 0, the heuristic, runs 2: faster at every shape of the H200 benchmark
     # (docs/results.md).
-    tactics={
-        1: "ttp::vision::deformConv2dPlanes",
-        2: "ttp::vision::deformConv2dChannelsLast",
-    },
+    tactics={1: "ttp::vision::deformConv2dPlanes", 2: "ttp::vision::deformConv2dChannelsLast"},
     workspace="ttp::vision::deformConv2dWorkspaceSize",
     # The launcher's grid holds a weight group per block column (at most 65535), and its index arithmetic is 32-bit.
     ranges={

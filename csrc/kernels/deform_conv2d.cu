@@ -726,7 +726,6 @@ enum class Sampling
 // pixel's stride of C) on a 16-byte boundary. Empty elsewhere.
 struct Workspace
 {
-    int64_t channelsLastBytes = 0;
     int64_t weightOffset = 0;
     int64_t bytes = 0;
 };
@@ -739,11 +738,9 @@ Workspace workspaceOf(Problem const& p, int64_t elementSize)
     {
         return {};
     }
-    Workspace w;
-    w.channelsLastBytes = static_cast<int64_t>(p.batch) * p.channels * p.height * p.width * elementSize;
-    w.weightOffset = (w.channelsLastBytes + 255) / 256 * 256;
-    w.bytes = w.weightOffset + static_cast<int64_t>(p.outChannels) * p.depth * elementSize;
-    return w;
+    int64_t const channelsLastBytes = static_cast<int64_t>(p.batch) * p.channels * p.height * p.width * elementSize;
+    int64_t const weightOffset = (channelsLastBytes + 255) / 256 * 256;
+    return {weightOffset, weightOffset + static_cast<int64_t>(p.outChannels) * p.depth * elementSize};
 }
 
 // The channels-last copy of the input and the tap-major weight, written to the workspace on the launch's stream; the
