@@ -518,6 +518,10 @@ ROI_ALIGN = declare(
     plugin_version="2",
     plugin_namespace="torchtrt_vision",
     launcher="ttp::vision::roiAlign",
+    # Tactic 1: a thread per output element; 2: a channels-last copy in the workspace, a block per RoI and channel
+    # slice (csrc/kernels/roi_align.h). Tactic 0 runs 1.
+    tactics={1: "ttp::vision::roiAlignPerElement", 2: "ttp::vision::roiAlignChannelsLast"},
+    workspace="ttp::vision::roiAlignWorkspaceSize",
     ranges={
         "spatial_scale": Range(min=0.0, min_inclusive=False),
         "pooled_height": Range(min=1),

@@ -1,5 +1,6 @@
 #include "deform_conv2d.h"
 
+#include "channels_last.cuh"
 #include "op_fields.h"
 #include "type_utils.cuh"
 
@@ -176,37 +177,6 @@ __device__ __forceinline__ void blendCornerRuns(
         float const values[4] = {toFloat(runs.v[0][j / kVec].v[j % kVec]), toFloat(runs.v[1][j / kVec].v[j % kVec]),
             toFloat(runs.v[2][j / kVec].v[j % kVec]), toFloat(runs.v[3][j / kVec].v[j % kVec])};
         samples[j] = blend(values, s);
-    }
-}
-
-// (N, C, H, W) -> (N, H, W, C), 32 x 32 tiles through shared memory: the channels-last copy tactic 2 samples.
-template <typename T>
-__global__ void toChannelsLastKernel(T const* input, T* output, int channels, int planeSize)
-{
-    __shared__ T tile[32][33];
-    int64_t const image = blockIdx.z;
-    int const pixel0 = static_cast<int>(blockIdx.x) * 32;
-    int const channel0 = static_cast<int>(blockIdx.y) * 32;
-    T const* from = input + image * channels * planeSize;
-    T* to = output + image * channels * planeSize;
-    for (int i = static_cast<int>(threadIdx.y); i < 32; i += static_cast<int>(blockDim.y))
-    {
-        int const channel = channel0 + i;
-        int const pixel = pixel0 + static_cast<int>(threadIdx.x);
-        if (channel < channels && pixel < planeSize)
-        {
-            tile[i][threadIdx.x] = from[static_cast<int64_t>(channel) * planeSize + pixel];
-        }
-    }
-    __syncthreads();
-    for (int i = static_cast<int>(threadIdx.y); i < 32; i += static_cast<int>(blockDim.y))
-    {
-        int const pixel = pixel0 + i;
-        int const channel = channel0 + static_cast<int>(threadIdx.x);
-        if (channel < channels && pixel < planeSize)
-        {
-            to[static_cast<int64_t>(pixel) * channels + channel] = tile[threadIdx.x][i];
-        }
     }
 }
 
@@ -749,19 +719,14 @@ template <typename T>
 T const* workspaceCopies(sdk::LaunchArgs const& a, Problem const& p, T const*& tapMajor, cudaError_t& err)
 {
     Workspace const w = workspaceOf(p, sizeof(T));
-    int64_t const pixelBlocks = (static_cast<int64_t>(p.height) * p.width + 31) / 32;
-    int64_t const channelBlocks = (p.channels + 31) / 32;
     if (w.bytes == 0 || a.workspace == nullptr || a.workspaceSize < static_cast<size_t>(w.bytes)
-        || reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0 || pixelBlocks > std::numeric_limits<int32_t>::max()
-        || channelBlocks > 65535 || p.batch > 65535)
+        || reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0
+        || !channelsLastFits(p.batch, p.channels, static_cast<int64_t>(p.height) * p.width))
     {
         return nullptr;
     }
     auto* copy = static_cast<T*>(a.workspace);
-    dim3 const grid(
-        static_cast<unsigned>(pixelBlocks), static_cast<unsigned>(channelBlocks), static_cast<unsigned>(p.batch));
-    toChannelsLastKernel<T><<<grid, dim3(32, 8), 0, a.stream>>>(
-        static_cast<T const*>(a.inputs[0].data), copy, p.channels, p.height * p.width);
+    toChannelsLast(static_cast<T const*>(a.inputs[0].data), copy, p.batch, p.channels, p.height * p.width, a.stream);
     auto* weight = reinterpret_cast<T*>(static_cast<unsigned char*>(a.workspace) + w.weightOffset);
     int64_t const total = static_cast<int64_t>(p.outChannels) * p.depth;
     auto const blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));

@@ -1,9 +1,11 @@
 #include "roi_align.h"
 
+#include "channels_last.cuh"
 #include "op_fields.h"
 #include "roi_align.cuh"
 #include "type_utils.cuh"
 
+#include <cstdint>
 #include <limits>
 
 namespace ttp::vision
@@ -35,6 +37,164 @@ __global__ void roiAlignKernel(T const* input, T const* rois, T* output, Index t
     }
 }
 
+// Tactic 2: the input channels-last (the workspace), one block per RoI and slice of kLanes * VEC channels. Each
+// group of kLanes lanes takes one bin: its sampling points, computed once, serve the lanes' VEC channels each, read
+// with 16-byte loads; each sample is formed as roiBinAverage forms it. kBins bins at a time are staged in shared
+// memory, so that the output, (K, C, PH, PW), is written in runs of consecutive bins.
+constexpr int kLanes = 16;
+constexpr int kBins = kBIN_THREADS / kLanes;
+
+// bilinear()'s sample at (y, x) of VEC consecutive channels (`pixels` at the first, `channels` elements a pixel), added
+// to `sum` (an outside point adds nothing, as bilinear()'s zero does).
+template <typename T, int VEC>
+__device__ __forceinline__ void addBilinearRun(
+    T const* pixels, int64_t height, int64_t width, int64_t channels, float y, float x, float (&sum)[VEC])
+{
+    if (y < -1.0F || y > static_cast<float>(height) || x < -1.0F || x > static_cast<float>(width))
+    {
+        return;
+    }
+    y = fmaxf(y, 0.0F);
+    x = fmaxf(x, 0.0F);
+    auto y0 = static_cast<int64_t>(y);
+    auto x0 = static_cast<int64_t>(x);
+    int64_t y1 = y0 + 1;
+    int64_t x1 = x0 + 1;
+    if (y0 >= height - 1)
+    {
+        y0 = y1 = height - 1;
+        y = static_cast<float>(y0);
+    }
+    if (x0 >= width - 1)
+    {
+        x0 = x1 = width - 1;
+        x = static_cast<float>(x0);
+    }
+    float const ly = y - static_cast<float>(y0);
+    float const lx = x - static_cast<float>(x0);
+    float const hy = 1.0F - ly;
+    float const hx = 1.0F - lx;
+    using Load = Vec<T, VEC>;
+    auto at = [&](int64_t r, int64_t c) { return *reinterpret_cast<Load const*>(pixels + (r * width + c) * channels); };
+    Load const v00 = at(y0, x0);
+    Load const v01 = at(y0, x1);
+    Load const v10 = at(y1, x0);
+    Load const v11 = at(y1, x1);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+    {
+        sum[j] += hy * hx * toFloat(v00.v[j]) + hy * lx * toFloat(v01.v[j]) + ly * hx * toFloat(v10.v[j])
+                  + ly * lx * toFloat(v11.v[j]);
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBIN_THREADS)
+    roiAlignChannelsLastKernel(T const* channelsLast, T const* rois, T* output, Geometry<int64_t> g)
+{
+    constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+    constexpr int kSlice = kLanes * kVec;
+    __shared__ T tile[kSlice * kBins];
+    int64_t const k = blockIdx.x;
+    int64_t const channel0 = static_cast<int64_t>(blockIdx.y) * kSlice;
+    int const lane = static_cast<int>(threadIdx.x) % kLanes;
+    int const slot = static_cast<int>(threadIdx.x) / kLanes;
+    int64_t const channel = channel0 + lane * kVec;
+    T const* roi = rois + k * 5;
+    T const* pixels = channelsLast + static_cast<int64_t>(toFloat(roi[0])) * g.height * g.width * g.channels + channel;
+
+    float const offset = g.aligned ? 0.5F : 0.0F;
+    float const x1 = toFloat(roi[1]) * g.scale - offset;
+    float const y1 = toFloat(roi[2]) * g.scale - offset;
+    float roiWidth = toFloat(roi[3]) * g.scale - offset - x1;
+    float roiHeight = toFloat(roi[4]) * g.scale - offset - y1;
+    if (!g.aligned)
+    {
+        roiWidth = fmaxf(roiWidth, 1.0F);
+        roiHeight = fmaxf(roiHeight, 1.0F);
+    }
+    float const binHeight = roiHeight / static_cast<float>(g.pooledHeight);
+    float const binWidth = roiWidth / static_cast<float>(g.pooledWidth);
+    int const gridHeight = g.samplingRatio > 0
+                               ? g.samplingRatio
+                               : static_cast<int>(ceilf(roiHeight / static_cast<float>(g.pooledHeight)));
+    int const gridWidth
+        = g.samplingRatio > 0 ? g.samplingRatio : static_cast<int>(ceilf(roiWidth / static_cast<float>(g.pooledWidth)));
+    float const count = fmaxf(static_cast<float>(gridHeight * gridWidth), 1.0F);
+
+    int64_t const bins = g.pooledHeight * g.pooledWidth;
+    for (int64_t bin0 = 0; bin0 < bins; bin0 += kBins)
+    {
+        int64_t const bin = bin0 + slot;
+        if (bin < bins && channel < g.channels)
+        {
+            int64_t const ph = bin / g.pooledWidth;
+            int64_t const pw = bin - ph * g.pooledWidth;
+            float sum[kVec] = {};
+            for (int iy = 0; iy < gridHeight; ++iy)
+            {
+                float const y = y1 + static_cast<float>(ph) * binHeight
+                                + (static_cast<float>(iy) + 0.5F) * binHeight / static_cast<float>(gridHeight);
+                for (int ix = 0; ix < gridWidth; ++ix)
+                {
+                    float const x = x1 + static_cast<float>(pw) * binWidth
+                                    + (static_cast<float>(ix) + 0.5F) * binWidth / static_cast<float>(gridWidth);
+                    addBilinearRun<T, kVec>(pixels, g.height, g.width, g.channels, y, x, sum);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kVec; ++j)
+            {
+                tile[(lane * kVec + j) * kBins + slot] = fromFloat<T>(sum[j] / count);
+            }
+        }
+        __syncthreads();
+        for (int i = static_cast<int>(threadIdx.x); i < kSlice * kBins; i += kBIN_THREADS)
+        {
+            int64_t const c = channel0 + i / kBins;
+            int64_t const b = bin0 + i % kBins;
+            if (c < g.channels && b < bins)
+            {
+                output[(k * g.channels + c) * bins + b] = tile[i];
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// The channels-last copy's bytes where tactic 2 applies (a pixel's channels whole 16-byte vectors), else 0.
+int64_t channelsLastBytes(sdk::Tensor const& input)
+{
+    int64_t const elementSize = dtypeSize(input.dtype);
+    bool const applies = input.rank == 4 && input.dims[1] * elementSize % 16 == 0
+                         && channelsLastFits(input.dims[0], input.dims[1], input.dims[2] * input.dims[3]);
+    return applies ? input.numel() * elementSize : 0;
+}
+
+// Tactic 2 where the workspace holds the copy and the grid fits, else false (tactic 1 runs).
+template <typename T>
+bool launchChannelsLast(sdk::LaunchArgs const& a, Geometry<int64_t> const& g, cudaError_t& err)
+{
+    int64_t const bytes = channelsLastBytes(a.inputs[0]);
+    int64_t const rois = a.inputs[1].dims[0];
+    constexpr int64_t kSlice = kLanes * 16 / static_cast<int64_t>(sizeof(T));
+    int64_t const slices = (g.channels + kSlice - 1) / kSlice;
+    if (bytes == 0 || a.workspace == nullptr || a.workspaceSize < static_cast<size_t>(bytes)
+        || reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0 || rois > std::numeric_limits<int32_t>::max()
+        || slices > 65535)
+    {
+        return false;
+    }
+    auto* copy = static_cast<T*>(a.workspace);
+    toChannelsLast(
+        static_cast<T const*>(a.inputs[0].data), copy, a.inputs[0].dims[0], g.channels, g.height * g.width, a.stream);
+    dim3 const grid(static_cast<unsigned>(rois), static_cast<unsigned>(slices));
+    roiAlignChannelsLastKernel<T><<<grid, kBIN_THREADS, 0, a.stream>>>(
+        copy, static_cast<T const*>(a.inputs[1].data), static_cast<T*>(a.outputs[0].data), g);
+    err = cudaGetLastError();
+    return true;
+}
+
 template <typename T, typename Index>
 cudaError_t launch(sdk::LaunchArgs const& a, Geometry<int64_t> const& g, int64_t total)
 {
@@ -47,12 +207,16 @@ cudaError_t launch(sdk::LaunchArgs const& a, Geometry<int64_t> const& g, int64_t
 }
 
 template <typename T>
-cudaError_t launch(sdk::LaunchArgs const& a, Geometry<int64_t> const& g)
+cudaError_t launch(sdk::LaunchArgs const& a, Geometry<int64_t> const& g, bool channelsLast)
 {
     int64_t const total = a.outputs[0].numel();
     if (total == 0)
     {
         return cudaSuccess;
+    }
+    if (cudaError_t err = cudaSuccess; channelsLast && launchChannelsLast<T>(a, g, err))
+    {
+        return err;
     }
     // The grid-stride loop may step past total by one grid; the input's offsets stay below its element count.
     int64_t const limit = std::numeric_limits<int32_t>::max() - int64_t{65535} * 8 * 256;
@@ -64,24 +228,62 @@ cudaError_t launch(sdk::LaunchArgs const& a, Geometry<int64_t> const& g)
 
 namespace fields = torchvision::fields::roi_align;
 
-cudaError_t roiAlign(sdk::LaunchArgs const& a)
+namespace
+{
+
+// The launch arguments checked and read into `g`; false where they do not describe a roi_align.
+bool readGeometry(sdk::LaunchArgs const& a, Geometry<int64_t>& g)
 {
     sdk::Tensor const& input = a.inputs[0];
     sdk::Tensor const& out = a.outputs[0];
     if (a.nbInputs != 2 || a.nbOutputs != 1 || a.nbScalars != fields::kNB_SCALARS || input.rank != 4 || out.rank != 4)
     {
-        return cudaErrorInvalidValue;
+        return false;
     }
     // Pooled sizes from the output dims: they may have arrived as shape inputs.
-    Geometry<int64_t> const g{input.dims[1], input.dims[2], input.dims[3], out.dims[2], out.dims[3],
+    g = Geometry<int64_t>{input.dims[1], input.dims[2], input.dims[3], out.dims[2], out.dims[3],
         static_cast<float>(a.scalars[fields::kSPATIAL_SCALE]), static_cast<int>(a.scalars[fields::kSAMPLING_RATIO]),
         a.scalars[fields::kALIGNED] != 0.0};
-    switch (input.dtype)
+    return true;
+}
+
+cudaError_t run(sdk::LaunchArgs const& a, bool channelsLast)
+{
+    Geometry<int64_t> g{};
+    if (!readGeometry(a, g))
     {
-    case DType::kFLOAT32: return launch<float>(a, g);
-    case DType::kFLOAT16: return launch<__half>(a, g);
+        return cudaErrorInvalidValue;
+    }
+    switch (a.inputs[0].dtype)
+    {
+    case DType::kFLOAT32: return launch<float>(a, g, channelsLast);
+    case DType::kFLOAT16: return launch<__half>(a, g, channelsLast);
     default: return cudaErrorInvalidValue;
     }
+}
+
+} // namespace
+
+size_t roiAlignWorkspaceSize(sdk::LaunchArgs const& a)
+{
+    Geometry<int64_t> g{};
+    return a.nbInputs == 2 && readGeometry(a, g) ? static_cast<size_t>(channelsLastBytes(a.inputs[0])) : 0;
+}
+
+// Tactic 0, the heuristic: tactic 1 (tactic 2 not yet measured).
+cudaError_t roiAlign(sdk::LaunchArgs const& a)
+{
+    return run(a, false);
+}
+
+cudaError_t roiAlignPerElement(sdk::LaunchArgs const& a)
+{
+    return run(a, false);
+}
+
+cudaError_t roiAlignChannelsLast(sdk::LaunchArgs const& a)
+{
+    return run(a, true);
 }
 
 } // namespace ttp::vision

@@ -167,12 +167,21 @@ def test_benchmark_is_listed_and_says_why_it_cannot_run(op, tmp_path):
     """`torchtrt-plugins bench` lists the vision benchmarks; where torchvision's ops do not load (a CPU-only torch)
     or there is no GPU, every provider is reported as skipped with its reason, none as an error."""
     from torchtrt_plugins import cli
-    from torchtrt_plugins.benchmarks import common
+    from torchtrt_plugins.benchmarks import bench_roi_align, common
 
     benchmarks, failures = cli.load_benchmarks()
     assert not failures
     (benchmark,) = [b for b in benchmarks if b.name == op]
-    assert benchmark.provider_names == ["torchvision", "torchtrt", "plugin_enqueue"]
+    tactics = {"nms": (), "roi_align": bench_roi_align.TACTICS}[op]
+    forced = [f"[tactic {t}]" for t in tactics]
+    assert benchmark.provider_names == [
+        "torchvision",
+        "torchtrt",
+        *(f"torchtrt{f}" for f in forced),
+        "plugin_enqueue",
+        *(f"plugin_enqueue{f}" for f in forced),
+    ]
+    assert tactics == tuple(t.value for t in getattr(vision, op.upper()).spec.tactics)
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the benchmark would run")
     report = common.run_suite(
@@ -180,7 +189,7 @@ def test_benchmark_is_listed_and_says_why_it_cannot_run(op, tmp_path):
     )
     reasons = {r.provider: r.reason for r in report.results if r.status == "skipped"}
     assert {r.status for r in report.results} == {"skipped"}, report.text()
-    assert set(reasons) == {"torchvision", "torchtrt", "plugin_enqueue"}
+    assert set(reasons) == set(benchmark.provider_names)
     if not vision.TORCHVISION:
         assert "torchvision's ops are not loaded" in reasons["torchvision"]
     assert "CUDA GPU" in reasons["torchtrt"] and "CUDA GPU" in reasons["plugin_enqueue"]

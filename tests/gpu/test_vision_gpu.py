@@ -115,27 +115,48 @@ def test_nms_matches_torchvision_on_overlapping_boxes(n, threshold):
     assert torch.equal(got.cpu(), _expected("nms", dets, scores, threshold).cpu())
 
 
-@pytest.mark.parametrize("dtype", vision.FLOATS)
-@pytest.mark.parametrize("aligned", [False, True])
-@pytest.mark.parametrize("sampling_ratio", [0, 2])
-def test_roi_align_matches_torchvision(dtype, aligned, sampling_ratio):
+ROI_ALIGN_TACTICS = (0, *(t.value for t in vision.ROI_ALIGN.spec.tactics))
+
+
+def _roi_align_args(dtype, aligned, sampling_ratio, channels=16):
     generator = torch.Generator().manual_seed(0)
-    image = torch.randn(2, 16, 50, 60, generator=generator).to("cuda", dtype)
+    image = torch.randn(2, channels, 50, 60, generator=generator).to("cuda", dtype)
     corner = torch.rand(40, 2, generator=generator) * 100 - 10
     size = torch.rand(40, 2, generator=generator) * 80
     batch = torch.randint(0, 2, (40, 1), generator=generator).float()
     rois = torch.cat([batch, corner, corner + size], 1).to("cuda", dtype)
-    args = (image, rois, 0.5, 7, 6, sampling_ratio, aligned)
-    got = sdk.launch(vision.ROI_ALIGN, *args)
+    return image, rois, 0.5, 7, 6, sampling_ratio, aligned
+
+
+@pytest.mark.parametrize("tactic", ROI_ALIGN_TACTICS)
+@pytest.mark.parametrize("dtype", vision.FLOATS)
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+def test_roi_align_matches_torchvision(dtype, aligned, sampling_ratio, tactic):
+    args = _roi_align_args(dtype, aligned, sampling_ratio)
+    image = args[0]
+    got = sdk.launch(vision.ROI_ALIGN, *args, tactic=tactic)
     tolerance = vision.ROI_ALIGN.spec.tolerance(dtype)
     # torchvision computes half inputs in half arithmetic; ours accumulates in fp32. So the expected values are
     # torchvision's kernel run in fp32 on the very same (rounded) inputs, and ours must be no farther from them than
     # torchvision's own half kernel is (on the H100, our fp16 results and torchvision's differed by up to 0.078).
-    exact = _expected("roi_align", image.float(), rois.float(), *args[2:])
+    exact = _expected("roi_align", image.float(), args[1].float(), *args[2:])
     torch.testing.assert_close(got, exact.to(dtype), atol=tolerance.atol, rtol=tolerance.rtol)
     if dtype != torch.float32:
         theirs = _expected("roi_align", *args)
         assert (got.float() - exact).abs().max() <= (theirs.float() - exact).abs().max()
+
+
+# 16 channels fill whole 16-byte vectors in both types (tactic 2's path), 70 in neither, 20 in fp32 only; 264 ends in
+# a part slice in both (slices of 64 fp32 or 128 fp16 channels).
+@pytest.mark.parametrize("channels", [16, 70, 20, 264])
+@pytest.mark.parametrize("dtype", vision.FLOATS)
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+def test_roi_align_channels_last_equals_one_thread_an_element(dtype, sampling_ratio, channels):
+    """Both tactics form each sample as torchvision does, in the same order: their outputs agree bit for bit."""
+    args = _roi_align_args(dtype, True, sampling_ratio, channels)
+    per_element = sdk.launch(vision.ROI_ALIGN, *args, tactic=1)
+    assert torch.equal(per_element, sdk.launch(vision.ROI_ALIGN, *args, tactic=2))
 
 
 def test_check_op_on_gpu():

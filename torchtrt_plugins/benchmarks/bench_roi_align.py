@@ -51,7 +51,9 @@ def tolerance(dtype: torch.dtype) -> tuple[float, float]:
     return tol.atol, tol.rtol
 
 
-PROVIDERS = common.torchvision_providers("roi_align")
+#: The declaration's tactics past 0 (torchtrt_plugins.vision, imported only when the benchmark runs).
+TACTICS = (1, 2)
+PROVIDERS = common.torchvision_providers("roi_align", tactics=TACTICS)
 
 BENCHMARK = common.Benchmark(
     name="roi_align",
