@@ -519,7 +519,7 @@ ROI_ALIGN = declare(
     plugin_namespace="torchtrt_vision",
     launcher="ttp::vision::roiAlign",
     # Tactic 1: a thread per output element; 2: a channels-last copy in the workspace, a block per RoI and channel
-    # slice (csrc/kernels/roi_align.h). Tactic 0 runs 1.
+    # slice (csrc/kernels/roi_align.h). Tactic 0 picks one by the samples' count against the input's pixels.
     tactics={1: "ttp::vision::roiAlignPerElement", 2: "ttp::vision::roiAlignChannelsLast"},
     workspace="ttp::vision::roiAlignWorkspaceSize",
     ranges={

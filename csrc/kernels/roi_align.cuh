@@ -9,73 +9,132 @@
 namespace ttp::vision
 {
 
-template <typename T, typename Index>
-__device__ float bilinear(T const* plane, Index height, Index width, float y, float x)
+// One sampling point's four corners (clamped to the border) and their weights; `inside` false beyond one pixel
+// outside the plane, where the sample is zero.
+template <typename Index>
+struct Corners
 {
-    if (y < -1.0F || y > static_cast<float>(height) || x < -1.0F || x > static_cast<float>(width))
+    Index y0, x0, y1, x1;
+    float hy, hx, ly, lx;
+    bool inside;
+};
+
+template <typename Index>
+__device__ __forceinline__ Corners<Index> corners(Index height, Index width, float y, float x)
+{
+    Corners<Index> c{};
+    c.inside = !(y < -1.0F || y > static_cast<float>(height) || x < -1.0F || x > static_cast<float>(width));
+    if (!c.inside)
     {
-        return 0.0F;
+        return c;
     }
     y = fmaxf(y, 0.0F);
     x = fmaxf(x, 0.0F);
-    auto y0 = static_cast<Index>(y);
-    auto x0 = static_cast<Index>(x);
-    Index y1 = y0 + 1;
-    Index x1 = x0 + 1;
-    if (y0 >= height - 1)
+    c.y0 = static_cast<Index>(y);
+    c.x0 = static_cast<Index>(x);
+    c.y1 = c.y0 + 1;
+    c.x1 = c.x0 + 1;
+    if (c.y0 >= height - 1)
     {
-        y0 = y1 = height - 1;
-        y = static_cast<float>(y0);
+        c.y0 = c.y1 = height - 1;
+        y = static_cast<float>(c.y0);
     }
-    if (x0 >= width - 1)
+    if (c.x0 >= width - 1)
     {
-        x0 = x1 = width - 1;
-        x = static_cast<float>(x0);
+        c.x0 = c.x1 = width - 1;
+        x = static_cast<float>(c.x0);
     }
-    float const ly = y - static_cast<float>(y0);
-    float const lx = x - static_cast<float>(x0);
-    float const hy = 1.0F - ly;
-    float const hx = 1.0F - lx;
-    auto at = [&](Index r, Index c) { return toFloat(plane[r * width + c]); };
-    return hy * hx * at(y0, x0) + hy * lx * at(y0, x1) + ly * hx * at(y1, x0) + ly * lx * at(y1, x1);
+    c.ly = y - static_cast<float>(c.y0);
+    c.lx = x - static_cast<float>(c.x0);
+    c.hy = 1.0F - c.ly;
+    c.hx = 1.0F - c.lx;
+    return c;
 }
 
-// The average of the samples of bin (ph, pw) of `roi` (batch index, x1, y1, x2, y2, in image coordinates: `scale`
-// maps them onto `plane`), in fp32.
+// The corners' values blended, each product and sum rounded in this order, so that every kernel forms a sample bit
+// for bit the same (the compiler may not contract it otherwise).
+template <typename Index>
+__device__ __forceinline__ float blend(Corners<Index> const& c, float v00, float v01, float v10, float v11)
+{
+    float const sum = __fmaf_rn(__fmul_rn(c.hy, c.lx), v01, __fmul_rn(__fmul_rn(c.hy, c.hx), v00));
+    return __fmaf_rn(__fmul_rn(c.ly, c.lx), v11, __fmaf_rn(__fmul_rn(c.ly, c.hx), v10, sum));
+}
+
 template <typename T, typename Index>
-__device__ float roiBinAverage(T const* plane, Index height, Index width, T const* roi, float scale, Index ph, Index pw,
-    Index pooledHeight, Index pooledWidth, int samplingRatio, bool aligned)
+__device__ float bilinear(T const* plane, Index height, Index width, float y, float x)
+{
+    Corners<Index> const c = corners(height, width, y, x);
+    if (!c.inside)
+    {
+        return 0.0F;
+    }
+    auto at = [&](Index r, Index col) { return toFloat(plane[r * width + col]); };
+    return blend(c, at(c.y0, c.x0), at(c.y0, c.x1), at(c.y1, c.x0), at(c.y1, c.x1));
+}
+
+// The sampling grid of one RoI (batch index, x1, y1, x2, y2, in image coordinates: `scale` maps them onto the plane):
+// its corner, bin sizes, samples per bin in each direction and their count.
+struct RoiGrid
+{
+    float x1, y1, binHeight, binWidth;
+    int gridHeight, gridWidth;
+    float count;
+
+    // Sample iy of bin row ph (and ix of bin column pw), each step rounded as torchvision rounds it.
+    __device__ __forceinline__ float y(int64_t ph, int iy) const
+    {
+        return __fadd_rn(__fmaf_rn(static_cast<float>(ph), binHeight, y1),
+            __fdiv_rn(__fmul_rn(__fadd_rn(static_cast<float>(iy), 0.5F), binHeight), static_cast<float>(gridHeight)));
+    }
+    __device__ __forceinline__ float x(int64_t pw, int ix) const
+    {
+        return __fadd_rn(__fmaf_rn(static_cast<float>(pw), binWidth, x1),
+            __fdiv_rn(__fmul_rn(__fadd_rn(static_cast<float>(ix), 0.5F), binWidth), static_cast<float>(gridWidth)));
+    }
+};
+
+template <typename T, typename Index>
+__device__ __forceinline__ RoiGrid roiGrid(
+    T const* roi, float scale, Index pooledHeight, Index pooledWidth, int samplingRatio, bool aligned)
 {
     float const offset = aligned ? 0.5F : 0.0F;
-    float const x1 = toFloat(roi[1]) * scale - offset;
-    float const y1 = toFloat(roi[2]) * scale - offset;
-    float roiWidth = toFloat(roi[3]) * scale - offset - x1;
-    float roiHeight = toFloat(roi[4]) * scale - offset - y1;
+    RoiGrid r{};
+    auto const at = [&](int i) { return __fmaf_rn(toFloat(roi[i]), scale, -offset); };
+    r.x1 = at(1);
+    r.y1 = at(2);
+    float roiWidth = __fsub_rn(at(3), r.x1);
+    float roiHeight = __fsub_rn(at(4), r.y1);
     if (!aligned)
     {
         roiWidth = fmaxf(roiWidth, 1.0F);
         roiHeight = fmaxf(roiHeight, 1.0F);
     }
-    float const binHeight = roiHeight / static_cast<float>(pooledHeight);
-    float const binWidth = roiWidth / static_cast<float>(pooledWidth);
-    int const gridHeight
+    r.binHeight = roiHeight / static_cast<float>(pooledHeight);
+    r.binWidth = roiWidth / static_cast<float>(pooledWidth);
+    r.gridHeight
         = samplingRatio > 0 ? samplingRatio : static_cast<int>(ceilf(roiHeight / static_cast<float>(pooledHeight)));
-    int const gridWidth
+    r.gridWidth
         = samplingRatio > 0 ? samplingRatio : static_cast<int>(ceilf(roiWidth / static_cast<float>(pooledWidth)));
-    float const count = fmaxf(static_cast<float>(gridHeight * gridWidth), 1.0F);
+    r.count = fmaxf(static_cast<float>(r.gridHeight * r.gridWidth), 1.0F);
+    return r;
+}
+
+// The average of the samples of bin (ph, pw) of `roi` (see RoiGrid), in fp32.
+template <typename T, typename Index>
+__device__ float roiBinAverage(T const* plane, Index height, Index width, T const* roi, float scale, Index ph, Index pw,
+    Index pooledHeight, Index pooledWidth, int samplingRatio, bool aligned)
+{
+    RoiGrid const r = roiGrid(roi, scale, pooledHeight, pooledWidth, samplingRatio, aligned);
     float sum = 0.0F;
-    for (int iy = 0; iy < gridHeight; ++iy)
+    for (int iy = 0; iy < r.gridHeight; ++iy)
     {
-        float const y = y1 + static_cast<float>(ph) * binHeight
-                        + (static_cast<float>(iy) + 0.5F) * binHeight / static_cast<float>(gridHeight);
-        for (int ix = 0; ix < gridWidth; ++ix)
+        float const y = r.y(ph, iy);
+        for (int ix = 0; ix < r.gridWidth; ++ix)
         {
-            float const x = x1 + static_cast<float>(pw) * binWidth
-                            + (static_cast<float>(ix) + 0.5F) * binWidth / static_cast<float>(gridWidth);
-            sum += bilinear(plane, height, width, y, x);
+            sum += bilinear(plane, height, width, y, r.x(pw, ix));
         }
     }
-    return sum / count;
+    return sum / r.count;
 }
 
 // The output element (k, c, ph, pw) that an index into a (K, C, PH, PW) output stands for.

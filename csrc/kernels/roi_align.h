@@ -4,7 +4,8 @@
 // Scalars: spatial_scale, pooled_height, pooled_width, sampling_ratio (<= 0: adaptive), aligned (0/1)
 // Output:  (K, C, pooled_height, pooled_width); fp32 accumulation.
 //
-// Tactics: 0 (roiAlign) the heuristic: as 1; 1 (roiAlignPerElement) a thread per output element, torchvision's
+// Tactics: 0 (roiAlign) the heuristic: 2 where the samples (RoIs x bins x points) are at least half the input's
+// pixels, else 1; 1 (roiAlignPerElement) a thread per output element, torchvision's
 // design; 2 (roiAlignChannelsLast) the input copied channels-last into the workspace, a block per RoI and channel
 // slice, each bin's sampling points computed once for 16 lanes of 16-byte channel runs, where C's elements fill whole
 // 16-byte vectors, else as 1.
