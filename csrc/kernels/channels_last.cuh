@@ -13,33 +13,47 @@ namespace ttp::vision
 namespace
 {
 
-// (N, C, H, W) -> (N, H, W, C), 32 x 32 tiles through shared memory.
+// (N, C, H, W) -> (N, H, W, C), kTILE x kTILE tiles through shared memory, 32 x 8 threads a tile: each thread moves
+// 16 elements, all loaded before the first is stored (enough bytes in flight to near DRAM's rate in 16-bit types too).
+constexpr int kTILE = 64;
+
 template <typename T>
-__global__ void toChannelsLastKernel(T const* input, T* output, int channels, int planeSize)
+__global__ void __launch_bounds__(256) toChannelsLastKernel(T const* input, T* output, int channels, int planeSize)
 {
-    __shared__ T tile[32][33];
+    __shared__ T tile[kTILE][kTILE + 4 / sizeof(T)]; // a row 4 bytes past the banks: no conflicts either way
     int64_t const image = blockIdx.z;
-    int const pixel0 = static_cast<int>(blockIdx.x) * 32;
-    int const channel0 = static_cast<int>(blockIdx.y) * 32;
+    int const pixel0 = static_cast<int>(blockIdx.x) * kTILE;
+    int const channel0 = static_cast<int>(blockIdx.y) * kTILE;
     T const* from = input + image * channels * planeSize;
     T* to = output + image * channels * planeSize;
-    for (int i = static_cast<int>(threadIdx.y); i < 32; i += static_cast<int>(blockDim.y))
+    int const x = static_cast<int>(threadIdx.x);
+#pragma unroll
+    for (int i = static_cast<int>(threadIdx.y); i < kTILE; i += 8)
     {
         int const channel = channel0 + i;
-        int const pixel = pixel0 + static_cast<int>(threadIdx.x);
-        if (channel < channels && pixel < planeSize)
+#pragma unroll
+        for (int half = 0; half < kTILE; half += 32)
         {
-            tile[i][threadIdx.x] = from[static_cast<int64_t>(channel) * planeSize + pixel];
+            int const pixel = pixel0 + half + x;
+            if (channel < channels && pixel < planeSize)
+            {
+                tile[i][half + x] = from[static_cast<int64_t>(channel) * planeSize + pixel];
+            }
         }
     }
     __syncthreads();
-    for (int i = static_cast<int>(threadIdx.y); i < 32; i += static_cast<int>(blockDim.y))
+#pragma unroll
+    for (int i = static_cast<int>(threadIdx.y); i < kTILE; i += 8)
     {
         int const pixel = pixel0 + i;
-        int const channel = channel0 + static_cast<int>(threadIdx.x);
-        if (channel < channels && pixel < planeSize)
+#pragma unroll
+        for (int half = 0; half < kTILE; half += 32)
         {
-            to[static_cast<int64_t>(pixel) * channels + channel] = tile[threadIdx.x][i];
+            int const channel = channel0 + half + x;
+            if (channel < channels && pixel < planeSize)
+            {
+                to[static_cast<int64_t>(pixel) * channels + channel] = tile[half + x][i];
+            }
         }
     }
 }
@@ -47,17 +61,17 @@ __global__ void toChannelsLastKernel(T const* input, T* output, int channels, in
 // Whether toChannelsLast's grid holds (N, C, H * W).
 inline bool channelsLastFits(int64_t batch, int64_t channels, int64_t planeSize)
 {
-    return (planeSize + 31) / 32 <= std::numeric_limits<int32_t>::max() && (channels + 31) / 32 <= 65535
-           && batch <= 65535 && channels <= std::numeric_limits<int32_t>::max()
-           && planeSize <= std::numeric_limits<int32_t>::max();
+    return (planeSize + kTILE - 1) / kTILE <= std::numeric_limits<int32_t>::max()
+           && (channels + kTILE - 1) / kTILE <= 65535 && batch <= 65535
+           && channels <= std::numeric_limits<int32_t>::max() && planeSize <= std::numeric_limits<int32_t>::max();
 }
 
 // `input` (N, C, H * W) written to `output` as (N, H * W, C) on `stream`; the caller checked channelsLastFits.
 template <typename T>
 void toChannelsLast(T const* input, T* output, int64_t batch, int64_t channels, int64_t planeSize, cudaStream_t stream)
 {
-    dim3 const grid(static_cast<unsigned>((planeSize + 31) / 32), static_cast<unsigned>((channels + 31) / 32),
-        static_cast<unsigned>(batch));
+    dim3 const grid(static_cast<unsigned>((planeSize + kTILE - 1) / kTILE),
+        static_cast<unsigned>((channels + kTILE - 1) / kTILE), static_cast<unsigned>(batch));
     toChannelsLastKernel<T>
         <<<grid, dim3(32, 8), 0, stream>>>(input, output, static_cast<int>(channels), static_cast<int>(planeSize));
 }
