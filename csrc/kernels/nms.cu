@@ -17,9 +17,7 @@ using suppression::laneSelect;
 using suppression::warpOr;
 using suppression::wordCount;
 
-constexpr int kREDUCE_WARPS = 16;                        // 128 registers a thread: warp 0 holds two blocks' words
-constexpr int kOTHER_THREADS = (kREDUCE_WARPS - 1) * 32; // the threads that OR the next column
-constexpr int kROWS_IN_FLIGHT = 16;                      // the loads each of them issues before it waits
+constexpr int kREDUCE_WARPS = 32;
 constexpr int kKEEP_THREADS = 256;
 constexpr size_t kDEFAULT_SHARED_BYTES = 48 * 1024;
 
@@ -67,11 +65,14 @@ __global__ void iotaKernel(int32_t* values, int64_t n)
     }
 }
 
-// Up to kBLOCK_SORT_BOXES boxes are sorted by one block (cub's BlockRadixSort, one launch), not by DeviceRadixSort's
-// passes (several launches and memsets): both sorts are stable, so the order is the same.
+// From kBLOCK_SORT_MIN to kBLOCK_SORT_BOXES boxes one block sorts them (cub's BlockRadixSort, one launch) instead of
+// DeviceRadixSort's passes (past its one-block size, six kernels and six memsets): both sorts are stable, so the order
+// is the same. On the H200 (torch.profiler) at 5000 boxes: 22.6 us against 46 with the index fill; at 1000,
+// DeviceRadixSort's one-block kernel took 10.6 and this one 16.6 (it sorts all 8192 keys), hence the lower bound.
 constexpr int kSORT_THREADS = 512;
 constexpr int kSORT_ITEMS = 16;
 constexpr int64_t kBLOCK_SORT_BOXES = int64_t{kSORT_THREADS} * kSORT_ITEMS;
+constexpr int64_t kBLOCK_SORT_MIN = 4097;
 
 __global__ void __launch_bounds__(kSORT_THREADS) blockSortKernel(float const* scores, int64_t n, int32_t* order)
 {
@@ -151,46 +152,12 @@ __global__ void maskKernel(float const* boxes, int32_t const* order, int64_t n, 
     mask[columnStart(colBlock) + row] = bits;
 }
 
-// The words of one 64-box block that warp 0 holds for the walk (lane j: boxes j and j + 32): their diagonal words,
-// their words in the next column and their original indices; zeros past the last block.
-struct BlockWords
-{
-    uint64_t diagLow, diagHigh, nextLow, nextHigh;
-    int32_t orderLow, orderHigh;
-};
-
-__device__ __forceinline__ BlockWords loadBlockWords(
-    uint64_t const* mask, int32_t const* order, int64_t n, int64_t words, int64_t block, unsigned lane)
-{
-    BlockWords w{};
-    if (block >= words)
-    {
-        return w;
-    }
-    int64_t const first = block * kBOXES_PER_WORD;
-    uint64_t const* diagonal = mask + columnStart(block) + first;
-    bool const low = first + lane < n;
-    bool const high = first + lane + 32 < n;
-    w.diagLow = low ? __ldg(diagonal + lane) : 0;
-    w.diagHigh = high ? __ldg(diagonal + lane + 32) : 0;
-    w.orderLow = low ? __ldg(order + first + lane) : 0;
-    w.orderHigh = high ? __ldg(order + first + lane + 32) : 0;
-    if (block + 1 < words)
-    {
-        uint64_t const* next = mask + columnStart(block + 1) + first;
-        w.nextLow = __ldg(next + lane);
-        w.nextHigh = __ldg(next + lane + 32);
-    }
-    return w;
-}
-
 // The greedy walk, 64 boxes (one block) per step, in one thread block, never leaving the GPU. Warp 0 decides the
 // boxes of block c from the bits that earlier kept boxes set in column c and from block c's own diagonal words,
-// which it holds in registers, loaded two steps ahead, so the sequential part waits on no memory. Meanwhile the
-// other warps OR column c + 1 over the kept boxes of blocks < c (already final), a row a thread, every load of the
-// step issued before the first is used (kROWS_IN_FLIGHT a thread); warp 0 adds block c's own share once it is
-// decided. So a step costs about one round trip to L2 (up to 7680 rows), whatever the data. With
-// `keep` null (the sizes phase) the kept bits go to `keptOut` instead, for keepKernel.
+// which it keeps in registers, so the sequential part touches no memory. Meanwhile the other warps OR column c + 1
+// over the kept boxes of blocks < c (already final); warp 0 adds block c's own share once it is decided. Every load
+// of a step is issued at once, whatever the data: the walk costs one round trip to L2 per 64 boxes, not one per
+// kept box. With `keep` null (the sizes phase) the kept bits go to `keptOut` instead, for keepKernel.
 __global__ void __launch_bounds__(kREDUCE_WARPS * 32) reduceKernel(
     uint64_t const* mask, int32_t const* order, int64_t n, int64_t* keep, uint64_t* keptOut, int64_t* count)
 {
@@ -200,15 +167,33 @@ __global__ void __launch_bounds__(kREDUCE_WARPS * 32) reduceKernel(
     unsigned const warp = threadIdx.x / 32;
     unsigned const lane = threadIdx.x % 32;
 
-    // Warp 0's state: the removed bits of the current block, the current block's words and the next block's.
+    // Warp 0's state: the removed bits of the current block, its diagonal words, the words its boxes hold in the
+    // next column, and their original indices.
     uint64_t removed = 0;
-    BlockWords current{};
-    BlockWords ahead{};
+    uint64_t diagLow = 0;
+    uint64_t diagHigh = 0;
+    uint64_t nextLow = 0;
+    uint64_t nextHigh = 0;
+    int32_t orderLow = 0;
+    int32_t orderHigh = 0;
     int64_t kept = 0;
+    auto loadBlock = [&](int64_t block)
+    {
+        int64_t const first = block * kBOXES_PER_WORD;
+        uint64_t const* diagonal = mask + columnStart(block) + first;
+        uint64_t const* next = block + 1 < words ? mask + columnStart(block + 1) + first : nullptr;
+        bool const low = first + lane < n;
+        bool const high = first + lane + 32 < n;
+        diagLow = low ? __ldg(diagonal + lane) : 0;
+        diagHigh = high ? __ldg(diagonal + lane + 32) : 0;
+        orderLow = low ? __ldg(order + first + lane) : 0;
+        orderHigh = high ? __ldg(order + first + lane + 32) : 0;
+        nextLow = next != nullptr ? __ldg(next + lane) : 0;
+        nextHigh = next != nullptr ? __ldg(next + lane + 32) : 0;
+    };
     if (warp == 0)
     {
-        current = loadBlockWords(mask, order, n, words, 0, lane);
-        ahead = loadBlockWords(mask, order, n, words, 1, lane);
+        loadBlock(0);
     }
     for (int64_t block = 0; block < words; ++block)
     {
@@ -217,8 +202,8 @@ __global__ void __launch_bounds__(kREDUCE_WARPS * 32) reduceKernel(
         {
             int64_t const first = block * kBOXES_PER_WORD;
             uint64_t const valid = n - first >= kBOXES_PER_WORD ? ~uint64_t{0} : (uint64_t{1} << (n - first)) - 1;
-            uint64_t const decided = suppression::decideBlock(removed, current.diagLow, current.diagHigh);
-            uint64_t const keptBits = ~decided & valid;
+            uint64_t const current = suppression::decideBlock(removed, diagLow, diagHigh);
+            uint64_t const keptBits = ~current & valid;
             if (lane == 0)
             {
                 keptWords[block] = keptBits;
@@ -230,39 +215,29 @@ __global__ void __launch_bounds__(kREDUCE_WARPS * 32) reduceKernel(
             uint64_t const below = (uint64_t{1} << lane) - 1;
             if (keep != nullptr && ((keptBits >> lane) & 1U) != 0)
             {
-                keep[kept + __popcll(keptBits & below)] = current.orderLow;
+                keep[kept + __popcll(keptBits & below)] = orderLow;
             }
             if (keep != nullptr && ((keptBits >> (lane + 32)) & 1U) != 0)
             {
-                keep[kept + __popcll(keptBits & ((below << 32) | 0xffffffffULL))] = current.orderHigh;
+                keep[kept + __popcll(keptBits & ((below << 32) | 0xffffffffULL))] = orderHigh;
             }
             kept += __popcll(keptBits);
-            removed = last ? 0 : warpOr(laneSelect(keptBits, lane, current.nextLow, current.nextHigh));
-            current = ahead;
-            ahead = loadBlockWords(mask, order, n, words, block + 2, lane);
+            removed = last ? 0 : warpOr(laneSelect(keptBits, lane, nextLow, nextHigh));
+            if (!last)
+            {
+                loadBlock(block + 1);
+            }
         }
         else if (!last)
         {
             uint64_t const* column = mask + columnStart(block + 1);
-            int64_t const rows = block * kBOXES_PER_WORD;
             uint64_t bits = 0;
-            for (int64_t base = threadIdx.x - 32; base < rows; base += int64_t{kOTHER_THREADS} * kROWS_IN_FLIGHT)
+#pragma unroll 8
+            for (int64_t b = warp - 1; b < block; b += kREDUCE_WARPS - 1)
             {
-                uint64_t rowBits[kROWS_IN_FLIGHT];
-#pragma unroll
-                for (int u = 0; u < kROWS_IN_FLIGHT; ++u)
-                {
-                    int64_t const row = base + int64_t{u} * kOTHER_THREADS;
-                    rowBits[u] = row < rows ? __ldg(column + row) : 0;
-                }
-#pragma unroll
-                for (int u = 0; u < kROWS_IN_FLIGHT; ++u)
-                {
-                    int64_t const row = base + int64_t{u} * kOTHER_THREADS;
-                    bool const live
-                        = row < rows && ((keptWords[row / kBOXES_PER_WORD] >> (row % kBOXES_PER_WORD)) & 1U) != 0;
-                    bits |= live ? rowBits[u] : 0;
-                }
+                uint64_t const low = __ldg(column + b * kBOXES_PER_WORD + lane);
+                uint64_t const high = __ldg(column + b * kBOXES_PER_WORD + lane + 32);
+                bits |= laneSelect(keptWords[b], lane, low, high);
             }
             bits = warpOr(bits);
             if (lane == 0)
@@ -347,7 +322,7 @@ cudaError_t nms(sdk::LaunchArgs const& a)
     }
     auto const* scores = static_cast<float const*>(a.inputs[1].data);
     cudaError_t err = cudaSuccess;
-    if (n <= kBLOCK_SORT_BOXES)
+    if (n >= kBLOCK_SORT_MIN && n <= kBLOCK_SORT_BOXES)
     {
         blockSortKernel<<<1, kSORT_THREADS, 0, a.stream>>>(scores, n, order);
     }

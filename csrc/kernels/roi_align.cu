@@ -56,8 +56,8 @@ __device__ __forceinline__ void addBilinearRun(
         return;
     }
     using Load = Vec<T, VEC>;
-    auto at = [&](int64_t r, int64_t col)
-    { return *reinterpret_cast<Load const*>(pixels + (r * width + col) * channels); };
+    auto at
+        = [&](int64_t r, int64_t col) { return *reinterpret_cast<Load const*>(pixels + (r * width + col) * channels); };
     Load const v00 = at(c.y0, c.x0);
     Load const v01 = at(c.y0, c.x1);
     Load const v10 = at(c.y1, c.x0);

@@ -52,27 +52,12 @@ __device__ inline uint64_t laneSelect(uint64_t bits, unsigned lane, uint64_t low
     return (((bits >> lane) & 1U) != 0 ? low : 0) | (((bits >> (lane + 32)) & 1U) != 0 ? high : 0);
 }
 
-// Below this many candidates (boxes no earlier kept box removed) decideBlock takes one step per kept box, else one
-// per box: a step per kept box waits on a shuffle (about 4x a fixed step's dependent chain of three ALU operations).
-constexpr int kSPARSE_CANDIDATES = 16;
-
 // One warp decides a 64-box block in registers: `removed` holds the bits earlier kept boxes set in it; lane j holds
-// the block's own (diagonal) words of its boxes j (diagLow) and j + 32 (diagHigh), which set bits of later boxes only.
-// Returns the block's removed bits, the same in every lane; a box is kept when its bit is clear. Where few boxes are
-// candidates (most of a cluster's boxes are removed by the first kept ones), only the kept boxes take a step.
+// the block's own (diagonal) words of its boxes j (diagLow) and j + 32 (diagHigh). Returns the block's removed bits,
+// the same in every lane; a box is kept when its bit is clear.
 __device__ inline uint64_t decideBlock(uint64_t removed, uint64_t diagLow, uint64_t diagHigh)
 {
     uint64_t current = removed;
-    if (__popcll(~removed) <= kSPARSE_CANDIDATES)
-    {
-        for (uint64_t pending = ~current; pending != 0;)
-        {
-            int const j = __ffsll(static_cast<long long>(pending)) - 1;
-            current |= __shfl_sync(0xffffffffU, j < 32 ? diagLow : diagHigh, j & 31);
-            pending = j == 63 ? 0 : ~current & (~uint64_t{0} << (j + 1));
-        }
-        return current;
-    }
 #pragma unroll
     for (int j = 0; j < 32; ++j)
     {

@@ -92,8 +92,8 @@ def test_nms_one_host_sync_and_no_upper_bound_output(nms, capfd):
     assert peak - scratch < kept.numel() * 8 + upper_bound // 2, (peak, scratch, kept.numel())
 
 
-# Up to 8192 boxes one block sorts them (nms.cu), past it DeviceRadixSort does.
-@pytest.mark.parametrize("n", [1, 63, 64, 65, 1000, 5000, 8192, 8193])
+# From 4097 to 8192 boxes one block sorts them (nms.cu), else DeviceRadixSort does.
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 1000, 4096, 4097, 5000, 8192, 8193])
 @pytest.mark.parametrize("threshold", [0.3, 0.5, 0.9])
 def test_nms_matches_torchvision(n, threshold):
     dets, scores = _boxes(n, seed=n)
@@ -101,7 +101,7 @@ def test_nms_matches_torchvision(n, threshold):
     assert torch.equal(got.cpu(), _expected("nms", dets, scores, threshold).cpu())
 
 
-@pytest.mark.parametrize("n", [100, 3000, 9000])
+@pytest.mark.parametrize("n", [100, 3000, 6000, 9000])
 @pytest.mark.parametrize("threshold", [0.0, 0.5, 0.7, 1.0])
 def test_nms_matches_torchvision_on_overlapping_boxes(n, threshold):
     """Boxes jittered around a few objects, as a detector proposes them (most are suppressed), with tied scores, a run
