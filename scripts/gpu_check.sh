@@ -30,8 +30,8 @@
 #   inductor-bench  benchmarks.inductor_switch --quick: models with ops no converter takes, eager vs the converted
 #               graph with the Inductor plugins' switch off and on vs torch.compile (GPU and host time), into
 #               $OUT/inductor_switch.csv
-#   detection   the detection ops (issue 46): compute-sanitizer memcheck over each one's gpu tests, one sanitized
-#               process a file, all at once (memcheck_<file>.log; efficient_nms's takes the longest, about 150 s
+#   detection   the detection ops (issue 46): compute-sanitizer memcheck over each one's gpu tests (roi_align's and
+#               nms's in test_vision_gpu.py), one sanitized process a file, all at once (memcheck_<file>.log; efficient_nms's takes the longest, about 150 s
 #               alone on the H200), then their benchmarks with roi_align's and nms's (do_bench, 3 repeats)
 set -uo pipefail
 STEPS=${*:-tests sanitizer bench}
@@ -120,7 +120,7 @@ if has detection; then
   step "detection ops: memcheck over their gpu tests, one process a file"
   declare -A MEMCHECK=()
   for f in efficient_nms multi_scale_deformable_attention multi_scale_deformable_attention_lowering deform_conv2d \
-    multi_scale_roi_align; do
+    multi_scale_roi_align vision; do
     compute-sanitizer --tool memcheck --error-exitcode 99 $PY -m pytest "tests/gpu/test_${f}_gpu.py" -q -rs \
       -p no:cacheprovider > "$OUT/memcheck_$f.log" 2>&1 &
     MEMCHECK[$f]=$!
