@@ -195,12 +195,13 @@ namespace
 // The launch arguments checked and read into `g`; false where they do not describe a roi_align.
 bool readGeometry(sdk::LaunchArgs const& a, Geometry<int64_t>& g)
 {
-    sdk::Tensor const& input = a.inputs[0];
-    sdk::Tensor const& out = a.outputs[0];
-    if (a.nbInputs != 2 || a.nbOutputs != 1 || a.nbScalars != fields::kNB_SCALARS || input.rank != 4 || out.rank != 4)
+    if (a.nbInputs != 2 || a.nbOutputs != 1 || a.nbScalars != fields::kNB_SCALARS || a.inputs[0].rank != 4
+        || a.outputs[0].rank != 4)
     {
         return false;
     }
+    sdk::Tensor const& input = a.inputs[0];
+    sdk::Tensor const& out = a.outputs[0];
     // Pooled sizes from the output dims: they may have arrived as shape inputs.
     g = Geometry<int64_t>{input.dims[1], input.dims[2], input.dims[3], out.dims[2], out.dims[3],
         static_cast<float>(a.scalars[fields::kSPATIAL_SCALE]), static_cast<int>(a.scalars[fields::kSAMPLING_RATIO]),
@@ -208,13 +209,33 @@ bool readGeometry(sdk::LaunchArgs const& a, Geometry<int64_t>& g)
     return true;
 }
 
-cudaError_t run(sdk::LaunchArgs const& a, bool channelsLast)
+// Tactic 0's choice: tactic 2 where its copy pays for itself, else tactic 1. The copy reads and writes every input
+// element once; tactic 2 then saves on each sample it reads (one per RoI, bin, sampling point and channel). So it
+// runs where the samples are at least half the input's pixels, per channel (4 points a bin where the ratio is
+// adaptive): the crossover bench_roi_align measures on the H200 (docs/results.md).
+bool channelsLastPays(sdk::LaunchArgs const& a, Geometry<int64_t> const& g)
+{
+    int64_t const points = g.samplingRatio > 0 ? int64_t{g.samplingRatio} * g.samplingRatio : 4;
+    int64_t const samples = a.outputs[0].dims[0] * g.pooledHeight * g.pooledWidth * points;
+    return 2 * samples >= a.inputs[0].dims[0] * g.height * g.width;
+}
+
+enum class Choice
+{
+    kPerElement,
+    kChannelsLast,
+    kHeuristic
+};
+
+cudaError_t run(sdk::LaunchArgs const& a, Choice choice)
 {
     Geometry<int64_t> g{};
     if (!readGeometry(a, g))
     {
         return cudaErrorInvalidValue;
     }
+    bool const channelsLast
+        = choice == Choice::kChannelsLast || (choice == Choice::kHeuristic && channelsLastPays(a, g));
     switch (a.inputs[0].dtype)
     {
     case DType::kFLOAT32: return launch<float>(a, g, channelsLast);
@@ -228,35 +249,22 @@ cudaError_t run(sdk::LaunchArgs const& a, bool channelsLast)
 size_t roiAlignWorkspaceSize(sdk::LaunchArgs const& a)
 {
     Geometry<int64_t> g{};
-    return a.nbInputs == 2 && readGeometry(a, g) ? static_cast<size_t>(channelsLastBytes(a.inputs[0])) : 0;
+    return readGeometry(a, g) ? static_cast<size_t>(channelsLastBytes(a.inputs[0])) : 0;
 }
 
-// Tactic 0, the heuristic: tactic 2 where its copy pays for itself, else tactic 1. The copy reads and writes every
-// input element once; tactic 2 then saves on each sample it reads (one per RoI, bin, sampling point and channel). So
-// it runs where the samples are at least half the input's pixels, per channel (4 points a bin where the ratio is
-// adaptive): the crossover bench_roi_align measures on the H200 (docs/results.md).
 cudaError_t roiAlign(sdk::LaunchArgs const& a)
 {
-    sdk::Tensor const& input = a.inputs[0];
-    sdk::Tensor const& out = a.outputs[0];
-    if (input.rank != 4 || out.rank != 4 || a.nbScalars != fields::kNB_SCALARS)
-    {
-        return cudaErrorInvalidValue;
-    }
-    auto const ratio = static_cast<int64_t>(a.scalars[fields::kSAMPLING_RATIO]);
-    int64_t const points = ratio > 0 ? ratio * ratio : 4;
-    int64_t const samples = out.dims[0] * out.dims[2] * out.dims[3] * points;
-    return run(a, 2 * samples >= input.dims[0] * input.dims[2] * input.dims[3]);
+    return run(a, Choice::kHeuristic);
 }
 
 cudaError_t roiAlignPerElement(sdk::LaunchArgs const& a)
 {
-    return run(a, false);
+    return run(a, Choice::kPerElement);
 }
 
 cudaError_t roiAlignChannelsLast(sdk::LaunchArgs const& a)
 {
-    return run(a, true);
+    return run(a, Choice::kChannelsLast);
 }
 
 } // namespace ttp::vision
